@@ -1,0 +1,1 @@
+//! Running built plugin binaries and the libcni driver as a runtime does.

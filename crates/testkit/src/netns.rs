@@ -1,0 +1,1 @@
+//! Throwaway network namespaces: a fake host and pod netns per test.
