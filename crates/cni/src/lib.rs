@@ -7,6 +7,7 @@
 
 pub mod env;
 pub mod error;
+pub mod fs;
 pub mod ipam;
 pub mod logging;
 pub mod netconf;
