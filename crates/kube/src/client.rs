@@ -109,6 +109,14 @@ impl Client {
             {
                 KubeError::Timeout(timeout)
             }
+            ureq::Error::Io(io)
+                if io.kind() == std::io::ErrorKind::InvalidData
+                    || io
+                        .get_ref()
+                        .is_some_and(|e| e.downcast_ref::<rustls::Error>().is_some()) =>
+            {
+                KubeError::Tls(io.to_string())
+            }
             ureq::Error::Io(io) => KubeError::Connect(io.to_string()),
             ureq::Error::HostNotFound => KubeError::Connect("host not found".into()),
             ureq::Error::ConnectionFailed => KubeError::Connect("connection failed".into()),

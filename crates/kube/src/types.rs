@@ -80,7 +80,9 @@ impl From<RawPod> for Pod {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RawNodeSpec {
+    #[serde(rename = "podCIDR")]
     pub pod_cidr: Option<String>,
+    #[serde(rename = "podCIDRs")]
     pub pod_cidrs: Option<Vec<String>>,
 }
 
