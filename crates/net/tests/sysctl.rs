@@ -117,7 +117,7 @@ fn rejected_value_rolls_back_earlier_writes() {
             && msg.contains("EINVAL"),
         "{msg}"
     );
-    assert_eq!(e.cni_code(), 7);
+    assert_eq!(e.cni_code(), tern_cni::code::SYSCTL_WRITE);
     assert_eq!(ns.sysctl("net.ipv4.tcp_keepalive_time"), before_time);
     assert_eq!(ns.sysctl("net.ipv4.tcp_keepalive_probes"), before_probes);
 }
