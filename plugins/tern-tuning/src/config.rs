@@ -201,14 +201,18 @@ impl TuningConf {
     pub fn problems(&self, ifname: &str, allowlist: Option<&Allowlist>) -> Vec<tern_net::Error> {
         let mut problems = Vec::new();
         for (k, v) in &self.sysctl {
-            if let Err(e) = SysctlKey::parse(k, ifname) {
-                problems.push(e);
-            }
+            let key = SysctlKey::parse(k, ifname);
             if let Err(e) = SysctlValue::parse(k, v) {
                 problems.push(e);
             }
-            if let Some(Err(e)) = allowlist.map(|a| a.check(k)) {
-                problems.push(e);
+            match key {
+                Err(e) => problems.push(e),
+                // A key that breaks the rules needs no second message about the allowlist.
+                Ok(_) => {
+                    if let Some(Err(e)) = allowlist.map(|a| a.check(k)) {
+                        problems.push(e);
+                    }
+                }
             }
         }
         problems
