@@ -2,22 +2,15 @@
 
 use tern_cni::{code, Error};
 
-/// Maps a `tern-net` error to a CNI error: netlink failures are 101 (the message names the
-/// operation and errno), a missing or invalid netns is 8, sysctl rejections keep the crate's
-/// mapping (7), and anything else falls back to the crate's code (never 999).
+/// Maps a `tern-net` error to a CNI error: the crate's mapping (netlink 101, sysctl 7/103), except
+/// that an ADD or CHECK netns that is missing or not a netns is 8 (invalid `CNI_NETNS`).
 pub fn from_net(e: tern_net::Error) -> Error {
-    let msg = e.to_string();
-    let code = match &e {
-        tern_net::Error::Netlink { .. } => code::NETLINK,
+    match &e {
         tern_net::Error::NetnsNotFound { .. } | tern_net::Error::NotANetns { .. } => {
-            code::INVALID_NETNS
+            Error::new(code::INVALID_NETNS, e.to_string())
         }
-        other => match other.cni_code() {
-            999 => code::NETLINK,
-            c => c,
-        },
-    };
-    Error::new(code, msg)
+        _ => e.to_cni(),
+    }
 }
 
 /// A state-file failure (code 104), naming what was being done.

@@ -11,6 +11,7 @@ mod lookup;
 mod naming;
 mod rollback;
 mod state;
+mod status;
 
 use tern_cni::{AddInput, CheckInput, CniResult, DelInput, Error, GcInput, Plugin, StatusInput};
 
@@ -38,8 +39,7 @@ impl Plugin for Tern {
     }
 
     fn status(&self, input: &StatusInput) -> Result<(), Error> {
-        let conf = config::TernConf::from_netconf(&input.config)?;
-        input.delegate(&conf.ipam_type).status(&input.config.bytes)
+        status::status(input)
     }
 
     fn gc(&self, input: &GcInput) -> Result<(), Error> {
