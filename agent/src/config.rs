@@ -79,18 +79,39 @@ impl RunConfig {
     ///
     /// # Errors
     /// A message naming the bad flag or variable and what is accepted.
-    pub fn from_args(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+    pub fn from_args(
+        args: &[String],
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
         let mut flags = std::collections::BTreeMap::new();
         let mut it = args.iter();
         while let Some(a) = it.next() {
-            let Some(name) = a.strip_prefix("--") else { bail!("unexpected argument {a:?}") };
+            let Some(name) = a.strip_prefix("--") else {
+                bail!("unexpected argument {a:?}")
+            };
             let (name, value) = match name.split_once('=') {
                 Some((n, v)) => (n.to_owned(), v.to_owned()),
-                None => (name.to_owned(), it.next().with_context(|| format!("--{name} needs a value"))?.clone()),
+                None => (
+                    name.to_owned(),
+                    it.next()
+                        .with_context(|| format!("--{name} needs a value"))?
+                        .clone(),
+                ),
             };
             const KNOWN: &[&str] = &[
-                "api-server", "sa-dir", "namespace", "service-account", "token-lifetime", "kubeconfig", "socket",
-                "listen", "allow-non-loopback-listen", "request-timeout", "backoff-base", "backoff-cap", "wall-check",
+                "api-server",
+                "sa-dir",
+                "namespace",
+                "service-account",
+                "token-lifetime",
+                "kubeconfig",
+                "socket",
+                "listen",
+                "allow-non-loopback-listen",
+                "request-timeout",
+                "backoff-base",
+                "backoff-cap",
+                "wall-check",
                 "channel-interval",
             ];
             if !KNOWN.contains(&name.as_str()) {
@@ -99,7 +120,9 @@ impl RunConfig {
             flags.insert(name, value);
         }
         let dur = |flag: &str, default: Duration| -> anyhow::Result<Duration> {
-            flags.get(flag).map_or(Ok(default), |v| parse_duration(v).map_err(|e| anyhow::anyhow!("--{flag}: {e}")))
+            flags.get(flag).map_or(Ok(default), |v| {
+                parse_duration(v).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+            })
         };
         let api_server = match flags.get("api-server") {
             Some(s) => s.trim_end_matches('/').to_owned(),
@@ -109,14 +132,23 @@ impl RunConfig {
                 let (Some(host), Some(port)) = (host, port) else {
                     bail!("unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined (or pass --api-server)");
                 };
-                if host.contains(':') { format!("https://[{host}]:{port}") } else { format!("https://{host}:{port}") }
+                if host.contains(':') {
+                    format!("https://[{host}]:{port}")
+                } else {
+                    format!("https://{host}:{port}")
+                }
             }
         };
         if !api_server.starts_with("https://") {
             bail!("--api-server {api_server} must be https");
         }
         let sa_dir = PathBuf::from(flags.get("sa-dir").map_or(DEFAULT_SA_DIR, String::as_str));
-        let namespace = match flags.get("namespace").cloned().or_else(|| env("POD_NAMESPACE")).filter(|n| !n.is_empty()) {
+        let namespace = match flags
+            .get("namespace")
+            .cloned()
+            .or_else(|| env("POD_NAMESPACE"))
+            .filter(|n| !n.is_empty())
+        {
             Some(ns) => ns,
             None => std::fs::read_to_string(sa_dir.join("namespace"))
                 .map(|s| s.trim().to_owned())
@@ -126,14 +158,20 @@ impl RunConfig {
         };
         let mut c = RunConfig::with_defaults(api_server, namespace);
         c.sa_dir = sa_dir;
-        if let Some(sa) = flags.get("service-account").cloned().or_else(|| env("TERN_CNI_SERVICE_ACCOUNT")) {
+        if let Some(sa) = flags
+            .get("service-account")
+            .cloned()
+            .or_else(|| env("TERN_CNI_SERVICE_ACCOUNT"))
+        {
             c.cni_service_account = sa;
         }
         c.token_lifetime = dur("token-lifetime", c.token_lifetime)?;
         c.kubeconfig = flags.get("kubeconfig").map_or(c.kubeconfig, PathBuf::from);
         c.socket = flags.get("socket").map_or(c.socket, PathBuf::from);
         if let Some(l) = flags.get("listen") {
-            c.listen = l.parse().with_context(|| format!("--listen {l:?} is not an address such as {DEFAULT_LISTEN}"))?;
+            c.listen = l.parse().with_context(|| {
+                format!("--listen {l:?} is not an address such as {DEFAULT_LISTEN}")
+            })?;
         }
         c.request_timeout = dur("request-timeout", c.request_timeout)?;
         c.policy.backoff_base = dur("backoff-base", c.policy.backoff_base)?;
@@ -141,9 +179,12 @@ impl RunConfig {
         c.wall_check = dur("wall-check", c.wall_check)?;
         c.channel_min_interval = dur("channel-interval", c.channel_min_interval)?;
         if let Some(v) = env(REFRESH_ENV).filter(|v| !v.is_empty()) {
-            c.policy.refresh_override = Some(parse_duration(&v).map_err(|e| anyhow::anyhow!("{REFRESH_ENV}: {e}"))?);
+            c.policy.refresh_override =
+                Some(parse_duration(&v).map_err(|e| anyhow::anyhow!("{REFRESH_ENV}: {e}"))?);
         }
-        let allow_remote = flags.get("allow-non-loopback-listen").is_some_and(|v| v == "true");
+        let allow_remote = flags
+            .get("allow-non-loopback-listen")
+            .is_some_and(|v| v == "true");
         c.validate(allow_remote)?;
         Ok(c)
     }
@@ -168,7 +209,8 @@ impl RunConfig {
         if self.wall_check.is_zero() || self.wall_check > Duration::from_secs(60) {
             bail!("--wall-check must be between 1ms and 1m");
         }
-        if self.policy.backoff_base.is_zero() || self.policy.backoff_cap < self.policy.backoff_base {
+        if self.policy.backoff_base.is_zero() || self.policy.backoff_cap < self.policy.backoff_base
+        {
             bail!("--backoff-base must be positive and not above --backoff-cap");
         }
         if self.request_timeout.is_zero() {
@@ -186,12 +228,21 @@ mod tests {
     use super::*;
 
     fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned())
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
     }
 
     #[test]
     fn in_cluster_env_and_defaults() {
-        let env = env_of(&[("KUBERNETES_SERVICE_HOST", "fd00::1"), ("KUBERNETES_SERVICE_PORT", "443"), ("POD_NAMESPACE", "tern")]);
+        let env = env_of(&[
+            ("KUBERNETES_SERVICE_HOST", "fd00::1"),
+            ("KUBERNETES_SERVICE_PORT", "443"),
+            ("POD_NAMESPACE", "tern"),
+        ]);
         let c = RunConfig::from_args(&[], &env).unwrap();
         assert_eq!(c.api_server, "https://[fd00::1]:443");
         assert_eq!(c.namespace, "tern");
@@ -202,31 +253,67 @@ mod tests {
 
     #[test]
     fn refresh_override_is_strict() {
-        let env = env_of(&[("KUBERNETES_SERVICE_HOST", "h"), ("KUBERNETES_SERVICE_PORT", "1"), ("CNI_TOKEN_REFRESH_DURATION", "10")]);
+        let env = env_of(&[
+            ("KUBERNETES_SERVICE_HOST", "h"),
+            ("KUBERNETES_SERVICE_PORT", "1"),
+            ("CNI_TOKEN_REFRESH_DURATION", "10"),
+        ]);
         let e = RunConfig::from_args(&[], &env).unwrap_err().to_string();
-        assert!(e.contains("CNI_TOKEN_REFRESH_DURATION") && e.contains("such as 10m"), "{e}");
-        let env = env_of(&[("KUBERNETES_SERVICE_HOST", "h"), ("KUBERNETES_SERVICE_PORT", "1"), ("CNI_TOKEN_REFRESH_DURATION", "10s")]);
-        assert!(RunConfig::from_args(&[], &env).unwrap_err().to_string().contains("at least 1m"));
-        let env = env_of(&[("KUBERNETES_SERVICE_HOST", "h"), ("KUBERNETES_SERVICE_PORT", "1"), ("CNI_TOKEN_REFRESH_DURATION", "10m")]);
-        assert_eq!(RunConfig::from_args(&[], &env).unwrap().policy.refresh_override, Some(Duration::from_secs(600)));
+        assert!(
+            e.contains("CNI_TOKEN_REFRESH_DURATION") && e.contains("such as 10m"),
+            "{e}"
+        );
+        let env = env_of(&[
+            ("KUBERNETES_SERVICE_HOST", "h"),
+            ("KUBERNETES_SERVICE_PORT", "1"),
+            ("CNI_TOKEN_REFRESH_DURATION", "10s"),
+        ]);
+        assert!(RunConfig::from_args(&[], &env)
+            .unwrap_err()
+            .to_string()
+            .contains("at least 1m"));
+        let env = env_of(&[
+            ("KUBERNETES_SERVICE_HOST", "h"),
+            ("KUBERNETES_SERVICE_PORT", "1"),
+            ("CNI_TOKEN_REFRESH_DURATION", "10m"),
+        ]);
+        assert_eq!(
+            RunConfig::from_args(&[], &env)
+                .unwrap()
+                .policy
+                .refresh_override,
+            Some(Duration::from_secs(600))
+        );
     }
 
     #[test]
     fn refuses_3607_short_lifetimes_and_exposed_listen() {
         let env = env_of(&[]);
         let a = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        assert!(RunConfig::from_args(&[], &env).unwrap_err().to_string().contains("KUBERNETES_SERVICE_HOST"));
+        assert!(RunConfig::from_args(&[], &env)
+            .unwrap_err()
+            .to_string()
+            .contains("KUBERNETES_SERVICE_HOST"));
         let base = ["--api-server", "https://h:1", "--namespace", "n"];
         let with = |extra: &[&str]| {
             let mut v = a(&base);
             v.extend(a(extra));
             RunConfig::from_args(&v, &env)
         };
-        assert!(with(&["--token-lifetime", "3607s"]).unwrap_err().to_string().contains("3607"));
+        assert!(with(&["--token-lifetime", "3607s"])
+            .unwrap_err()
+            .to_string()
+            .contains("3607"));
         assert!(with(&["--token-lifetime", "5m"]).is_err());
-        assert!(with(&["--listen", "0.0.0.0:9412"]).unwrap_err().to_string().contains("not loopback"));
+        assert!(with(&["--listen", "0.0.0.0:9412"])
+            .unwrap_err()
+            .to_string()
+            .contains("not loopback"));
         assert!(with(&["--wall-check", "2m"]).is_err());
-        assert!(with(&["--bogus", "1"]).unwrap_err().to_string().contains("unknown flag"));
+        assert!(with(&["--bogus", "1"])
+            .unwrap_err()
+            .to_string()
+            .contains("unknown flag"));
         assert!(with(&["--token-lifetime", "1h"]).is_ok());
     }
 }

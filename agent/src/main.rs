@@ -21,7 +21,11 @@ fn init_logging() {
         Ok("warn") => tracing::Level::WARN,
         _ => tracing::Level::INFO,
     };
-    tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(false).with_max_level(level).init();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_max_level(level)
+        .init();
 }
 
 fn run(args: &[String]) -> anyhow::Result<()> {

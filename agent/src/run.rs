@@ -28,7 +28,9 @@ use anyhow::Context as _;
 use tern_kube::channel::{read_request, write_outcome, CodecError, Outcome, Request, MAX_LINE};
 use tern_kube::kubeconfig::{self, ClientConfig, TlsTrust};
 use tern_kube::time::format_rfc3339;
-use tern_kube::{write_atomic, BearerToken, Client, KubeError, TokenRequestSpec, TokenRequestStatus};
+use tern_kube::{
+    write_atomic, BearerToken, Client, KubeError, TokenRequestSpec, TokenRequestStatus,
+};
 use tracing::{debug, info, warn};
 
 use crate::clock::WallClock;
@@ -102,7 +104,8 @@ impl Agent {
     /// or an address cannot be bound.
     pub fn start(cfg: RunConfig, clock: Arc<dyn WallClock>) -> anyhow::Result<Agent> {
         let unix = bind_socket(&cfg.socket)?;
-        let http = TcpListener::bind(cfg.listen).with_context(|| format!("bind health/metrics on {}", cfg.listen))?;
+        let http = TcpListener::bind(cfg.listen)
+            .with_context(|| format!("bind health/metrics on {}", cfg.listen))?;
         let http_addr = http.local_addr()?;
         let shared = Arc::new(Shared {
             cfg,
@@ -111,7 +114,9 @@ impl Agent {
                 pending_channel: false,
                 in_flight: false,
                 generation: 0,
-                last_outcome: Outcome::Failed { reason: "no refresh yet".into() },
+                last_outcome: Outcome::Failed {
+                    reason: "no refresh yet".into(),
+                },
                 last_channel_trigger: None,
                 not_before: None,
             }),
@@ -131,12 +136,28 @@ impl Agent {
         );
         let mut threads = Vec::new();
         let s = Arc::clone(&shared);
-        threads.push(std::thread::Builder::new().name("refresher".into()).spawn(move || refresher(&s))?);
+        threads.push(
+            std::thread::Builder::new()
+                .name("refresher".into())
+                .spawn(move || refresher(&s))?,
+        );
         let s = Arc::clone(&shared);
-        threads.push(std::thread::Builder::new().name("channel".into()).spawn(move || channel_server(&s, unix))?);
+        threads.push(
+            std::thread::Builder::new()
+                .name("channel".into())
+                .spawn(move || channel_server(&s, unix))?,
+        );
         let s = Arc::clone(&shared);
-        threads.push(std::thread::Builder::new().name("http".into()).spawn(move || http_server(&s, http))?);
-        Ok(Agent { shared, threads, http_addr })
+        threads.push(
+            std::thread::Builder::new()
+                .name("http".into())
+                .spawn(move || http_server(&s, http))?,
+        );
+        Ok(Agent {
+            shared,
+            threads,
+            http_addr,
+        })
     }
 
     /// The bound health/metrics address.
@@ -175,7 +196,8 @@ fn bind_socket(path: &std::path::Path) -> anyhow::Result<UnixListener> {
         if UnixStream::connect(path).is_ok() {
             anyhow::bail!("another agent is already listening on {}", path.display());
         }
-        std::fs::remove_file(path).with_context(|| format!("remove stale socket {}", path.display()))?;
+        std::fs::remove_file(path)
+            .with_context(|| format!("remove stale socket {}", path.display()))?;
     }
     let l = UnixListener::bind(path).with_context(|| format!("bind {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
@@ -187,8 +209,16 @@ fn bind_socket(path: &std::path::Path) -> anyhow::Result<UnixListener> {
 fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
     let token_path = cfg.sa_dir.join("token");
     let ca_path = cfg.sa_dir.join("ca.crt");
-    let own = std::fs::read_to_string(&token_path).map_err(|source| KubeError::Io { op: "read", path: token_path, source })?;
-    let ca = std::fs::read(&ca_path).map_err(|source| KubeError::Io { op: "read", path: ca_path, source })?;
+    let own = std::fs::read_to_string(&token_path).map_err(|source| KubeError::Io {
+        op: "read",
+        path: token_path,
+        source,
+    })?;
+    let ca = std::fs::read(&ca_path).map_err(|source| KubeError::Io {
+        op: "read",
+        path: ca_path,
+        source,
+    })?;
     let client = Client::new(&ClientConfig {
         source: cfg.sa_dir.clone(),
         server: cfg.api_server.clone(),
@@ -201,7 +231,12 @@ fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
         expiration_seconds: Some(i64::try_from(cfg.token_lifetime.as_secs()).unwrap_or(86_400)),
         bound_object_ref: None,
     };
-    let status = client.create_token(&cfg.namespace, &cfg.cni_service_account, &spec, cfg.request_timeout)?;
+    let status = client.create_token(
+        &cfg.namespace,
+        &cfg.cni_service_account,
+        &spec,
+        cfg.request_timeout,
+    )?;
     let text = kubeconfig::render(&cfg.api_server, &ca, &status.token);
     write_atomic(&cfg.kubeconfig, text.as_bytes(), 0o600)?;
     Ok(status)
@@ -235,7 +270,13 @@ fn refresher(s: &Shared) {
                 }
                 let now = Instant::now();
                 if now >= due_mono {
-                    break if first { "startup" } else if failures > 0 { "retry" } else { "timer" };
+                    break if first {
+                        "startup"
+                    } else if failures > 0 {
+                        "retry"
+                    } else {
+                        "timer"
+                    };
                 }
                 let wall = s.clock.now_ms();
                 if wall >= due_wall + WALL_SLACK_MS {
@@ -246,7 +287,10 @@ fn refresher(s: &Shared) {
                     break "clock";
                 }
                 let wait = (due_mono - now).min(cfg.wall_check);
-                g = s.cv.wait_timeout(g, wait).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+                g =
+                    s.cv.wait_timeout(g, wait)
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|e| e.into_inner().0);
             };
             g.pending_channel = false;
             g.in_flight = true;
@@ -260,7 +304,9 @@ fn refresher(s: &Shared) {
             Ok(st) => {
                 failures = 0;
                 expiry = Some(st.expiration_timestamp);
-                let lifetime = Duration::from_millis(u64::try_from(st.expiration_timestamp * 1000 - wall_now).unwrap_or(0));
+                let lifetime = Duration::from_millis(
+                    u64::try_from(st.expiration_timestamp * 1000 - wall_now).unwrap_or(0),
+                );
                 let delay = refresh_delay(&cfg.policy, lifetime, rng.unit());
                 for w in &st.warnings {
                     info!(warning = %w, "API server shortened the token lifetime");
@@ -273,7 +319,13 @@ fn refresher(s: &Shared) {
                     kubeconfig = %cfg.kubeconfig.display(),
                     "refreshed CNI token and wrote kubeconfig; next refresh scheduled"
                 );
-                (delay, Outcome::Refreshed { expires_at: format_rfc3339(st.expiration_timestamp) }, None)
+                (
+                    delay,
+                    Outcome::Refreshed {
+                        expires_at: format_rfc3339(st.expiration_timestamp),
+                    },
+                    None,
+                )
             }
             Err(e) => {
                 failures += 1;
@@ -282,7 +334,8 @@ fn refresher(s: &Shared) {
                     .filter(|ms| *ms > 0)
                     .map(|ms| Duration::from_millis(ms.unsigned_abs()));
                 let retry_after = e.retry_after().map(Duration::from_secs);
-                let delay = backoff_delay(&cfg.policy, failures, time_left, retry_after, rng.unit());
+                let delay =
+                    backoff_delay(&cfg.policy, failures, time_left, retry_after, rng.unit());
                 warn!(
                     trigger,
                     cause = cause(e),
@@ -293,7 +346,13 @@ fn refresher(s: &Shared) {
                     token_expires_at = expiry.map(format_rfc3339),
                     "token refresh failed; backing off"
                 );
-                (delay, Outcome::Failed { reason: format!("{}: {e}", cause(e)) }, retry_after.map(|r| Instant::now() + r))
+                (
+                    delay,
+                    Outcome::Failed {
+                        reason: format!("{}: {e}", cause(e)),
+                    },
+                    retry_after.map(|r| Instant::now() + r),
+                )
             }
         };
         due_mono = Instant::now() + delay;
@@ -325,15 +384,27 @@ fn refresher(s: &Shared) {
 fn channel_refresh(s: &Shared, reason: &str) -> Outcome {
     let mut g = lock(&s.coord);
     let now = Instant::now();
-    let secs_until = |t: Instant| (t.saturating_duration_since(now).as_millis().div_ceil(1000) as u64).max(1);
+    let secs_until =
+        |t: Instant| (t.saturating_duration_since(now).as_millis().div_ceil(1000) as u64).max(1);
     if g.in_flight || g.pending_channel {
         debug!(reason, "channel request joins the refresh in progress");
     } else if let Some(nb) = g.not_before.filter(|nb| *nb > now) {
-        return Outcome::RateLimited { retry_after_seconds: secs_until(nb) };
-    } else if let Some(t) = g.last_channel_trigger.filter(|t| now.duration_since(*t) < s.cfg.channel_min_interval) {
+        return Outcome::RateLimited {
+            retry_after_seconds: secs_until(nb),
+        };
+    } else if let Some(t) = g
+        .last_channel_trigger
+        .filter(|t| now.duration_since(*t) < s.cfg.channel_min_interval)
+    {
         let wait = secs_until(t + s.cfg.channel_min_interval);
-        info!(reason, retry_after_seconds = wait, "channel refresh request rate-limited");
-        return Outcome::RateLimited { retry_after_seconds: wait };
+        info!(
+            reason,
+            retry_after_seconds = wait,
+            "channel refresh request rate-limited"
+        );
+        return Outcome::RateLimited {
+            retry_after_seconds: wait,
+        };
     } else {
         info!(reason, "refresh requested over the agent channel");
         g.pending_channel = true;
@@ -345,9 +416,14 @@ fn channel_refresh(s: &Shared, reason: &str) -> Outcome {
     while g.generation < target {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() || s.stop.load(Ordering::SeqCst) {
-            return Outcome::Failed { reason: "refresh still in progress".into() };
+            return Outcome::Failed {
+                reason: "refresh still in progress".into(),
+            };
         }
-        g = s.cv.wait_timeout(g, left).map(|(g, _)| g).unwrap_or_else(|e| e.into_inner().0);
+        g =
+            s.cv.wait_timeout(g, left)
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
     }
     g.last_outcome.clone()
 }
@@ -368,8 +444,16 @@ fn serve_channel_conn(s: &Shared, stream: UnixStream) {
         Ok(Request::Refresh { reason }) => channel_refresh(s, &reason),
         Err(e) => {
             let reason = match &e {
-                CodecError::Io(io) if matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                    format!("no complete request line within {:?}", s.cfg.channel_read_timeout)
+                CodecError::Io(io)
+                    if matches!(
+                        io.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    format!(
+                        "no complete request line within {:?}",
+                        s.cfg.channel_read_timeout
+                    )
                 }
                 other => other.to_string(),
             };
@@ -377,7 +461,10 @@ fn serve_channel_conn(s: &Shared, stream: UnixStream) {
             Outcome::Error { reason }
         }
     };
-    *lock(&s.snap).channel.entry(outcome_label(&outcome)).or_insert(0) += 1;
+    *lock(&s.snap)
+        .channel
+        .entry(outcome_label(&outcome))
+        .or_insert(0) += 1;
     let mut w = &stream;
     let _ = write_outcome(&mut w, &outcome);
 }
@@ -391,14 +478,21 @@ fn channel_server(s: &Arc<Shared>, listener: UnixListener) {
         if s.channel_conns.fetch_add(1, Ordering::SeqCst) >= MAX_CHANNEL_CONNS {
             s.channel_conns.fetch_sub(1, Ordering::SeqCst);
             let mut w = &stream;
-            let _ = write_outcome(&mut w, &Outcome::Error { reason: "agent busy".into() });
+            let _ = write_outcome(
+                &mut w,
+                &Outcome::Error {
+                    reason: "agent busy".into(),
+                },
+            );
             continue;
         }
         let s2 = Arc::clone(s);
-        let spawned = std::thread::Builder::new().name("channel-conn".into()).spawn(move || {
-            serve_channel_conn(&s2, stream);
-            s2.channel_conns.fetch_sub(1, Ordering::SeqCst);
-        });
+        let spawned = std::thread::Builder::new()
+            .name("channel-conn".into())
+            .spawn(move || {
+                serve_channel_conn(&s2, stream);
+                s2.channel_conns.fetch_sub(1, Ordering::SeqCst);
+            });
         if spawned.is_err() {
             s.channel_conns.fetch_sub(1, Ordering::SeqCst);
         }
@@ -411,12 +505,21 @@ fn health(s: &Shared) -> (u16, String) {
     let now = s.clock.now_secs();
     match (snap.token_expiry, snap.next_attempt) {
         (None, _) => (503, "no token written yet\n".into()),
-        (Some(exp), _) if exp <= now => (503, format!("token expired at {}\n", format_rfc3339(exp))),
+        (Some(exp), _) if exp <= now => {
+            (503, format!("token expired at {}\n", format_rfc3339(exp)))
+        }
         (Some(exp), Some(next)) if next >= exp => (
             503,
-            format!("token expires at {} before the next attempt at {}\n", format_rfc3339(exp), format_rfc3339(next)),
+            format!(
+                "token expires at {} before the next attempt at {}\n",
+                format_rfc3339(exp),
+                format_rfc3339(next)
+            ),
         ),
-        (Some(exp), _) => (200, format!("ok: token valid until {}\n", format_rfc3339(exp))),
+        (Some(exp), _) => (
+            200,
+            format!("ok: token valid until {}\n", format_rfc3339(exp)),
+        ),
     }
 }
 
@@ -430,20 +533,55 @@ fn metrics(s: &Shared) -> String {
             o.push_str(&format!("{name} {v}\n"));
         }
     };
-    gauge("tern_agent_token_expiry_timestamp_seconds", "Expiry of the CNI token in the kubeconfig (Unix seconds).", snap.token_expiry);
-    gauge("tern_agent_last_success_timestamp_seconds", "Time of the last successful refresh (Unix seconds).", snap.last_success);
-    gauge("tern_agent_next_attempt_timestamp_seconds", "When the next refresh attempt is due (Unix seconds).", snap.next_attempt);
-    gauge("tern_agent_consecutive_failures", "Refresh attempts failed in a row.", Some(i64::from(snap.consecutive_failures)));
-    gauge("tern_agent_token_granted_seconds", "Lifetime the API server granted for the current token.", snap.granted_seconds);
+    gauge(
+        "tern_agent_token_expiry_timestamp_seconds",
+        "Expiry of the CNI token in the kubeconfig (Unix seconds).",
+        snap.token_expiry,
+    );
+    gauge(
+        "tern_agent_last_success_timestamp_seconds",
+        "Time of the last successful refresh (Unix seconds).",
+        snap.last_success,
+    );
+    gauge(
+        "tern_agent_next_attempt_timestamp_seconds",
+        "When the next refresh attempt is due (Unix seconds).",
+        snap.next_attempt,
+    );
+    gauge(
+        "tern_agent_consecutive_failures",
+        "Refresh attempts failed in a row.",
+        Some(i64::from(snap.consecutive_failures)),
+    );
+    gauge(
+        "tern_agent_token_granted_seconds",
+        "Lifetime the API server granted for the current token.",
+        snap.granted_seconds,
+    );
     let mut counter = |name: &str, help: &str, label: &str, m: &BTreeMap<&'static str, u64>| {
         o.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
         for (k, v) in m {
             o.push_str(&format!("{name}{{{label}=\"{k}\"}} {v}\n"));
         }
     };
-    counter("tern_agent_refreshes_total", "Successful token refreshes by trigger.", "trigger", &snap.refreshes);
-    counter("tern_agent_refresh_failures_total", "Failed token refreshes by cause.", "cause", &snap.failures);
-    counter("tern_agent_channel_requests_total", "Agent channel requests by outcome.", "outcome", &snap.channel);
+    counter(
+        "tern_agent_refreshes_total",
+        "Successful token refreshes by trigger.",
+        "trigger",
+        &snap.refreshes,
+    );
+    counter(
+        "tern_agent_refresh_failures_total",
+        "Failed token refreshes by cause.",
+        "cause",
+        &snap.failures,
+    );
+    counter(
+        "tern_agent_channel_requests_total",
+        "Agent channel requests by outcome.",
+        "outcome",
+        &snap.channel,
+    );
     o
 }
 
@@ -488,6 +626,8 @@ fn http_server(s: &Arc<Shared>, listener: TcpListener) {
         }
         let Ok(stream) = conn else { continue };
         let s2 = Arc::clone(s);
-        let _ = std::thread::Builder::new().name("http-conn".into()).spawn(move || serve_http_conn(&s2, stream));
+        let _ = std::thread::Builder::new()
+            .name("http-conn".into())
+            .spawn(move || serve_http_conn(&s2, stream));
     }
 }

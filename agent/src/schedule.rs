@@ -26,7 +26,11 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Self {
-        Policy { refresh_override: None, backoff_base: Duration::from_secs(1), backoff_cap: Duration::from_secs(300) }
+        Policy {
+            refresh_override: None,
+            backoff_base: Duration::from_secs(1),
+            backoff_cap: Duration::from_secs(300),
+        }
     }
 }
 
@@ -54,7 +58,10 @@ pub fn backoff_delay(
     u: f64,
 ) -> Duration {
     let exp = failures.saturating_sub(1).min(30);
-    let mut ceiling = policy.backoff_base.saturating_mul(1u32 << exp).min(policy.backoff_cap);
+    let mut ceiling = policy
+        .backoff_base
+        .saturating_mul(1u32 << exp)
+        .min(policy.backoff_cap);
     if let Some(left) = time_left.filter(|l| !l.is_zero()) {
         ceiling = ceiling.min(left / 2);
     }
@@ -71,20 +78,26 @@ pub fn backoff_delay(
 /// # Errors
 /// A message saying what is accepted.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("{text:?} is not a duration: use a number with a unit, such as 10m, 1h30m, 90s or 1.5h (units ms, s, m, h)");
+    let bad = || {
+        format!("{text:?} is not a duration: use a number with a unit, such as 10m, 1h30m, 90s or 1.5h (units ms, s, m, h)")
+    };
     if text.is_empty() {
         return Err(bad());
     }
     let mut total = 0f64;
     let mut rest = text;
     while !rest.is_empty() {
-        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
         if n == 0 {
             return Err(bad());
         }
         let value: f64 = rest[..n].parse().map_err(|_| bad())?;
         rest = &rest[n..];
-        let u = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
         let unit = match &rest[..u] {
             "ms" => 0.001,
             "s" => 1.0,
@@ -146,7 +159,10 @@ mod tests {
     fn refresh_is_a_quarter_to_a_half_of_the_real_lifetime() {
         let p = Policy::default();
         assert_eq!(refresh_delay(&p, 24 * H, 0.0), 6 * H);
-        assert_eq!(refresh_delay(&p, 24 * H, 0.999_999).as_secs(), 12 * 3600 - 1);
+        assert_eq!(
+            refresh_delay(&p, 24 * H, 0.999_999).as_secs(),
+            12 * 3600 - 1
+        );
         // A clamped 1 h token is refreshed after 15-30 min, from the returned expiry.
         let d = refresh_delay(&p, H, 0.5);
         assert_eq!(d, Duration::from_secs(1350));
@@ -159,10 +175,16 @@ mod tests {
 
     #[test]
     fn override_is_used_but_kept_before_expiry() {
-        let p = Policy { refresh_override: Some(Duration::from_secs(600)), ..Policy::default() };
+        let p = Policy {
+            refresh_override: Some(Duration::from_secs(600)),
+            ..Policy::default()
+        };
         assert_eq!(refresh_delay(&p, 24 * H, 0.0), Duration::from_secs(600));
         assert_eq!(refresh_delay(&p, 24 * H, 0.5), Duration::from_secs(900));
-        let p = Policy { refresh_override: Some(10 * H), ..Policy::default() };
+        let p = Policy {
+            refresh_override: Some(10 * H),
+            ..Policy::default()
+        };
         assert_eq!(refresh_delay(&p, H, 0.0), H.mul_f64(0.75));
         assert_eq!(refresh_delay(&p, Duration::ZERO, 0.0), MIN_DELAY);
     }
@@ -170,27 +192,59 @@ mod tests {
     #[test]
     fn backoff_grows_to_the_cap_with_full_jitter() {
         let p = Policy::default();
-        assert_eq!(backoff_delay(&p, 1, None, None, 0.999), Duration::from_millis(999));
-        assert_eq!(backoff_delay(&p, 4, None, None, 0.5), Duration::from_secs(4));
-        assert_eq!(backoff_delay(&p, 20, None, None, 1.0), Duration::from_secs(300));
-        assert_eq!(backoff_delay(&p, u32::MAX, None, None, 1.0), Duration::from_secs(300));
+        assert_eq!(
+            backoff_delay(&p, 1, None, None, 0.999),
+            Duration::from_millis(999)
+        );
+        assert_eq!(
+            backoff_delay(&p, 4, None, None, 0.5),
+            Duration::from_secs(4)
+        );
+        assert_eq!(
+            backoff_delay(&p, 20, None, None, 1.0),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            backoff_delay(&p, u32::MAX, None, None, 1.0),
+            Duration::from_secs(300)
+        );
         assert_eq!(backoff_delay(&p, 3, None, None, 0.0), MIN_DELAY);
         // Full jitter: the spread covers the whole [0, ceiling] range.
         let mut rng = Rng::seeded(1);
-        let ds: Vec<Duration> = (0..1000).map(|_| backoff_delay(&p, 12, None, None, rng.unit())).collect();
-        assert!(ds.iter().any(|d| *d < Duration::from_secs(30)) && ds.iter().any(|d| *d > Duration::from_secs(270)));
+        let ds: Vec<Duration> = (0..1000)
+            .map(|_| backoff_delay(&p, 12, None, None, rng.unit()))
+            .collect();
+        assert!(
+            ds.iter().any(|d| *d < Duration::from_secs(30))
+                && ds.iter().any(|d| *d > Duration::from_secs(270))
+        );
         let mean = ds.iter().sum::<Duration>() / 1000;
-        assert!(mean > Duration::from_secs(130) && mean < Duration::from_secs(170), "{mean:?}");
+        assert!(
+            mean > Duration::from_secs(130) && mean < Duration::from_secs(170),
+            "{mean:?}"
+        );
     }
 
     #[test]
     fn backoff_stays_below_the_time_left_and_honours_retry_after() {
         let p = Policy::default();
         let left = Some(Duration::from_secs(100));
-        assert_eq!(backoff_delay(&p, 20, left, None, 1.0), Duration::from_secs(50));
-        assert_eq!(backoff_delay(&p, 20, Some(Duration::ZERO), None, 1.0), Duration::from_secs(300));
-        assert_eq!(backoff_delay(&p, 1, None, Some(Duration::from_secs(32)), 0.1), Duration::from_secs(32));
-        assert_eq!(backoff_delay(&p, 20, None, Some(Duration::from_secs(2)), 1.0), Duration::from_secs(300));
+        assert_eq!(
+            backoff_delay(&p, 20, left, None, 1.0),
+            Duration::from_secs(50)
+        );
+        assert_eq!(
+            backoff_delay(&p, 20, Some(Duration::ZERO), None, 1.0),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            backoff_delay(&p, 1, None, Some(Duration::from_secs(32)), 0.1),
+            Duration::from_secs(32)
+        );
+        assert_eq!(
+            backoff_delay(&p, 20, None, Some(Duration::from_secs(2)), 1.0),
+            Duration::from_secs(300)
+        );
     }
 
     #[test]
@@ -199,7 +253,17 @@ mod tests {
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        for bad in ["", "10", "10 m", "-5m", "m", "10x", "1h 5m", "ten minutes", "1e3s"] {
+        for bad in [
+            "",
+            "10",
+            "10 m",
+            "-5m",
+            "m",
+            "10x",
+            "1h 5m",
+            "ten minutes",
+            "1e3s",
+        ] {
             let e = parse_duration(bad).unwrap_err();
             assert!(e.contains("such as 10m"), "{bad}: {e}");
         }

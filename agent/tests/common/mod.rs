@@ -40,7 +40,12 @@ impl Fixture {
         cfg.policy.backoff_base = Duration::from_millis(20);
         cfg.policy.backoff_cap = Duration::from_millis(500);
         cfg.request_timeout = Duration::from_secs(2);
-        let f = Fixture { s, dir, clock: Arc::new(OffsetClock::default()), cfg };
+        let f = Fixture {
+            s,
+            dir,
+            clock: Arc::new(OffsetClock::default()),
+            cfg,
+        };
         f.renew_own_token();
         f
     }
@@ -66,7 +71,11 @@ impl Fixture {
     }
 
     pub fn kubeconfig_token(&self) -> String {
-        tern_kube::kubeconfig::load(&self.cfg.kubeconfig).unwrap().token.expose().to_owned()
+        tern_kube::kubeconfig::load(&self.cfg.kubeconfig)
+            .unwrap()
+            .token
+            .expose()
+            .to_owned()
     }
 }
 
@@ -87,7 +96,10 @@ pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut s = String::new();
     c.read_to_string(&mut s).unwrap();
     let code = s.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let body = s.split_once("\r\n\r\n").map(|x| x.1.to_owned()).unwrap_or_default();
+    let body = s
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_owned())
+        .unwrap_or_default();
     (code, body)
 }
 
