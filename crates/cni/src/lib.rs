@@ -1,1 +1,27 @@
-//! placeholder
+//! The CNI protocol for plugins (CNI spec 1.1.0), nothing Linux-specific: the environment and its
+//! validation ([`env`]), the netconf ([`netconf`]), versions ([`version`]) and results converted
+//! between them ([`result`]), error results with the spec's codes ([`error`]), the [`Plugin`] trait
+//! and its dispatcher ([`skel`]), and delegation to IPAM plugins ([`ipam`]).
+//!
+//! A plugin binary is a verb table: implement [`Plugin`] and call [`plugin_main`].
+
+pub mod env;
+pub mod error;
+pub mod fs;
+pub mod ipam;
+pub mod logging;
+pub mod netconf;
+pub mod result;
+pub mod skel;
+pub mod version;
+
+pub use env::{CniArgs, Command, ContainerId, IfName};
+pub use error::{code, Error};
+pub use ipam::Delegate;
+pub use netconf::NetConf;
+pub use result::{CniResult, Dns, Interface, IpConfig, Route};
+pub use skel::{
+    dispatch, plugin_main, AddInput, AttachmentInput, CheckInput, DelInput, GcInput, Plugin,
+    StatusInput, ValidAttachment,
+};
+pub use version::Version;

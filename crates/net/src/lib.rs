@@ -1,1 +1,17 @@
-//! placeholder
+//! Linux networking for tern's plugins: the network-namespace seam ([`netns`]), typed netlink
+//! operations on links, addresses and routes ([`netlink`]), and namespaced sysctls with their key
+//! rules and allowlist ([`sysctl`]).
+//!
+//! Invariants:
+//! - [`netns::NetNs::run_in`] is the only code in tern that calls `setns`. A thread that enters a
+//!   namespace is a fresh scoped thread that runs one closure and ends; nothing ever switches back.
+//! - Everything is synchronous (no async runtime thread can wander into a pod netns).
+//! - Errors are one typed enum, [`Error`], carrying the operation and the errno; callers match on
+//!   [`Error::errno`] and map to CNI codes with [`Error::cni_code`].
+
+pub mod error;
+pub mod netlink;
+pub mod netns;
+pub mod sysctl;
+
+pub use error::{Error, Result};

@@ -1,1 +1,197 @@
 //! Throwaway network namespaces: a fake host and pod netns per test.
+//!
+//! Invariants: every namespace has a unique name (prefix, pid, counter), `lo` is up, and it is
+//! deleted on drop (`ip netns del`), which also destroys every link inside it. Namespaces are
+//! made with iproute2 (`ip netns add`, a bind mount under `/run/netns`), so tests need root and
+//! fail (never skip) without it. Stand-in links are veth pairs: these kernels have no `dummy`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Runs `ip` with `args`; panics with its stderr when it fails (test fixture).
+fn ip(args: &[&str]) -> Output {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run ip {args:?}: {e} (is iproute2 installed?)"));
+    assert!(
+        out.status.success(),
+        "ip {args:?} failed ({}): {} (tests that create namespaces need root)",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A uniquely named network namespace, deleted on drop.
+#[derive(Debug)]
+pub struct TestNetns {
+    name: String,
+}
+
+impl TestNetns {
+    /// Creates `<prefix>-<pid>-<n>` with `lo` up. Panics on failure (not root, no iproute2).
+    pub fn new(prefix: &str) -> TestNetns {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{prefix}-{}-{n}", std::process::id());
+        ip(&["netns", "add", &name]);
+        let ns = TestNetns { name };
+        ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// The namespace's name under `/run/netns`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The namespace file, `/run/netns/<name>` (what a runtime passes as `CNI_NETNS`).
+    pub fn path(&self) -> PathBuf {
+        Path::new("/run/netns").join(&self.name)
+    }
+
+    /// Runs `cmd` inside the namespace (`ip netns exec <name> cmd...`) and returns its output,
+    /// whatever its exit status.
+    pub fn exec(&self, cmd: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .args(cmd)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {cmd:?} in {}: {e}", self.name))
+    }
+
+    /// Runs `cmd` inside the namespace, asserts success and returns its stdout as text.
+    pub fn exec_ok(&self, cmd: &[&str]) -> String {
+        let out = self.exec(cmd);
+        assert!(
+            out.status.success(),
+            "{cmd:?} in {} failed ({}): {}",
+            self.name,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `ip -n <name> args...` and returns stdout; panics on failure.
+    pub fn ip(&self, args: &[&str]) -> String {
+        let mut all = vec!["-n", self.name.as_str()];
+        all.extend_from_slice(args);
+        String::from_utf8_lossy(&ip(&all).stdout).into_owned()
+    }
+
+    /// Reads a sysctl inside the namespace with `cat /proc/sys/<slash path>` (independent of the
+    /// code under test), trailing newline removed.
+    pub fn sysctl(&self, rel: &str) -> String {
+        let path = format!("/proc/sys/{}", rel.replace('.', "/"));
+        self.exec_ok(&["cat", &path])
+            .trim_end_matches('\n')
+            .to_string()
+    }
+
+    /// Writes a sysctl inside the namespace (`sh -c 'echo v > file'`), panicking on failure.
+    pub fn set_sysctl(&self, rel_slash: &str, value: &str) {
+        let path = format!("/proc/sys/{rel_slash}");
+        self.exec_ok(&["sh", "-c", &format!("echo '{value}' > {path}")]);
+    }
+
+    /// Creates a veth pair inside this namespace, both ends up: a stand-in uplink or pod link.
+    pub fn add_veth(&self, name: &str, peer: &str) {
+        self.ip(&["link", "add", name, "type", "veth", "peer", "name", peer]);
+        self.ip(&["link", "set", name, "up"]);
+        self.ip(&["link", "set", peer, "up"]);
+    }
+
+    /// True when a link of that name exists in the namespace.
+    pub fn has_link(&self, name: &str) -> bool {
+        Command::new("ip")
+            .args(["-n", &self.name, "link", "show", "dev", name])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    }
+}
+
+impl Drop for TestNetns {
+    fn drop(&mut self) {
+        // Best effort: never panic in drop (a test already failing would abort).
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+/// A fake host namespace and a pod namespace for one test: plugin code runs "on the host" via
+/// `run_in` of the host netns (or the binary under `ip netns exec <host>`), with `CNI_NETNS`
+/// naming the pod netns.
+#[derive(Debug)]
+pub struct HostAndPod {
+    /// The stand-in for the node's root namespace.
+    pub host: TestNetns,
+    /// The stand-in for the pod sandbox's namespace.
+    pub pod: TestNetns,
+}
+
+impl HostAndPod {
+    /// Creates `<prefix>-host-…` and `<prefix>-pod-…`.
+    pub fn new(prefix: &str) -> HostAndPod {
+        HostAndPod {
+            host: TestNetns::new(&format!("{prefix}-host")),
+            pod: TestNetns::new(&format!("{prefix}-pod")),
+        }
+    }
+
+    /// Like [`HostAndPod::new`], plus a veth pair `ifname` in the pod netns with its peer
+    /// `host_peer` in the host netns (both up): what a main plugin leaves behind for a meta
+    /// plugin such as tuning to adjust.
+    pub fn with_pod_link(prefix: &str, ifname: &str, host_peer: &str) -> HostAndPod {
+        let hp = HostAndPod::new(prefix);
+        hp.host.ip(&[
+            "link",
+            "add",
+            host_peer,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            ifname,
+            "netns",
+            hp.pod.name(),
+        ]);
+        hp.host.ip(&["link", "set", host_peer, "up"]);
+        hp.pod.ip(&["link", "set", ifname, "up"]);
+        hp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn netns_lifecycle() {
+        let path;
+        {
+            let ns = TestNetns::new("tk");
+            path = ns.path();
+            assert!(path.exists());
+            assert!(ns.exec_ok(&["ip", "link", "show", "lo"]).contains("UP"));
+            ns.add_veth("a0", "b0");
+            assert!(ns.has_link("a0") && ns.has_link("b0"));
+            assert!(!ns.has_link("nope"));
+        }
+        assert!(!path.exists(), "namespace not deleted on drop");
+    }
+
+    #[test]
+    fn host_and_pod_link() {
+        let hp = HostAndPod::with_pod_link("tk", "eth0.100", "vethtk0");
+        assert!(hp.pod.has_link("eth0.100"));
+        assert!(hp.host.has_link("vethtk0"));
+        assert!(!hp.host.has_link("eth0.100"));
+        assert_ne!(hp.host.path(), hp.pod.path());
+    }
+}

@@ -817,9 +817,7 @@ fn fault_applies(part: Option<&str>, path: &str) -> bool {
 }
 
 /// Reads one HTTP/1.1 request: method, path (no query), headers, body.
-fn read_request<S: Read>(
-    stream: &mut S,
-) -> Option<HttpRequest> {
+fn read_request<S: Read>(stream: &mut S) -> Option<HttpRequest> {
     let mut buf = Vec::with_capacity(2048);
     let mut chunk = [0u8; 4096];
     loop {

@@ -1,0 +1,106 @@
+//! Files that must never be seen half-written: plugin state, backups, leases, kubeconfigs.
+//!
+//! Invariant: a reader sees either the old content or the new, never a mix or a truncated file,
+//! also when the writer is killed at any point (temp file in the same directory, fsync, rename,
+//! fsync of the directory).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Replaces `path` with `data` atomically, the file mode being `mode` (e.g. `0o600`).
+/// The directory must exist. A leftover temp file (`.<name>.tmp-<pid>-<n>`) can only remain if
+/// the process is killed between create and rename; [`remove_stale_temps`] sweeps them.
+///
+/// # Errors
+/// The underlying I/O error; the temp file is removed on every error path.
+pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}-{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        // The umask may have narrowed the mode; the caller asked for exactly this one.
+        f.set_permissions(fs::Permissions::from_mode(mode))?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Removes temp files left in `dir` by [`write_atomic`] calls of killed processes.
+/// Best effort: errors are ignored.
+pub fn remove_stale_temps(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') && name.contains(".tmp-") {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Removes `path`, treating "already gone" as success.
+///
+/// # Errors
+/// Any error but `NotFound`.
+pub fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_content_with_the_asked_mode_and_leaves_no_temp() {
+        let dir = std::env::temp_dir().join(format!("tern-fs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("state.json");
+        write_atomic(&p, b"one", 0o600).unwrap();
+        write_atomic(&p, b"two", 0o600).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temp file left");
+        assert!(write_atomic(&dir.join("missing/x"), b"x", 0o600).is_err());
+        fs::write(dir.join(".state.json.tmp-1-1"), b"half").unwrap();
+        remove_stale_temps(&dir);
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        remove_if_exists(&p).unwrap();
+        remove_if_exists(&p).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

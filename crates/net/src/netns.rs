@@ -1,0 +1,185 @@
+//! The network-namespace seam: the only code in tern that calls `setns`.
+//!
+//! Threading model (after the reference plugins' `pkg/ns/README.md`, without its pitfalls):
+//! code that must run inside a namespace runs on a *fresh* scoped thread that enters the
+//! namespace, runs one closure and ends. The thread never switches back and never serves other
+//! work, so no thread of the process is ever left in the wrong namespace, whatever the closure
+//! does (including panicking). The calling thread's namespace is read from
+//! `/proc/thread-self/ns/net`, never `/proc/self` (which names the main thread's).
+//!
+//! Prefer opening a netlink socket inside once ([`crate::netlink::Handle::in_netns`]) and
+//! driving it from the calling thread; enter a namespace otherwise only for `/proc/sys/net`,
+//! which resolves against the namespace of the thread that opens the file.
+#![allow(unsafe_code)] // one ioctl(NS_GET_NSTYPE), see `ns_type`
+
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::sched::CloneFlags;
+use nix::sys::stat::fstat;
+use nix::sys::statfs::{fstatfs, NSFS_MAGIC};
+
+use crate::error::{Error, Result};
+
+/// Where the calling thread's network namespace is visible (proc(5), `/proc/thread-self`).
+pub const THREAD_SELF_NETNS: &str = "/proc/thread-self/ns/net";
+
+/// `NS_GET_NSTYPE` from linux/nsfs.h: `_IO(0xb7, 0x3)` (kernel ≥ 4.11).
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+
+/// An open network namespace: a file descriptor on an nsfs inode, plus the path it was opened
+/// from (for messages).
+///
+/// Holding the descriptor keeps the namespace alive even if its bind mount is removed.
+#[derive(Debug)]
+pub struct NetNs {
+    file: File,
+    path: PathBuf,
+}
+
+impl NetNs {
+    /// Opens the network namespace at `path` (e.g. `/run/netns/x`, `/proc/<pid>/ns/net`) and
+    /// checks that it is one: the file lives on nsfs (`fstatfs` = `NSFS_MAGIC`) and its namespace
+    /// type is `CLONE_NEWNET` (`ioctl(NS_GET_NSTYPE)`, see ioctl_ns(2)).
+    ///
+    /// # Errors
+    /// [`Error::NetnsNotFound`] when the path does not exist (DEL treats it as gone);
+    /// [`Error::NotANetns`] when it is not a network namespace (an unmounted bind-mount target,
+    /// a mount namespace...); [`Error::NetnsIo`] for other failures.
+    pub fn open(path: impl AsRef<Path>) -> Result<NetNs> {
+        let path = path.as_ref().to_path_buf();
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NetnsNotFound { path })
+            }
+            Err(e) => {
+                return Err(Error::NetnsIo {
+                    op: "open",
+                    path,
+                    errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                })
+            }
+        };
+        let fs = fstatfs(&file).map_err(|errno| Error::NetnsIo {
+            op: "fstatfs",
+            path: path.clone(),
+            errno,
+        })?;
+        if fs.filesystem_type() != NSFS_MAGIC {
+            return Err(Error::NotANetns {
+                path,
+                reason: format!("file system type {:#x}, not nsfs", fs.filesystem_type().0),
+            });
+        }
+        let ty = ns_type(file.as_fd()).map_err(|errno| Error::NetnsIo {
+            op: "ioctl(NS_GET_NSTYPE)",
+            path: path.clone(),
+            errno,
+        })?;
+        if ty != libc::CLONE_NEWNET {
+            return Err(Error::NotANetns {
+                path,
+                reason: format!("namespace type {ty:#x}, not CLONE_NEWNET"),
+            });
+        }
+        Ok(NetNs { file, path })
+    }
+
+    /// Opens the calling thread's network namespace (`/proc/thread-self/ns/net`).
+    ///
+    /// # Errors
+    /// As [`NetNs::open`]; fails only if /proc is not mounted.
+    pub fn current() -> Result<NetNs> {
+        NetNs::open(THREAD_SELF_NETNS)
+    }
+
+    /// The path this namespace was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True when this is the calling thread's network namespace (same device and inode as
+    /// `/proc/thread-self/ns/net`). Used to refuse `CNI_NETNS` equal to the plugin's own netns
+    /// (CNI error code 8, `ErrInvalidNetNS` in the reference library).
+    ///
+    /// # Errors
+    /// [`Error::NetnsIo`] when either file cannot be `fstat`ed.
+    pub fn is_current(&self) -> Result<bool> {
+        let current = NetNs::current()?;
+        self.same_as(&current)
+    }
+
+    /// True when both handles name the same namespace (same `st_dev` and `st_ino`).
+    ///
+    /// # Errors
+    /// [`Error::NetnsIo`] when either file cannot be `fstat`ed.
+    pub fn same_as(&self, other: &NetNs) -> Result<bool> {
+        let a = self.stat()?;
+        let b = other.stat()?;
+        Ok(a == b)
+    }
+
+    fn stat(&self) -> Result<(u64, u64)> {
+        let st = fstat(&self.file).map_err(|errno| Error::NetnsIo {
+            op: "fstat",
+            path: self.path.clone(),
+            errno,
+        })?;
+        #[allow(clippy::unnecessary_cast)] // st_dev/st_ino widths differ between targets
+        Ok((st.st_dev as u64, st.st_ino as u64))
+    }
+
+    /// Runs `f` on a fresh thread that has entered this network namespace, and returns its
+    /// value. The thread ends when `f` returns; nothing ever switches back, so no thread is left
+    /// in the wrong namespace. A panic in `f` is resumed on the calling thread.
+    ///
+    /// Use it for work that resolves against the calling thread's namespace: opening files under
+    /// `/proc/sys/net`, or opening a netlink socket (then drive the socket from anywhere).
+    ///
+    /// # Errors
+    /// [`Error::Setns`] when the thread cannot enter the namespace (EPERM without
+    /// CAP_SYS_ADMIN); [`Error::Thread`] when no thread can be spawned. Errors of `f` are in `T`.
+    pub fn run_in<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T> {
+        std::thread::scope(|scope| {
+            let handle = std::thread::Builder::new()
+                .name("tern-netns".into())
+                .spawn_scoped(scope, || -> Result<T> {
+                    // The only setns in tern (clippy.toml disallows it elsewhere): this thread
+                    // enters the namespace and ends after `f`, see the module docs.
+                    #[allow(clippy::disallowed_methods)]
+                    nix::sched::setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|errno| {
+                        Error::Setns {
+                            path: self.path.clone(),
+                            errno,
+                        }
+                    })?;
+                    Ok(f())
+                })
+                .map_err(|source| Error::Thread {
+                    path: self.path.clone(),
+                    source,
+                })?;
+            match handle.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
+impl AsFd for NetNs {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+/// The namespace type (`CLONE_NEW*`) of an nsfs file descriptor, from `ioctl(NS_GET_NSTYPE)`.
+fn ns_type(fd: BorrowedFd<'_>) -> std::result::Result<i32, Errno> {
+    // SAFETY: NS_GET_NSTYPE takes no argument and only reads the descriptor, which is valid for
+    // the duration of the call because it is borrowed.
+    let ret = unsafe { libc::ioctl(fd.as_raw_fd(), NS_GET_NSTYPE as _) };
+    Errno::result(ret)
+}

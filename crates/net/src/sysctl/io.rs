@@ -1,0 +1,167 @@
+//! Reading and writing sysctl files, in a network namespace or in the caller's own.
+//!
+//! Invariants: files are opened `O_NOFOLLOW | O_CLOEXEC` and never with `O_CREAT`; values are
+//! written verbatim at offset 0 (`pwrite`, so `kernel.sysctl_writes_strict` never sees a
+//! non-zero position); a read value has one trailing newline removed.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+
+use nix::errno::Errno;
+
+use super::key::{SysctlKey, SysctlValue};
+use crate::error::{Error, Result};
+use crate::netns::NetNs;
+
+fn errno_of(e: &std::io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+fn open(key: &SysctlKey, write: bool) -> Result<File> {
+    let path = key.path();
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|e| match errno_of(&e) {
+            Errno::ENOENT => Error::SysctlMissing {
+                key: key.raw().to_string(),
+                path: path.clone(),
+            },
+            errno => Error::SysctlRead {
+                key: key.raw().to_string(),
+                path: path.clone(),
+                errno,
+            },
+        })
+}
+
+fn read_file(key: &SysctlKey, file: &mut File) -> Result<String> {
+    let mut s = String::new();
+    file.read_to_string(&mut s).map_err(|e| Error::SysctlRead {
+        key: key.raw().to_string(),
+        path: key.path(),
+        errno: errno_of(&e),
+    })?;
+    if s.ends_with('\n') {
+        s.pop();
+    }
+    Ok(s)
+}
+
+fn write_file(file: &File, value: &str) -> std::result::Result<(), Errno> {
+    let n = file
+        .write_at(value.as_bytes(), 0)
+        .map_err(|e| errno_of(&e))?;
+    if n != value.len() {
+        return Err(Errno::EIO);
+    }
+    Ok(())
+}
+
+fn read_here(keys: &[SysctlKey]) -> Result<Vec<String>> {
+    keys.iter()
+        .map(|k| {
+            let mut f = open(k, false)?;
+            read_file(k, &mut f)
+        })
+        .collect()
+}
+
+/// Writes every value in order, having first opened every file and read its current value
+/// (so a missing key fails before anything is written). On a failed write, the earlier ones are
+/// restored in reverse order.
+fn write_here(items: &[(SysctlKey, SysctlValue)]) -> Result<Vec<(SysctlKey, String)>> {
+    let mut opened = Vec::with_capacity(items.len());
+    for (key, value) in items {
+        let mut f = open(key, true)?;
+        let previous = read_file(key, &mut f)?;
+        opened.push((key, value, f, previous));
+    }
+    for (i, (key, value, file, _)) in opened.iter().enumerate() {
+        if let Err(errno) = write_file(file, value.as_str()) {
+            let mut rollback_failures = Vec::new();
+            for (k, _, f, prev) in opened[..i].iter().rev() {
+                if let Err(e) = write_file(f, prev) {
+                    rollback_failures.push((k.raw().to_string(), e));
+                }
+            }
+            return Err(Error::SysctlWrite {
+                key: key.raw().to_string(),
+                value: value.as_str().to_string(),
+                path: key.path(),
+                errno,
+                rollback_failures,
+            });
+        }
+        tracing::debug!(key = key.raw(), value = value.as_str(), "sysctl written");
+    }
+    Ok(opened
+        .into_iter()
+        .map(|(k, _, _, prev)| (k.clone(), prev))
+        .collect())
+}
+
+/// Reads `keys` inside `netns`, in order, each with one trailing newline removed (multi-value
+/// sysctls keep the kernel's tabs).
+///
+/// # Errors
+/// [`Error::SysctlMissing`] when a key does not exist in the namespace; [`Error::SysctlRead`];
+/// [`Error::Setns`] when the namespace cannot be entered.
+pub fn read(netns: &NetNs, keys: &[SysctlKey]) -> Result<Vec<String>> {
+    netns.run_in(|| read_here(keys))?
+}
+
+/// Writes every `(key, value)` inside `netns` on one thread, in order, and returns the previous
+/// values (for backup and restore). All files are opened and read before the first write; if a
+/// write fails, the writes before it are restored and nothing stays changed.
+///
+/// # Errors
+/// [`Error::SysctlMissing`] (nothing written) when a key does not exist in the namespace, e.g. a
+/// host-only key such as `net.core.netdev_max_backlog`; [`Error::SysctlWrite`] naming key, value
+/// and errno (EINVAL: the kernel rejected the value) after rolling back; [`Error::Setns`].
+pub fn write_all(
+    netns: &NetNs,
+    items: &[(SysctlKey, SysctlValue)],
+) -> Result<Vec<(SysctlKey, String)>> {
+    netns.run_in(|| write_here(items))?
+}
+
+/// Writes every `(key, value)` inside `netns` on one thread, each independently (best effort, for
+/// restoring backups on DEL): a failure does not stop the others. Returns the failures; a key
+/// whose file no longer exists (its interface is gone) is skipped, not a failure.
+///
+/// # Errors
+/// [`Error::Setns`] when the namespace cannot be entered; per-key failures are in the `Vec`.
+pub fn restore(netns: &NetNs, items: &[(SysctlKey, SysctlValue)]) -> Result<Vec<Error>> {
+    netns.run_in(|| {
+        items
+            .iter()
+            .filter_map(|item| match write_here(std::slice::from_ref(item)) {
+                Ok(_) | Err(Error::SysctlMissing { .. }) => None,
+                Err(e) => Some(e),
+            })
+            .collect()
+    })
+}
+
+/// Reads one sysctl in the calling thread's network namespace (host side of the main plugin).
+///
+/// # Errors
+/// As [`read`].
+pub fn read_host(key: &SysctlKey) -> Result<String> {
+    let mut v = read_here(std::slice::from_ref(key))?;
+    Ok(v.pop().unwrap_or_default())
+}
+
+/// Writes one sysctl in the calling thread's network namespace and returns its previous value
+/// (e.g. `net.ipv4.conf.IFNAME.proxy_arp` on the host veth, `net.ipv4.ip_forward`).
+///
+/// # Errors
+/// As [`write_all`].
+pub fn write_host(key: &SysctlKey, value: &SysctlValue) -> Result<String> {
+    let mut prev = write_here(&[(key.clone(), value.clone())])?;
+    Ok(prev.pop().map(|(_, v)| v).unwrap_or_default())
+}
