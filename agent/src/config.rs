@@ -55,6 +55,86 @@ pub struct RunConfig {
     pub channel_read_timeout: Duration,
 }
 
+/// Parses `--name value` / `--name=value` pairs, refusing names not in `known`.
+///
+/// # Errors
+/// An unknown flag, a stray argument, or a flag without a value.
+pub fn parse_flags(
+    args: &[String],
+    known: &[&str],
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let mut flags = std::collections::BTreeMap::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let Some(name) = a.strip_prefix("--") else {
+            bail!("unexpected argument {a:?}")
+        };
+        let (name, value) = match name.split_once('=') {
+            Some((n, v)) => (n.to_owned(), v.to_owned()),
+            None => (
+                name.to_owned(),
+                it.next()
+                    .with_context(|| format!("--{name} needs a value"))?
+                    .clone(),
+            ),
+        };
+        if !known.contains(&name.as_str()) {
+            bail!("unknown flag --{name}; known: --{}", known.join(", --"));
+        }
+        flags.insert(name, value);
+    }
+    Ok(flags)
+}
+
+/// The API server URL from `--api-server` or the in-cluster environment.
+///
+/// # Errors
+/// Neither is set, or the URL is not https.
+pub fn api_server_from(
+    flag: Option<&String>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> anyhow::Result<String> {
+    let api_server = match flag {
+        Some(s) => s.trim_end_matches('/').to_owned(),
+        None => {
+            let host = env("KUBERNETES_SERVICE_HOST").filter(|h| !h.is_empty());
+            let port = env("KUBERNETES_SERVICE_PORT").filter(|p| !p.is_empty());
+            let (Some(host), Some(port)) = (host, port) else {
+                bail!("unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined (or pass --api-server)");
+            };
+            if host.contains(':') {
+                format!("https://[{host}]:{port}")
+            } else {
+                format!("https://{host}:{port}")
+            }
+        }
+    };
+    if !api_server.starts_with("https://") {
+        bail!("--api-server {api_server} must be https");
+    }
+    Ok(api_server)
+}
+
+/// The namespace from `--namespace`, `POD_NAMESPACE`, `<sa_dir>/namespace`, else `default`.
+pub fn namespace_from(
+    flag: Option<&String>,
+    env: &dyn Fn(&str) -> Option<String>,
+    sa_dir: &std::path::Path,
+) -> String {
+    match flag
+        .cloned()
+        .or_else(|| env("POD_NAMESPACE"))
+        .filter(|n| !n.is_empty())
+    {
+        Some(ns) => ns,
+        None => std::fs::read_to_string(sa_dir.join("namespace"))
+            .map(|s| s.trim().to_owned())
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "default".into()),
+    }
+}
+
 impl RunConfig {
     /// Defaults for everything but the API server and namespace.
     pub fn with_defaults(api_server: String, namespace: String) -> Self {
@@ -83,79 +163,31 @@ impl RunConfig {
         args: &[String],
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
-        let mut flags = std::collections::BTreeMap::new();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let Some(name) = a.strip_prefix("--") else {
-                bail!("unexpected argument {a:?}")
-            };
-            let (name, value) = match name.split_once('=') {
-                Some((n, v)) => (n.to_owned(), v.to_owned()),
-                None => (
-                    name.to_owned(),
-                    it.next()
-                        .with_context(|| format!("--{name} needs a value"))?
-                        .clone(),
-                ),
-            };
-            const KNOWN: &[&str] = &[
-                "api-server",
-                "sa-dir",
-                "namespace",
-                "service-account",
-                "token-lifetime",
-                "kubeconfig",
-                "socket",
-                "listen",
-                "allow-non-loopback-listen",
-                "request-timeout",
-                "backoff-base",
-                "backoff-cap",
-                "wall-check",
-                "channel-interval",
-            ];
-            if !KNOWN.contains(&name.as_str()) {
-                bail!("unknown flag --{name}; known: --{}", KNOWN.join(", --"));
-            }
-            flags.insert(name, value);
-        }
+        const KNOWN: &[&str] = &[
+            "api-server",
+            "sa-dir",
+            "namespace",
+            "service-account",
+            "token-lifetime",
+            "kubeconfig",
+            "socket",
+            "listen",
+            "allow-non-loopback-listen",
+            "request-timeout",
+            "backoff-base",
+            "backoff-cap",
+            "wall-check",
+            "channel-interval",
+        ];
+        let flags = parse_flags(args, KNOWN)?;
         let dur = |flag: &str, default: Duration| -> anyhow::Result<Duration> {
             flags.get(flag).map_or(Ok(default), |v| {
                 parse_duration(v).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
             })
         };
-        let api_server = match flags.get("api-server") {
-            Some(s) => s.trim_end_matches('/').to_owned(),
-            None => {
-                let host = env("KUBERNETES_SERVICE_HOST").filter(|h| !h.is_empty());
-                let port = env("KUBERNETES_SERVICE_PORT").filter(|p| !p.is_empty());
-                let (Some(host), Some(port)) = (host, port) else {
-                    bail!("unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined (or pass --api-server)");
-                };
-                if host.contains(':') {
-                    format!("https://[{host}]:{port}")
-                } else {
-                    format!("https://{host}:{port}")
-                }
-            }
-        };
-        if !api_server.starts_with("https://") {
-            bail!("--api-server {api_server} must be https");
-        }
+        let api_server = api_server_from(flags.get("api-server"), env)?;
         let sa_dir = PathBuf::from(flags.get("sa-dir").map_or(DEFAULT_SA_DIR, String::as_str));
-        let namespace = match flags
-            .get("namespace")
-            .cloned()
-            .or_else(|| env("POD_NAMESPACE"))
-            .filter(|n| !n.is_empty())
-        {
-            Some(ns) => ns,
-            None => std::fs::read_to_string(sa_dir.join("namespace"))
-                .map(|s| s.trim().to_owned())
-                .ok()
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "default".into()),
-        };
+        let namespace = namespace_from(flags.get("namespace"), env, &sa_dir);
         let mut c = RunConfig::with_defaults(api_server, namespace);
         c.sa_dir = sa_dir;
         if let Some(sa) = flags

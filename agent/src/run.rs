@@ -205,8 +205,12 @@ fn bind_socket(path: &std::path::Path) -> anyhow::Result<UnixListener> {
     Ok(l)
 }
 
-/// One refresh: TokenRequest with the agent's own (re-read) credentials, then the atomic write.
-fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
+/// One refresh: TokenRequest with the agent's own (re-read) credentials, then the atomic write
+/// of the kubeconfig (mode 0600). Also used by `install` for the first kubeconfig.
+///
+/// # Errors
+/// Reading the credentials, the TokenRequest, or the write failed.
+pub fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
     let token_path = cfg.sa_dir.join("token");
     let ca_path = cfg.sa_dir.join("ca.crt");
     let own = std::fs::read_to_string(&token_path).map_err(|source| KubeError::Io {
@@ -240,6 +244,33 @@ fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
     let text = kubeconfig::render(&cfg.api_server, &ca, &status.token);
     write_atomic(&cfg.kubeconfig, text.as_bytes(), 0o600)?;
     Ok(status)
+}
+
+/// A client with the agent's own in-cluster credentials (token and CA re-read now), and the CA.
+///
+/// # Errors
+/// The token or CA file cannot be read, or the CA holds no certificate.
+pub fn in_cluster_client(cfg: &RunConfig) -> Result<(Client, Vec<u8>), KubeError> {
+    let token_path = cfg.sa_dir.join("token");
+    let ca_path = cfg.sa_dir.join("ca.crt");
+    let own = std::fs::read_to_string(&token_path).map_err(|source| KubeError::Io {
+        op: "read",
+        path: token_path,
+        source,
+    })?;
+    let ca = std::fs::read(&ca_path).map_err(|source| KubeError::Io {
+        op: "read",
+        path: ca_path,
+        source,
+    })?;
+    let client = Client::new(&ClientConfig {
+        source: cfg.sa_dir.clone(),
+        server: cfg.api_server.clone(),
+        trust: TlsTrust::CaPem(ca.clone()),
+        tls_server_name: None,
+        token: BearerToken::new(own),
+    })?;
+    Ok((client, ca))
 }
 
 fn cause(e: &KubeError) -> &'static str {
