@@ -92,7 +92,7 @@ fn clamped_lifetime_is_refreshed_before_expiry_from_the_returned_timestamp() {
 fn wall_clock_jump_past_expiry_refreshes_at_once() {
     let f = Fixture::new();
     let a = f.start();
-    assert!(wait_until(Duration::from_secs(5), || f.token_requests() == 1));
+    ready(&f, &a);
     let old = f.kubeconfig_token();
     let jumped = Instant::now();
     f.jump(25 * 3600);
@@ -251,7 +251,7 @@ fn malformed_oversized_and_slow_requests_cannot_stall_the_agent() {
     f.cfg.channel_read_timeout = Duration::from_millis(300);
     f.cfg.channel_min_interval = Duration::ZERO;
     let a = f.start();
-    assert!(wait_until(Duration::from_secs(5), || f.token_requests() == 1));
+    ready(&f, &a);
     let ask = |payload: &[u8]| -> Outcome {
         let mut c = UnixStream::connect(&f.cfg.socket).unwrap();
         c.write_all(payload).unwrap();
@@ -302,7 +302,7 @@ fn kubeconfig_is_never_partial_during_a_thousand_rewrites() {
     let mut f = Fixture::new();
     f.cfg.channel_min_interval = Duration::ZERO;
     let a = f.start();
-    assert!(wait_until(Duration::from_secs(5), || f.token_requests() == 1));
+    ready(&f, &a);
     let stop = Arc::new(AtomicBool::new(false));
     let (reads, bad) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let path = kubeconfig_path(&f);
@@ -374,7 +374,7 @@ fn expired_token_with_api_down_is_unhealthy() {
 fn fifty_parallel_lookups_that_see_401_cause_one_token_request() {
     let f = Fixture::new();
     let a = f.start();
-    assert!(wait_until(Duration::from_secs(5), || f.token_requests() == 1));
+    ready(&f, &a);
     f.s.set_pod("default", "web-0", "uid-0", &[], false);
     f.s.rotate_signing_key();
     f.renew_own_token(); // the kubelet re-projects the agent's token after rotation

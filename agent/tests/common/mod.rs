@@ -79,6 +79,16 @@ impl Fixture {
     }
 }
 
+/// Waits for the start-up refresh to be complete (kubeconfig written, state updated), not merely
+/// received by the server, and checks it was the only TokenRequest.
+pub fn ready(f: &Fixture, a: &Agent) {
+    assert!(wait_until(Duration::from_secs(5), || a
+        .snapshot()
+        .last_success
+        .is_some()));
+    assert_eq!(f.token_requests(), 1);
+}
+
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + timeout;
     while Instant::now() < end {
