@@ -1,0 +1,425 @@
+//! `tern-agent install`: the DaemonSet's init step (issue 5). It renders and validates the
+//! conflist first, then copies the binaries, writes the kubeconfig, and writes the conflist last.
+//!
+//! Invariants: nothing on the host changes unless the rendered conflist is valid JSON whose
+//! `tern-tuning`/`tuning` sysctl entries all pass the same key, value and allowlist checks as
+//! tern-tuning (`tern_net::sysctl`); every file is replaced atomically (temp file in the same
+//! directory, fsync, rename), so a running plugin never sees a half-written binary and the runtime
+//! never sees a half-written conflist; the kubeconfig (0600) is written before the conflist
+//! (0644), so the runtime never sees a network without credentials; a refusal leaves the
+//! previous conflist in place.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use serde_json::Value;
+use tern_kube::write_atomic;
+use tern_net::sysctl::{Allowlist, SysctlKey, SysctlValue};
+use tracing::info;
+
+use crate::config::{
+    api_server_from, namespace_from, parse_flags, RunConfig, DEFAULT_CNI_SA, DEFAULT_SA_DIR,
+};
+use crate::run::{in_cluster_client, refresh_once};
+use crate::schedule::parse_duration;
+
+/// Placeholder replaced by the kubeconfig path as the host sees it (a JSON string body).
+pub const KUBECONFIG_PLACEHOLDER: &str = "__KUBECONFIG_FILEPATH__";
+/// Placeholder replaced by the node name (a JSON string body).
+pub const NODE_NAME_PLACEHOLDER: &str = "__NODE_NAME__";
+/// Placeholder replaced by host-local `ranges` built from the node's `spec.podCIDRs` (a JSON value).
+pub const RANGES_PLACEHOLDER: &str = "__POD_CIDR_RANGES__";
+
+/// The conflist template used when none is given.
+pub const DEFAULT_TEMPLATE: &str = r#"{
+  "cniVersion": "1.0.0",
+  "name": "tern",
+  "plugins": [
+    {
+      "type": "tern",
+      "mtu": 1500,
+      "kubernetes": { "kubeconfig": "__KUBECONFIG_FILEPATH__" },
+      "ipam": { "type": "host-local", "ranges": __POD_CIDR_RANGES__ }
+    },
+    {
+      "type": "tern-tuning",
+      "sysctl": {
+        "net.ipv4.tcp_keepalive_time": "600",
+        "net.ipv4.tcp_keepalive_intvl": "60",
+        "net.ipv4.tcp_keepalive_probes": "5"
+      }
+    }
+  ]
+}
+"#;
+
+/// Everything `install` needs.
+#[derive(Debug, Clone)]
+pub struct InstallConfig {
+    /// Where the binaries come from (in the image).
+    pub src_bin_dir: PathBuf,
+    /// The host CNI bin dir as mounted in the container.
+    pub cni_bin_dir: PathBuf,
+    /// The host CNI conf dir as mounted in the container.
+    pub cni_conf_dir: PathBuf,
+    /// The CNI conf dir as the host (the runtime and the plugin) sees it.
+    pub host_conf_dir: PathBuf,
+    /// File name of the conflist.
+    pub conflist_name: String,
+    /// File name of the kubeconfig.
+    pub kubeconfig_name: String,
+    /// The conflist template text.
+    pub template: String,
+    /// The node's name (`NODE_NAME` from the downward API).
+    pub node_name: String,
+    /// Read `spec.podCIDRs` from the node and fill [`RANGES_PLACEHOLDER`].
+    pub pod_cidrs_from_node: bool,
+    /// The tuning allowlist as mounted in the container (absent: tern-tuning's built-in list).
+    pub allowlist: PathBuf,
+    /// In-cluster settings for the TokenRequest and the node read (kubeconfig path is set from
+    /// the fields above).
+    pub kube: RunConfig,
+}
+
+/// What `install` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Binaries copied (file names).
+    pub binaries: Vec<String>,
+    /// Kubeconfig path written.
+    pub kubeconfig: PathBuf,
+    /// Conflist path written.
+    pub conflist: PathBuf,
+}
+
+impl InstallConfig {
+    /// Builds the configuration from `args` (after `install`) and `env`.
+    ///
+    /// # Errors
+    /// A bad flag or value, or no template/node name where needed.
+    pub fn from_args(
+        args: &[String],
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
+        const KNOWN: &[&str] = &[
+            "api-server",
+            "sa-dir",
+            "namespace",
+            "service-account",
+            "token-lifetime",
+            "src-bin-dir",
+            "cni-bin-dir",
+            "cni-conf-dir",
+            "host-conf-dir",
+            "conflist-name",
+            "kubeconfig-name",
+            "template",
+            "node-name",
+            "pod-cidrs-from-node",
+            "allowlist",
+        ];
+        let f = parse_flags(args, KNOWN)?;
+        let get = |k: &str, d: &str| f.get(k).cloned().unwrap_or_else(|| d.to_owned());
+        let api_server = api_server_from(f.get("api-server"), env)?;
+        let sa_dir = PathBuf::from(get("sa-dir", DEFAULT_SA_DIR));
+        let namespace = namespace_from(f.get("namespace"), env, &sa_dir);
+        let mut kube = RunConfig::with_defaults(api_server, namespace);
+        kube.sa_dir = sa_dir;
+        kube.cni_service_account = f
+            .get("service-account")
+            .cloned()
+            .or_else(|| env("TERN_CNI_SERVICE_ACCOUNT"))
+            .unwrap_or_else(|| DEFAULT_CNI_SA.into());
+        if let Some(l) = f.get("token-lifetime") {
+            kube.token_lifetime =
+                parse_duration(l).map_err(|e| anyhow::anyhow!("--token-lifetime: {e}"))?;
+        }
+        kube.validate(false)?;
+        let template = match (
+            f.get("template"),
+            env("TERN_CONFLIST_TEMPLATE").filter(|t| !t.trim().is_empty()),
+        ) {
+            (Some(path), _) => {
+                std::fs::read_to_string(path).with_context(|| format!("read template {path}"))?
+            }
+            (None, Some(t)) => t,
+            (None, None) => DEFAULT_TEMPLATE.to_owned(),
+        };
+        let node_name = f
+            .get("node-name")
+            .cloned()
+            .or_else(|| env("NODE_NAME"))
+            .unwrap_or_default();
+        let pod_cidrs_from_node = match f.get("pod-cidrs-from-node").map(String::as_str) {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(v) => bail!("--pod-cidrs-from-node takes true or false, not {v:?}"),
+        };
+        Ok(InstallConfig {
+            src_bin_dir: get("src-bin-dir", "/opt/tern/bin").into(),
+            cni_bin_dir: get("cni-bin-dir", "/host/opt/cni/bin").into(),
+            cni_conf_dir: get("cni-conf-dir", "/host/etc/cni/net.d").into(),
+            host_conf_dir: get("host-conf-dir", "/etc/cni/net.d").into(),
+            conflist_name: get("conflist-name", "10-tern.conflist"),
+            kubeconfig_name: get("kubeconfig-name", "tern-kubeconfig"),
+            template,
+            node_name,
+            pod_cidrs_from_node,
+            allowlist: get("allowlist", "/host/etc/cni/tuning/allowlist.conf").into(),
+            kube,
+        })
+    }
+}
+
+/// host-local `ranges` for `cidrs`: one range set per CIDR (one per family).
+pub fn ranges_for(cidrs: &[String]) -> Value {
+    Value::Array(
+        cidrs
+            .iter()
+            .map(|c| serde_json::json!([{ "subnet": c }]))
+            .collect(),
+    )
+}
+
+/// Fills the template's placeholders. `ranges` is needed only when the template uses
+/// [`RANGES_PLACEHOLDER`].
+///
+/// # Errors
+/// A placeholder has no value, or the result is not a JSON object with a non-empty `plugins` list.
+pub fn render(
+    template: &str,
+    kubeconfig: &Path,
+    node_name: &str,
+    ranges: Option<&Value>,
+) -> anyhow::Result<Value> {
+    let js = |s: &str| {
+        let q = Value::String(s.to_owned()).to_string();
+        q[1..q.len() - 1].to_owned()
+    };
+    let mut text = template.replace(KUBECONFIG_PLACEHOLDER, &js(&kubeconfig.to_string_lossy()));
+    if text.contains(NODE_NAME_PLACEHOLDER) {
+        if node_name.is_empty() {
+            bail!("the conflist template uses {NODE_NAME_PLACEHOLDER} but no node name is set (NODE_NAME or --node-name)");
+        }
+        text = text.replace(NODE_NAME_PLACEHOLDER, &js(node_name));
+    }
+    if text.contains(RANGES_PLACEHOLDER) {
+        let Some(r) = ranges else {
+            bail!("the conflist template uses {RANGES_PLACEHOLDER}; pass --pod-cidrs-from-node true to fill it from the node's spec.podCIDRs");
+        };
+        text = text.replace(RANGES_PLACEHOLDER, &r.to_string());
+    }
+    let v: Value =
+        serde_json::from_str(&text).context("the rendered conflist is not valid JSON")?;
+    match v.get("plugins").and_then(Value::as_array) {
+        Some(p) if !p.is_empty() => Ok(v),
+        _ => bail!("the rendered conflist has no \"plugins\" list"),
+    }
+}
+
+/// Checks every sysctl of every `tern-tuning` (or reference `tuning`) entry: key rules, value
+/// rules and the allowlist, exactly as tern-tuning does on ADD.
+///
+/// # Errors
+/// One message naming every refused key and the allowlist's source.
+pub fn validate_tuning(conflist: &Value, allowlist: &Allowlist) -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for (i, p) in conflist
+        .get("plugins")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let ty = p.get("type").and_then(Value::as_str).unwrap_or("");
+        if ty != "tern-tuning" && ty != "tuning" {
+            continue;
+        }
+        let Some(sysctl) = p.get("sysctl") else {
+            continue;
+        };
+        let Some(map) = sysctl.as_object() else {
+            problems.push(format!(
+                "plugins[{i}] ({ty}): \"sysctl\" must be an object of key: value strings"
+            ));
+            continue;
+        };
+        for (k, v) in map {
+            let Some(v) = v.as_str() else {
+                problems.push(format!(
+                    "plugins[{i}] ({ty}): sysctl {k}: value must be a string"
+                ));
+                continue;
+            };
+            if let Err(e) = SysctlKey::parse(k, "eth0") {
+                problems.push(format!("plugins[{i}] ({ty}): {e}"));
+            } else if let Err(e) = SysctlValue::parse(k, v) {
+                problems.push(format!("plugins[{i}] ({ty}): {e}"));
+            } else if let Err(e) = allowlist.check(k) {
+                problems.push(format!("plugins[{i}] ({ty}): {e}"));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!("refusing the conflist: {}", problems.join("; "))
+    }
+}
+
+/// Runs the install. See the module invariants for the order.
+///
+/// # Errors
+/// Any step failed; what was already replaced stays replaced (binaries, kubeconfig), the conflist
+/// is written only when everything before it succeeded.
+pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
+    let host_kubeconfig = cfg.host_conf_dir.join(&cfg.kubeconfig_name);
+    // 1. Render and validate before touching anything.
+    let ranges = if cfg.pod_cidrs_from_node {
+        if cfg.node_name.is_empty() {
+            bail!("--pod-cidrs-from-node needs the node name (NODE_NAME or --node-name)");
+        }
+        let (client, _) = in_cluster_client(&cfg.kube).context("in-cluster credentials")?;
+        let node = client
+            .get_node(&cfg.node_name, Duration::from_secs(10))
+            .with_context(|| format!("read node {}", cfg.node_name))?;
+        if node.pod_cidrs.is_empty() {
+            bail!("node {} has no spec.podCIDRs yet; retry once the controller manager has assigned them", cfg.node_name);
+        }
+        Some(ranges_for(&node.pod_cidrs))
+    } else {
+        None
+    };
+    let conflist = render(
+        &cfg.template,
+        &host_kubeconfig,
+        &cfg.node_name,
+        ranges.as_ref(),
+    )?;
+    let allowlist = Allowlist::load(&cfg.allowlist)?;
+    validate_tuning(&conflist, &allowlist)?;
+    let conflist_text = serde_json::to_string_pretty(&conflist)? + "\n";
+
+    // 2. Binaries, each replaced atomically.
+    std::fs::create_dir_all(&cfg.cni_bin_dir)
+        .with_context(|| format!("create {}", cfg.cni_bin_dir.display()))?;
+    let mut binaries = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(&cfg.src_bin_dir)
+        .with_context(|| format!("read {}", cfg.src_bin_dir.display()))?
+        .collect::<Result<_, _>>()?;
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for e in entries {
+        if !e.file_type()?.is_file() {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().into_owned();
+        let bytes =
+            std::fs::read(e.path()).with_context(|| format!("read {}", e.path().display()))?;
+        write_atomic(&cfg.cni_bin_dir.join(&name), &bytes, 0o755)?;
+        info!(binary = %name, dir = %cfg.cni_bin_dir.display(), "installed binary");
+        binaries.push(name);
+    }
+    if binaries.is_empty() {
+        bail!("no binaries found in {}", cfg.src_bin_dir.display());
+    }
+
+    // 3. The kubeconfig, with a fresh token.
+    std::fs::create_dir_all(&cfg.cni_conf_dir)
+        .with_context(|| format!("create {}", cfg.cni_conf_dir.display()))?;
+    let mut kube = cfg.kube.clone();
+    kube.kubeconfig = cfg.cni_conf_dir.join(&cfg.kubeconfig_name);
+    let st = refresh_once(&kube).context("mint the first CNI token")?;
+    info!(kubeconfig = %kube.kubeconfig.display(), expires_at = %tern_kube::time::format_rfc3339(st.expiration_timestamp), "wrote kubeconfig");
+
+    // 4. The conflist, last.
+    let conflist_path = cfg.cni_conf_dir.join(&cfg.conflist_name);
+    write_atomic(&conflist_path, conflist_text.as_bytes(), 0o644)?;
+    info!(conflist = %conflist_path.display(), "wrote conflist");
+    Ok(Report {
+        binaries,
+        kubeconfig: kube.kubeconfig,
+        conflist: conflist_path,
+    })
+}
+
+/// Entry point for `tern-agent install <args>`.
+///
+/// # Errors
+/// As [`InstallConfig::from_args`] and [`install`].
+pub fn main(args: &[String]) -> anyhow::Result<()> {
+    let cfg = InstallConfig::from_args(args, &|k| std::env::var(k).ok())?;
+    let r = install(&cfg)?;
+    info!(binaries = ?r.binaries, "install done");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_placeholders_as_json() {
+        let v = render(
+            DEFAULT_TEMPLATE,
+            Path::new("/etc/cni/net.d/tern-kubeconfig"),
+            "n1",
+            Some(&ranges_for(&["10.1.0.0/24".into(), "fd00::/64".into()])),
+        )
+        .unwrap();
+        assert_eq!(
+            v["plugins"][0]["kubernetes"]["kubeconfig"],
+            "/etc/cni/net.d/tern-kubeconfig"
+        );
+        assert_eq!(
+            v["plugins"][0]["ipam"]["ranges"][1][0]["subnet"],
+            "fd00::/64"
+        );
+        let e = render(DEFAULT_TEMPLATE, Path::new("/k"), "n1", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--pod-cidrs-from-node"), "{e}");
+        let e = render(
+            "{\"name\":\"__NODE_NAME__\",\"plugins\":[{}]}",
+            Path::new("/k"),
+            "",
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("NODE_NAME"));
+        assert!(render("{\"plugins\":[]}", Path::new("/k"), "", None).is_err());
+        // A path with a quote cannot break out of the JSON string.
+        let v = render(
+            "{\"k\":\"__KUBECONFIG_FILEPATH__\",\"plugins\":[{}]}",
+            Path::new("/a\"b"),
+            "",
+            None,
+        )
+        .unwrap();
+        assert_eq!(v["k"], "/a\"b");
+    }
+
+    #[test]
+    fn tuning_entries_use_the_allowlist() {
+        let ok: Value =
+            serde_json::from_str(DEFAULT_TEMPLATE.replace(RANGES_PLACEHOLDER, "[]").as_str())
+                .unwrap();
+        validate_tuning(&ok, &Allowlist::builtin()).unwrap();
+        let bad = serde_json::json!({"plugins": [{"type": "tern-tuning", "sysctl": {"net.ipv4.ip_forward": "1", "net.ipv4.tcp_keepalive_time": "600"}}]});
+        let e = validate_tuning(&bad, &Allowlist::builtin())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("net.ipv4.ip_forward") && !e.contains("tcp_keepalive_time\" is"),
+            "{e}"
+        );
+        let escape = serde_json::json!({"plugins": [{"type": "tuning", "sysctl": {"kernel.hostname": "x"}}]});
+        let strict = Allowlist::from_patterns(&["net.*", "kernel.*"], "test").unwrap();
+        assert!(
+            validate_tuning(&escape, &strict).is_err(),
+            "outside /proc/sys/net is refused even if listed"
+        );
+        let badval = serde_json::json!({"plugins": [{"type": "tern-tuning", "sysctl": {"net.ipv4.tcp_keepalive_time": "6\n0"}}]});
+        assert!(validate_tuning(&badval, &Allowlist::builtin()).is_err());
+    }
+}

@@ -1,0 +1,14 @@
+//! tern-agent as a library: the node agent (`run`) and the installer (`install`), exposed so the
+//! tests can drive them in-process with a movable wall clock.
+//!
+//! Invariant: nothing here logs, returns or exposes a token except by writing the kubeconfig.
+
+pub mod clock;
+pub mod config;
+pub mod install;
+pub mod run;
+pub mod schedule;
+
+pub use clock::{OffsetClock, SystemClock, WallClock};
+pub use config::RunConfig;
+pub use run::{Agent, Snapshot};

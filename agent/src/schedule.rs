@@ -1,0 +1,279 @@
+//! Pure scheduling arithmetic for the token refresher: when to refresh after a success, how long
+//! to back off after a failure, strict parsing of duration settings, and a small seeded PRNG.
+//!
+//! Invariants: no function here reads a clock or sleeps; every delay is ≥ [`MIN_DELAY`]; a
+//! success schedules the next refresh strictly before the returned expiry; a failure's delay is
+//! full-jitter exponential (uniform in `[0, ceiling]`, floored at [`MIN_DELAY`]) where the ceiling is
+//! `min(cap, base·2^(n−1))`, further kept to half the time left while the current token is valid,
+//! and never below the server's `Retry-After`.
+
+use std::time::Duration;
+
+/// The smallest delay ever scheduled, so that no path can spin.
+pub const MIN_DELAY: Duration = Duration::from_millis(100);
+
+/// Scheduling settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// `CNI_TOKEN_REFRESH_DURATION`: refresh after this long (plus up to 100 % jitter) instead of
+    /// a quarter of the lifetime.
+    pub refresh_override: Option<Duration>,
+    /// First backoff ceiling.
+    pub backoff_base: Duration,
+    /// Largest backoff ceiling (default 5 min).
+    pub backoff_cap: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            refresh_override: None,
+            backoff_base: Duration::from_secs(1),
+            backoff_cap: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Delay until the next refresh after a success.
+///
+/// `lifetime` is the returned `status.expirationTimestamp` minus the wall-clock now (the real
+/// lifetime, after any server cap); `u` is uniform in `[0, 1)`. Default: `lifetime/4 · (1 + u)`,
+/// i.e. between a quarter and a half of the lifetime. With an override `d`: `d · (1 + u)`. Either
+/// way at most three quarters of the lifetime, so a refresh (and some retries) happen before expiry.
+pub fn refresh_delay(policy: &Policy, lifetime: Duration, u: f64) -> Duration {
+    let base = policy.refresh_override.unwrap_or(lifetime / 4);
+    let jittered = base.mul_f64(1.0 + u.clamp(0.0, 1.0));
+    jittered.min(lifetime.mul_f64(0.75)).max(MIN_DELAY)
+}
+
+/// Delay before retrying after the `failures`-th consecutive failure (1 for the first).
+///
+/// `time_left` is how long the current token stays valid (`None` or zero when there is none or it
+/// expired); `retry_after` is the server's `Retry-After`; `u` is uniform in `[0, 1)`.
+pub fn backoff_delay(
+    policy: &Policy,
+    failures: u32,
+    time_left: Option<Duration>,
+    retry_after: Option<Duration>,
+    u: f64,
+) -> Duration {
+    let exp = failures.saturating_sub(1).min(30);
+    let mut ceiling = policy
+        .backoff_base
+        .saturating_mul(1u32 << exp)
+        .min(policy.backoff_cap);
+    if let Some(left) = time_left.filter(|l| !l.is_zero()) {
+        ceiling = ceiling.min(left / 2);
+    }
+    let delay = ceiling.mul_f64(u.clamp(0.0, 1.0)).max(MIN_DELAY);
+    match retry_after {
+        Some(ra) => delay.max(ra),
+        None => delay,
+    }
+}
+
+/// Parses a Go-style duration (`10m`, `1h30m`, `90s`, `1.5h`, `500ms`): one or more
+/// number+unit pairs, units `ms`, `s`, `m`, `h`; no sign, no spaces, no bare number.
+///
+/// # Errors
+/// A message saying what is accepted.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!("{text:?} is not a duration: use a number with a unit, such as 10m, 1h30m, 90s or 1.5h (units ms, s, m, h)")
+    };
+    if text.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0f64;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        if n == 0 {
+            return Err(bad());
+        }
+        let value: f64 = rest[..n].parse().map_err(|_| bad())?;
+        rest = &rest[n..];
+        let u = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = match &rest[..u] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * unit;
+        rest = &rest[u..];
+    }
+    if !total.is_finite() || total > 1e9 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// SplitMix64: a tiny, seedable PRNG for jitter (not for secrets).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator with a fixed seed (tests, simulation).
+    pub fn seeded(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// A generator seeded from the clock, the process id and a stack address.
+    pub fn from_entropy() -> Self {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let local = 0u8;
+        Rng(t ^ (u64::from(std::process::id()) << 32) ^ (std::ptr::addr_of!(local) as u64))
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn refresh_is_a_quarter_to_a_half_of_the_real_lifetime() {
+        let p = Policy::default();
+        assert_eq!(refresh_delay(&p, 24 * H, 0.0), 6 * H);
+        assert_eq!(
+            refresh_delay(&p, 24 * H, 0.999_999).as_secs(),
+            12 * 3600 - 1
+        );
+        // A clamped 1 h token is refreshed after 15-30 min, from the returned expiry.
+        let d = refresh_delay(&p, H, 0.5);
+        assert_eq!(d, Duration::from_secs(1350));
+        let mut rng = Rng::seeded(7);
+        for _ in 0..10_000 {
+            let d = refresh_delay(&p, H, rng.unit());
+            assert!(d >= H / 4 && d < H / 2, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn override_is_used_but_kept_before_expiry() {
+        let p = Policy {
+            refresh_override: Some(Duration::from_secs(600)),
+            ..Policy::default()
+        };
+        assert_eq!(refresh_delay(&p, 24 * H, 0.0), Duration::from_secs(600));
+        assert_eq!(refresh_delay(&p, 24 * H, 0.5), Duration::from_secs(900));
+        let p = Policy {
+            refresh_override: Some(10 * H),
+            ..Policy::default()
+        };
+        assert_eq!(refresh_delay(&p, H, 0.0), H.mul_f64(0.75));
+        assert_eq!(refresh_delay(&p, Duration::ZERO, 0.0), MIN_DELAY);
+    }
+
+    #[test]
+    fn backoff_grows_to_the_cap_with_full_jitter() {
+        let p = Policy::default();
+        assert_eq!(
+            backoff_delay(&p, 1, None, None, 0.999),
+            Duration::from_millis(999)
+        );
+        assert_eq!(
+            backoff_delay(&p, 4, None, None, 0.5),
+            Duration::from_secs(4)
+        );
+        assert_eq!(
+            backoff_delay(&p, 20, None, None, 1.0),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            backoff_delay(&p, u32::MAX, None, None, 1.0),
+            Duration::from_secs(300)
+        );
+        assert_eq!(backoff_delay(&p, 3, None, None, 0.0), MIN_DELAY);
+        // Full jitter: the spread covers the whole [0, ceiling] range.
+        let mut rng = Rng::seeded(1);
+        let ds: Vec<Duration> = (0..1000)
+            .map(|_| backoff_delay(&p, 12, None, None, rng.unit()))
+            .collect();
+        assert!(
+            ds.iter().any(|d| *d < Duration::from_secs(30))
+                && ds.iter().any(|d| *d > Duration::from_secs(270))
+        );
+        let mean = ds.iter().sum::<Duration>() / 1000;
+        assert!(
+            mean > Duration::from_secs(130) && mean < Duration::from_secs(170),
+            "{mean:?}"
+        );
+    }
+
+    #[test]
+    fn backoff_stays_below_the_time_left_and_honours_retry_after() {
+        let p = Policy::default();
+        let left = Some(Duration::from_secs(100));
+        assert_eq!(
+            backoff_delay(&p, 20, left, None, 1.0),
+            Duration::from_secs(50)
+        );
+        assert_eq!(
+            backoff_delay(&p, 20, Some(Duration::ZERO), None, 1.0),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            backoff_delay(&p, 1, None, Some(Duration::from_secs(32)), 0.1),
+            Duration::from_secs(32)
+        );
+        assert_eq!(
+            backoff_delay(&p, 20, None, Some(Duration::from_secs(2)), 1.0),
+            Duration::from_secs(300)
+        );
+    }
+
+    #[test]
+    fn durations_parse_strictly() {
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        for bad in [
+            "",
+            "10",
+            "10 m",
+            "-5m",
+            "m",
+            "10x",
+            "1h 5m",
+            "ten minutes",
+            "1e3s",
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("such as 10m"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn rng_is_uniformish_and_seeded() {
+        let (mut a, mut b) = (Rng::seeded(3), Rng::seeded(3));
+        assert_eq!(a.next_u64(), b.next_u64());
+        let mean: f64 = (0..10_000).map(|_| a.unit()).sum::<f64>() / 10_000.0;
+        assert!((mean - 0.5).abs() < 0.02, "{mean}");
+    }
+}
