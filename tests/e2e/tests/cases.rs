@@ -248,7 +248,10 @@ fn case_07_add_killed_midway() {
 fn case_10_own_netns_refused() {
     let (node, list) = c0_node("c10");
     node.host.add_veth("brt-dummy0", "brt-peer0");
+    node.host
+        .ip(&["addr", "add", "198.51.100.7/24", "dev", "brt-dummy0"]);
     let before = link_of(&node.host, "brt-dummy0");
+    let addrs_before = addrs_of(&node.host, "brt-dummy0");
     let keepalive = node.host.sysctl(KEEPALIVE);
     let conf = Node::plugin_conf(&list, 0);
     for (verb, ifname) in [

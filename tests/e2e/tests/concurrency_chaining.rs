@@ -89,7 +89,7 @@ fn parallel_32_add_then_del() {
     node.assert_nothing_left(&all);
 }
 
-/// iptables rules of the fake host that mention `needle`, in table `table`.
+/// The fake host's iptables rules of `table`, as `iptables-save` prints them.
 fn iptables(node: &Node, table: &str) -> String {
     node.host.exec_ok(&["iptables-save", "-t", table])
 }

@@ -54,11 +54,10 @@ fn assert_untouched(node: &Node, pod: &TestNetns) {
 }
 
 fn version_through_libcni(plugin: &str) {
-    let node = Node::new("ver");
-    let mut tool_node = node;
-    let list = conflist(C0_NAME, "1.0.0", vec![plugin_obj(&tool_node, plugin)]);
-    tool_node.tool.write_conflist(&list).unwrap();
-    let out = tool_node.tool.version().unwrap();
+    let mut node = Node::new("ver");
+    let list = conflist(C0_NAME, "1.0.0", vec![plugin_obj(&node, plugin)]);
+    node.tool.write_conflist(&list).unwrap();
+    let out = node.tool.version().unwrap();
     ok(&out, "cnitool version");
     assert_eq!(out.json.unwrap()[plugin], json!(SUPPORTED), "{plugin}");
 }
@@ -93,12 +92,10 @@ fn bad_input_through_libcni(plugin: &str) {
     failed_with(&out, 4, "CNI_NETNS", "ADD with an empty CNI_NETNS");
     assert_untouched(&node, &pod);
 
-    for (id, needle) in [("a/b", "a/b")] {
-        node.tool.container_id(id);
-        let out = node.tool.add(pod.path()).unwrap();
-        failed_with(&out, 4, needle, "ADD with container ID a/b");
-        assert_untouched(&node, &pod);
-    }
+    node.tool.container_id("a/b");
+    let out = node.tool.add(pod.path()).unwrap();
+    failed_with(&out, 4, "a/b", "ADD with container ID a/b");
+    assert_untouched(&node, &pod);
     node.tool.container_id("bad-input-ok-id");
     for (ifname, needle) in [("sixteen-bytes-xx", "too long"), ("..", "..")] {
         node.tool.ifname(ifname);
