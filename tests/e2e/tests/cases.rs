@@ -290,7 +290,8 @@ fn case_10_own_netns_refused() {
     }
     assert_eq!(
         addrs_of(&node.host, "brt-dummy0"),
-        addrs_of(&node.host, "brt-dummy0")
+        addrs_before,
+        "brt-dummy0 addresses changed"
     );
     assert_eq!(node.host.sysctl(KEEPALIVE), keepalive);
     node.assert_nothing_left(&["10.99.0.2".parse().unwrap()]);
