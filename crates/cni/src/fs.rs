@@ -51,16 +51,51 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
     result
 }
 
-/// Removes temp files left in `dir` by [`write_atomic`] calls of killed processes.
-/// Best effort: errors are ignored.
+/// Removes temp files left in `dir` by [`write_atomic`] calls of killed processes: those whose
+/// writer pid (in the name) no longer runs. A live writer's temp file is left alone, so a sweep
+/// never breaks a concurrent write. Best effort: errors are ignored.
 pub fn remove_stale_temps(dir: &Path) {
+    sweep_temps(dir, None);
+}
+
+/// Removes the temp files of `path` left by [`write_atomic`] calls of killed processes (same
+/// rule as [`remove_stale_temps`]), e.g. when the owner of `path` deletes it: a writer killed
+/// between create and rename must not leave its half of the file behind. Best effort.
+pub fn remove_stale_temps_of(path: &Path) {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    sweep_temps(dir, Some(&format!(".{}.tmp-", name.to_string_lossy())));
+}
+
+/// The writer pid of a temp file name `.<name>.tmp-<pid>-<n>`.
+fn temp_writer_pid(name: &str) -> Option<u32> {
+    let (_, tail) = name.rsplit_once(".tmp-")?;
+    tail.split('-').next()?.parse().ok()
+}
+
+fn sweep_temps(dir: &Path, prefix: Option<&str>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
     for e in entries.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with('.') && name.contains(".tmp-") {
+        let ours = match prefix {
+            Some(p) => name.starts_with(p),
+            None => name.starts_with('.') && name.contains(".tmp-"),
+        };
+        if !ours {
+            continue;
+        }
+        let alive = temp_writer_pid(&name)
+            .is_some_and(|pid| Path::new("/proc").join(pid.to_string()).exists());
+        if !alive {
             let _ = fs::remove_file(e.path());
         }
     }
@@ -96,11 +131,42 @@ mod tests {
         );
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temp file left");
         assert!(write_atomic(&dir.join("missing/x"), b"x", 0o600).is_err());
-        fs::write(dir.join(".state.json.tmp-1-1"), b"half").unwrap();
+        // 4194305 is above the kernel's largest pid_max: that writer cannot be running.
+        fs::write(dir.join(".state.json.tmp-4194305-1"), b"half").unwrap();
+        let live = dir.join(format!(".state.json.tmp-{}-99", std::process::id()));
+        fs::write(&live, b"being written").unwrap();
         remove_stale_temps(&dir);
-        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1);
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            2,
+            "only the dead writer's temp goes"
+        );
+        assert!(live.exists(), "a live writer's temp file was removed");
+        fs::remove_file(&live).unwrap();
         remove_if_exists(&p).unwrap();
         remove_if_exists(&p).unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stale_temps_of_one_file() {
+        let dir = std::env::temp_dir().join(format!("tern-fs-of-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let dead = |name: &str| dir.join(format!(".{name}.tmp-4194305-7"));
+        fs::write(dead("a_eth0.json"), b"half").unwrap();
+        fs::write(dead("b_eth0.json"), b"half").unwrap();
+        remove_stale_temps_of(&dir.join("a_eth0.json"));
+        assert!(
+            !dead("a_eth0.json").exists(),
+            "the file's stale temp was kept"
+        );
+        assert!(
+            dead("b_eth0.json").exists(),
+            "another file's temp was removed"
+        );
+        assert_eq!(temp_writer_pid(".x.json.tmp-123-4"), Some(123));
+        assert_eq!(temp_writer_pid("x.json"), None);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -170,6 +170,19 @@ impl RunOutput {
     }
 }
 
+/// `program`, or `ip netns exec <netns> program` when a netns is given. `ip netns exec` execs the
+/// program in place, so the child's pid (and process group) is the program's.
+fn command_in(netns: Option<&str>, program: &Path) -> Command {
+    match netns {
+        None => Command::new(program),
+        Some(ns) => {
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", ns]).arg(program);
+            cmd
+        }
+    }
+}
+
 fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ExecError {
     let what = what.into();
     move |source| ExecError::Io { what, source }
@@ -264,6 +277,7 @@ pub struct PluginCall {
     env: BTreeMap<String, Option<OsString>>,
     stdin: Vec<u8>,
     timeout: Duration,
+    host_netns: Option<String>,
 }
 
 impl PluginCall {
@@ -282,7 +296,15 @@ impl PluginCall {
             env,
             stdin: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
+            host_netns: None,
         }
+    }
+
+    /// Runs the plugin inside the named netns (`ip netns exec <name> plugin`): the netns plays
+    /// the node's root namespace, so the real host is never touched.
+    pub fn in_netns(mut self, name: &str) -> Self {
+        self.host_netns = Some(name.to_owned());
+        self
     }
 
     /// The binary that will be executed.
@@ -351,7 +373,7 @@ impl PluginCall {
     /// The configured [`Command`] without stdin/stdout wiring, for tests that spawn it themselves
     /// (e.g. in its own process group to kill it midway).
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(&self.program);
+        let mut cmd = command_in(self.host_netns.as_deref(), &self.program);
         cmd.env_clear();
         if let Some(path) = std::env::var_os("PATH") {
             cmd.env("PATH", path);
@@ -390,6 +412,7 @@ pub struct Cnitool {
     cni_args: Option<String>,
     cap_args: Option<Value>,
     timeout: Duration,
+    host_netns: Option<String>,
 }
 
 impl Cnitool {
@@ -415,6 +438,7 @@ impl Cnitool {
             cni_args: None,
             cap_args: None,
             timeout: DEFAULT_TIMEOUT,
+            host_netns: None,
         })
     }
 
@@ -508,10 +532,17 @@ impl Cnitool {
         self
     }
 
+    /// Runs cnitool (and so every plugin libcni execs) inside the named netns, which plays the
+    /// node's root namespace; `None` runs it in the test's own netns.
+    pub fn in_netns(&mut self, name: Option<&str>) -> &mut Self {
+        self.host_netns = name.map(str::to_owned);
+        self
+    }
+
     /// The configured [`Command`] for `verb` (`add`, `check`, `del`, `version`), for tests that
     /// spawn it themselves. `netns` is required for all verbs but `version`.
     pub fn command(&self, verb: &str, netns: Option<&Path>) -> Command {
-        let mut cmd = Command::new(cnitool_path());
+        let mut cmd = command_in(self.host_netns.as_deref(), &cnitool_path());
         cmd.env_clear();
         if let Some(path) = std::env::var_os("PATH") {
             cmd.env("PATH", path);

@@ -11,6 +11,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// The name of the fake host's uplink made by [`TestNetns::add_uplink`].
+pub const UPLINK: &str = "uplink0";
+/// The fake host's IPv4 address on [`UPLINK`] (TEST-NET-1, RFC 5737).
+pub const UPLINK_V4: &str = "192.0.2.1";
+/// The fake host's IPv6 address on [`UPLINK`] (documentation prefix, RFC 3849).
+pub const UPLINK_V6: &str = "2001:db8:ffff::1";
+
 /// Runs `ip` with `args`; panics with its stderr when it fails (test fixture).
 fn ip(args: &[&str]) -> Output {
     let out = Command::new("ip")
@@ -105,6 +112,45 @@ impl TestNetns {
         self.ip(&["link", "set", peer, "up"]);
     }
 
+    /// Gives this namespace what a node has and a bare netns lacks: an uplink with an address and
+    /// default routes. A veth pair [`UPLINK`]/[`UPLINK`]`p` (both ends here, up) carries
+    /// [`UPLINK_V4`]/24 and [`UPLINK_V6`]/64 (no DAD), with default routes via the .254 / ::fe
+    /// neighbours on it. Proxy ARP answers only for destinations the host can route, so without a
+    /// default route a routed-veth plugin's pod could not resolve its gateway 169.254.1.1.
+    pub fn add_uplink(&self) {
+        let peer = format!("{UPLINK}p");
+        self.add_veth(UPLINK, &peer);
+        self.ip(&["addr", "add", &format!("{UPLINK_V4}/24"), "dev", UPLINK]);
+        self.ip(&[
+            "-6",
+            "addr",
+            "add",
+            &format!("{UPLINK_V6}/64"),
+            "dev",
+            UPLINK,
+            "nodad",
+        ]);
+        self.ip(&[
+            "route",
+            "add",
+            "default",
+            "via",
+            "192.0.2.254",
+            "dev",
+            UPLINK,
+        ]);
+        self.ip(&[
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:ffff::fe",
+            "dev",
+            UPLINK,
+        ]);
+    }
+
     /// True when a link of that name exists in the namespace.
     pub fn has_link(&self, name: &str) -> bool {
         Command::new("ip")
@@ -142,6 +188,14 @@ impl HostAndPod {
             host: TestNetns::new(&format!("{prefix}-host")),
             pod: TestNetns::new(&format!("{prefix}-pod")),
         }
+    }
+
+    /// Like [`HostAndPod::new`], with the host given an uplink and default routes
+    /// ([`TestNetns::add_uplink`]): the fixture for a plugin that runs in the host netns.
+    pub fn with_uplink(prefix: &str) -> HostAndPod {
+        let hp = HostAndPod::new(prefix);
+        hp.host.add_uplink();
+        hp
     }
 
     /// Like [`HostAndPod::new`], plus a veth pair `ifname` in the pod netns with its peer
@@ -184,6 +238,16 @@ mod tests {
             assert!(!ns.has_link("nope"));
         }
         assert!(!path.exists(), "namespace not deleted on drop");
+    }
+
+    #[test]
+    fn uplink_gives_default_routes() {
+        let hp = HostAndPod::with_uplink("tku");
+        let v4 = hp.host.ip(&["route", "get", "169.254.1.1"]);
+        assert!(v4.contains(&format!("dev {UPLINK}")), "{v4}");
+        let v6 = hp.host.ip(&["-6", "route", "show", "default"]);
+        assert!(v6.contains(UPLINK), "{v6}");
+        assert!(!hp.pod.has_link(UPLINK));
     }
 
     #[test]

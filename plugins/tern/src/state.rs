@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
-use tern_cni::fs::{remove_if_exists, remove_stale_temps, write_atomic};
+use tern_cni::fs::{remove_if_exists, remove_stale_temps, remove_stale_temps_of, write_atomic};
 
 /// What ADD did for one attachment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,12 +54,15 @@ impl StateStore {
         write_atomic(&self.path(&state.container_id, &state.ifname), &data, 0o600)
     }
 
-    /// Removes an attachment's state; already gone is fine.
+    /// Removes an attachment's state, and the temp file of a writer killed between create and
+    /// rename (an ADD killed midway); already gone is fine.
     ///
     /// # Errors
     /// I/O errors other than "not found".
     pub fn remove(&self, container_id: &str, ifname: &str) -> io::Result<()> {
-        remove_if_exists(&self.path(container_id, ifname))
+        let path = self.path(container_id, ifname);
+        remove_stale_temps_of(&path);
+        remove_if_exists(&path)
     }
 
     /// Every attachment with state in this network (unparseable files are skipped), after

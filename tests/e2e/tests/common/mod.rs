@@ -1,0 +1,381 @@
+//! Shared fixtures of tern's end-to-end tests: a fake node (a host netns with an uplink, a libcni
+//! driver running inside it, private IPAM data and tern state dirs), chain C0, result
+//! normalisation for golden comparison, kernel inspection, and the "nothing left" assertion.
+//!
+//! Invariant: every test owns its host netns, pod netns, conf/cache/IPAM/state dirs and container
+//! IDs, so tests run in parallel and may reuse the same subnets (routes live in the fake host).
+
+// Test code: a failed unwrap is a failed test; not every test binary uses every helper.
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tern_testkit::exec::{conflist, default_cni_path, Cnitool, PluginCall, RunOutput};
+use tern_testkit::netns::TestNetns;
+
+/// Every cniVersion Debian's libcni (1.1.x) can drive.
+pub const LIBCNI_VERSIONS: [&str; 4] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"];
+/// Every cniVersion tern supports.
+pub const ALL_VERSIONS: [&str; 5] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+/// The network name of chain C0.
+pub const C0_NAME: &str = "c0";
+/// C0's subnet.
+pub const C0_SUBNET: &str = "10.99.0.0/24";
+/// The IPv6 subnet used for IPv6 and dual-stack tests.
+pub const V6_SUBNET: &str = "fd99::/64";
+
+/// The host veth name tern must use: `tern` + 11 hex of sha256(containerID NUL ifname).
+/// Computed here independently of the plugin, so a change of scheme fails the tests.
+pub fn host_veth(container_id: &str, ifname: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(container_id.as_bytes());
+    h.update([0u8]);
+    h.update(ifname.as_bytes());
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!("tern{}", &hex[..11])
+}
+
+/// IPAM address families of a test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fam {
+    /// IPv4 only (10.99.0.0/24).
+    V4,
+    /// IPv6 only (fd99::/64).
+    V6,
+    /// Both.
+    Dual,
+}
+
+impl Fam {
+    /// host-local `ranges` for this family.
+    pub fn ranges(self) -> Value {
+        let v4 = json!([{"subnet": C0_SUBNET}]);
+        let v6 = json!([{"subnet": V6_SUBNET}]);
+        match self {
+            Fam::V4 => json!([v4]),
+            Fam::V6 => json!([v6]),
+            Fam::Dual => json!([v4, v6]),
+        }
+    }
+
+    /// The n-th address (from 0) host-local hands out in a fresh data dir, per family.
+    pub fn nth_addrs(self, n: u32) -> Vec<IpAddr> {
+        let v4: IpAddr = format!("10.99.0.{}", n + 2).parse().unwrap();
+        let v6: IpAddr = format!("fd99::{:x}", n + 2).parse().unwrap();
+        match self {
+            Fam::V4 => vec![v4],
+            Fam::V6 => vec![v6],
+            Fam::Dual => vec![v4, v6],
+        }
+    }
+}
+
+/// A fake node: a host netns with an uplink and default routes, and a libcni driver that runs in
+/// it with private conf, cache, host-local `dataDir` and tern `stateDir`.
+pub struct Node {
+    /// The fake host netns (tern runs here).
+    pub host: TestNetns,
+    /// The libcni driver, running inside [`Node::host`].
+    pub tool: Cnitool,
+}
+
+impl Node {
+    /// A node with no conflist written yet.
+    pub fn new(tag: &str) -> Node {
+        let host = TestNetns::new(&format!("e2e-{tag}-h"));
+        host.add_uplink();
+        let mut tool = Cnitool::new().unwrap();
+        tool.in_netns(Some(host.name()));
+        Node { host, tool }
+    }
+
+    /// A node with `conflist` written.
+    pub fn with(tag: &str, conflist: &Value) -> Node {
+        let mut n = Node::new(tag);
+        n.tool.write_conflist(conflist).unwrap();
+        n
+    }
+
+    /// A fresh pod netns named after this test.
+    pub fn pod(&self, tag: &str) -> TestNetns {
+        TestNetns::new(&format!("e2e-{tag}-p"))
+    }
+
+    /// host-local's `dataDir`.
+    pub fn data_dir(&self) -> PathBuf {
+        self.tool.scratch().join("ipam")
+    }
+
+    /// tern's `stateDir`.
+    pub fn state_dir(&self) -> PathBuf {
+        self.tool.scratch().join("state")
+    }
+
+    /// A direct invocation of `plugin` running in the fake host.
+    pub fn call(&self, plugin: &str, command: &str) -> PluginCall {
+        PluginCall::new(plugin, command).in_netns(self.host.name())
+    }
+
+    /// The tern plugin object with `ranges`, this node's dirs and optional extra keys.
+    pub fn tern(&self, ranges: Value) -> Value {
+        json!({
+            "type": "tern",
+            "stateDir": self.state_dir(),
+            "ipam": {"type": "host-local", "ranges": ranges, "dataDir": self.data_dir()},
+        })
+    }
+
+    /// Plugins that follow tern in chain C0.
+    // tern-tuning joins here (one line) once it is on this branch:
+    // json!({"type": "tern-tuning", "sysctl": {"net.ipv4.tcp_keepalive_time": "600", ...}}),
+    pub fn c0_followers(&self) -> Vec<Value> {
+        vec![]
+    }
+
+    /// Chain C0 at `version`: tern (host-local, 10.99.0.0/24), then [`Node::c0_followers`].
+    pub fn c0(&self, version: &str) -> Value {
+        self.chain(version, Fam::V4, self.c0_followers())
+    }
+
+    /// A chain: tern with `fam` ranges, then `followers`.
+    pub fn chain(&self, version: &str, fam: Fam, followers: Vec<Value>) -> Value {
+        let mut plugins = vec![self.tern(fam.ranges())];
+        plugins.extend(followers);
+        conflist(C0_NAME, version, plugins)
+    }
+
+    /// The single-plugin netconf libcni would send to plugin `i` of `list` (name and cniVersion
+    /// copied in), for direct invocations.
+    pub fn plugin_conf(list: &Value, i: usize) -> Value {
+        let mut c = list["plugins"][i].clone();
+        c["name"] = list["name"].clone();
+        c["cniVersion"] = list["cniVersion"].clone();
+        c
+    }
+
+    /// Asserts that the node holds nothing of any attachment: no `tern*` link, no route to any
+    /// of `addrs` or through a tern link, no host-local reservation, no tern state file, no
+    /// temp file anywhere under the scratch dir.
+    pub fn assert_nothing_left(&self, addrs: &[IpAddr]) {
+        let links = self.links();
+        let terns: Vec<&str> = links
+            .iter()
+            .filter_map(|l| l["ifname"].as_str())
+            .filter(|n| n.starts_with("tern"))
+            .collect();
+        assert!(terns.is_empty(), "tern links left on the host: {terns:?}");
+        for fam in ["-4", "-6"] {
+            let routes = self.host.ip(&["-j", fam, "route", "show", "table", "all"]);
+            let routes: Value = serde_json::from_str(&routes).unwrap();
+            for r in routes.as_array().unwrap() {
+                let dst = r["dst"].as_str().unwrap_or("");
+                let dev = r["dev"].as_str().unwrap_or("");
+                assert!(
+                    !dev.starts_with("tern"),
+                    "route through a tern link left: {r}"
+                );
+                for a in addrs {
+                    let a = a.to_string();
+                    assert!(
+                        dst != a && dst != format!("{a}/32") && dst != format!("{a}/128"),
+                        "host route to pod address {a} left: {r}"
+                    );
+                }
+            }
+        }
+        let reserved = files_under(&self.data_dir())
+            .into_iter()
+            .filter(|p| file_name(p).parse::<IpAddr>().is_ok())
+            .collect::<Vec<_>>();
+        assert!(
+            reserved.is_empty(),
+            "host-local reservations left: {reserved:?}"
+        );
+        let state = files_under(&self.state_dir());
+        assert!(state.is_empty(), "tern state files left: {state:?}");
+        let temps: Vec<PathBuf> = files_under(self.tool.scratch())
+            .into_iter()
+            .filter(|p| file_name(p).contains(".tmp"))
+            .collect();
+        assert!(temps.is_empty(), "half-written files left: {temps:?}");
+    }
+
+    /// `ip -j link show` in the host.
+    pub fn links(&self) -> Vec<Value> {
+        let out = self.host.ip(&["-j", "link", "show"]);
+        serde_json::from_str::<Value>(&out)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+
+    /// host-local reservations currently on disk: the address file names.
+    pub fn reservations(&self) -> Vec<String> {
+        files_under(&self.data_dir())
+            .into_iter()
+            .map(|p| file_name(&p))
+            .filter(|n| n.parse::<IpAddr>().is_ok())
+            .collect()
+    }
+
+    /// tern state files currently on disk.
+    pub fn state_files(&self) -> Vec<PathBuf> {
+        files_under(&self.state_dir())
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+/// Every regular file under `dir`, recursively (none when `dir` does not exist).
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The addresses (without prefix) in a result's `ips`.
+pub fn result_addrs(result: &Value) -> Vec<IpAddr> {
+    result["ips"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|ip| ip["address"].as_str())
+                .map(|c| c.split('/').next().unwrap().parse().unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A result with every `mac` replaced by `"<mac>"` (MACs are random), for golden comparison.
+pub fn normalize(result: &Value) -> Value {
+    let mut r = result.clone();
+    if let Some(ifs) = r.get_mut("interfaces").and_then(Value::as_array_mut) {
+        for i in ifs {
+            if i.get("mac").is_some() {
+                i["mac"] = json!("<mac>");
+            }
+        }
+    }
+    r
+}
+
+/// Asserts the run succeeded, with its output in the message.
+pub fn ok(out: &RunOutput, what: &str) {
+    assert!(out.success(), "{what} failed:\n{}", out.describe());
+}
+
+/// Asserts the run failed with a plugin error of `code` whose msg (or details) contains `needle`.
+pub fn failed_with(out: &RunOutput, code: u64, needle: &str, what: &str) {
+    assert!(!out.success(), "{what} must fail:\n{}", out.describe());
+    assert_eq!(
+        out.error_code(),
+        Some(code),
+        "{what}: wrong code:\n{}",
+        out.describe()
+    );
+    let json = out.json.as_ref().unwrap();
+    let text = format!(
+        "{} {}",
+        json["msg"].as_str().unwrap_or(""),
+        json["details"].as_str().unwrap_or("")
+    );
+    assert!(
+        text.contains(needle),
+        "{what}: message lacks {needle:?}:\n{}",
+        out.describe()
+    );
+}
+
+/// `ip -j addr show dev <dev>` in `ns`: the addresses as `addr/prefix`.
+pub fn addrs_of(ns: &TestNetns, dev: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(&ns.ip(&["-j", "addr", "show", "dev", dev])).unwrap();
+    v[0]["addr_info"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| format!("{}/{}", a["local"].as_str().unwrap(), a["prefixlen"]))
+        .collect()
+}
+
+/// `ip -j link show dev <dev>` in `ns`.
+pub fn link_of(ns: &TestNetns, dev: &str) -> Value {
+    let v: Value = serde_json::from_str(&ns.ip(&["-j", "-d", "link", "show", "dev", dev])).unwrap();
+    v[0].clone()
+}
+
+/// Routes of one family (`-4`/`-6`) in `ns`'s main table, as `ip -j route show`.
+pub fn routes_of(ns: &TestNetns, fam: &str) -> Vec<Value> {
+    let v: Value = serde_json::from_str(&ns.ip(&["-j", fam, "route", "show"])).unwrap();
+    v.as_array().unwrap().clone()
+}
+
+/// The CNI_PATH with an extra directory after tern's and the reference plugins'.
+pub fn cni_path_with(dir: &Path) -> String {
+    format!("{}:{}", default_cni_path(), dir.display())
+}
+
+/// Writes `test-script-ipam`, a *test-only* IPAM plugin in shell, into `dir`, and returns `dir`.
+///
+/// It exists because Debian's host-local stops at cniVersion 1.0.0 and tern-ipam is not on this
+/// branch yet: it speaks 1.1.0 (VERSION, ADD, CHECK, DEL, STATUS, GC), appends every call as
+/// `<CNI_COMMAND> <stdin on one line>` to `dir/calls.log`, answers ADD with 10.99.0.50/24 and
+/// fd99::50/64 plus a route to 10.200.0.0/16 and a nameserver, answers STATUS with code 51 while
+/// `dir/unavailable` exists, and fails ADD with code 11 while `dir/fail-add` exists.
+pub fn write_script_ipam(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let script = r#"#!/bin/sh
+# test-script-ipam: a test-only stand-in IPAM speaking CNI 1.1.0 (see tests/e2e/tests/common).
+d=$(dirname "$0")
+in=$(cat | tr -d '\n')
+printf '%s %s\n' "$CNI_COMMAND" "$in" >> "$d/calls.log"
+case "$CNI_COMMAND" in
+VERSION) echo '{"cniVersion":"1.1.0","supportedVersions":["1.0.0","1.1.0"]}' ;;
+ADD)
+  if [ -e "$d/fail-add" ]; then
+    echo '{"cniVersion":"1.1.0","code":11,"msg":"test-script-ipam: try again later"}'; exit 1
+  fi
+  echo '{"cniVersion":"1.1.0","ips":[{"address":"10.99.0.50/24","gateway":"10.99.0.1"},{"address":"fd99::50/64"}],"routes":[{"dst":"10.200.0.0/16"}],"dns":{"nameservers":["10.96.0.10"]}}' ;;
+STATUS)
+  if [ -e "$d/unavailable" ]; then
+    echo '{"cniVersion":"1.1.0","code":51,"msg":"test-script-ipam: limited connectivity"}'; exit 1
+  fi ;;
+esac
+exit 0
+"#;
+    let path = dir.join("test-script-ipam");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir.to_path_buf()
+}
+
+/// The calls `test-script-ipam` in `dir` received: `(command, stdin)`.
+pub fn script_calls(dir: &Path) -> Vec<(String, Value)> {
+    std::fs::read_to_string(dir.join("calls.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let (cmd, rest) = l.split_once(' ').unwrap_or((l, ""));
+            (
+                cmd.to_owned(),
+                serde_json::from_str(rest).unwrap_or(Value::Null),
+            )
+        })
+        .collect()
+}
