@@ -17,7 +17,7 @@
 //! `stateDir`), all removed at exit, also on failure. Only `tern_net::netns::NetNs::run_in` enters
 //! a namespace: each worker is one such scoped thread, whose children inherit its netns.
 //!
-//! Usage (root): `tern-bench [--pods N] [--parallel 1,8] [--rss-samples N] [--tern PATH]
+//! Usage (root): `tern-bench [--pods N] [--rounds R] [--parallel 1,8] [--rss-samples N] [--tern PATH]
 //! [--ptp PATH] [--ref-dir DIR]`. `scripts/bench` builds and runs it.
 
 use std::io::{Read, Write};
@@ -39,6 +39,7 @@ type Res<T> = Result<T, String>;
 #[derive(Clone, Debug)]
 struct Opts {
     pods: usize,
+    rounds: usize,
     parallel: Vec<usize>,
     rss_samples: usize,
     tern: PathBuf,
@@ -50,6 +51,7 @@ fn parse_opts() -> Res<Opts> {
     let root = std::env::current_dir().map_err(|e| format!("cwd: {e}"))?;
     let mut o = Opts {
         pods: 200,
+        rounds: 4,
         parallel: vec![1, 8],
         rss_samples: 20,
         tern: root.join("target/release/tern"),
@@ -61,6 +63,7 @@ fn parse_opts() -> Res<Opts> {
         let mut val = || args.next().ok_or_else(|| format!("{a} needs a value"));
         match a.as_str() {
             "--pods" => o.pods = val()?.parse().map_err(|e| format!("--pods: {e}"))?,
+            "--rounds" => o.rounds = val()?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--rss-samples" => {
                 o.rss_samples = val()?.parse().map_err(|e| format!("--rss-samples: {e}"))?
             }
@@ -206,6 +209,13 @@ fn subjects(o: &Opts, work: &Path) -> Vec<Subject> {
             // ipMasq off: tern does no masquerading, so neither does the reference here.
             conf: json!({"cniVersion": "1.0.0", "name": "bench-ptp", "type": "ptp", "mtu": 1500,
                 "ipMasq": false, "ipam": ipam("10.101.0.0/16", "ipam-ptp")}),
+        },
+        Subject {
+            // IPAM alone, exec'd directly with tern's netconf: the floor under both plugins.
+            label: "hl",
+            binary: o.ref_dir.join("host-local"),
+            conf: json!({"cniVersion": "1.0.0", "name": "bench-hl", "type": "tern",
+                "ipam": ipam("10.102.0.0/16", "ipam-hl")}),
         },
     ]
 }
@@ -553,8 +563,9 @@ fn run(o: &Opts) -> Res<()> {
     let cni_path = o.ref_dir.display().to_string();
     let subs = subjects(o, &env.work);
     println!(
-        "tern-bench: {} pods per phase, parallelism {:?}, cniVersion 1.0.0, IPAM host-local ({}), host netns {}",
+        "tern-bench: {} pods per subject per parallelism in {} rotating rounds, parallelism {:?}, cniVersion 1.0.0, IPAM host-local ({}), host netns {}",
         o.pods,
+        o.rounds,
         o.parallel,
         host_local.display(),
         env.host
@@ -569,13 +580,36 @@ fn run(o: &Opts) -> Res<()> {
     for s in &subs {
         bench_subject(&mut env, s, &cni_path, 4, 1, "warm")?;
     }
-    let mut rows = Vec::new();
+    // Each parallelism runs in rounds, the subjects' order rotating every round, so that load
+    // from elsewhere on the machine (drift) falls on all of them alike.
+    let rounds = o.rounds.min(o.pods).max(1);
+    let mut rows: Vec<Row> = Vec::new();
     for &par in &o.parallel {
-        let kdel = bench_kernel_del(&mut env, o.pods, par)?;
+        let mut kdel = Phase::default();
+        let mut acc: Vec<(Phase, Phase)> = subs.iter().map(|_| Default::default()).collect();
+        for r in 0..rounds {
+            let n = o.pods / rounds + usize::from(r < o.pods % rounds);
+            let k = bench_kernel_del(&mut env, n, par)?;
+            kdel.lat.extend(k.lat);
+            kdel.wall += k.wall;
+            for j in 0..subs.len() {
+                let i = (j + r) % subs.len();
+                let (add, del) = bench_subject(
+                    &mut env,
+                    &subs[i],
+                    &cni_path,
+                    n,
+                    par,
+                    &format!("p{par}r{r}"),
+                )?;
+                acc[i].0.lat.extend(add.lat);
+                acc[i].0.wall += add.wall;
+                acc[i].1.lat.extend(del.lat);
+                acc[i].1.wall += del.wall;
+            }
+        }
         let mut kdel = Some(kdel);
-        for s in &subs {
-            let (add, del) =
-                bench_subject(&mut env, s, &cni_path, o.pods, par, &format!("p{par}"))?;
+        for (s, (add, del)) in subs.iter().zip(acc) {
             rows.push(Row {
                 label: s.label,
                 par,
@@ -624,7 +658,11 @@ fn run(o: &Opts) -> Res<()> {
             r.pods_per_sec()
         );
     }
-    println!("(latencies in ms: spawn to reaped exit; pods/s = pods / (ADD phase wall + DEL phase wall))");
+    println!("(latencies in ms: spawn to reaped exit; pods/s = pods / (ADD phase wall + DEL phase wall));");
+    println!(" hl = host-local exec'd directly with the same kind of netconf: the IPAM floor under both plugins;");
+    println!(
+        " kernel vethdel = one RTM_DELLINK of a veth whose peer is in a pod netns, timed alone)"
+    );
 
     println!("\nratios tern/ptp, and the targets:");
     for &par in &o.parallel {
@@ -648,7 +686,7 @@ fn run(o: &Opts) -> Res<()> {
         o.rss_samples
     );
     let mut tern_max = 0;
-    for s in &subs {
+    for s in subs.iter().filter(|s| s.label != "hl") {
         let [add, del, hl_add, hl_del] =
             bench_rss(&mut env, s, &cni_path, o.rss_samples, &host_local)?;
         if s.label == "tern" {
