@@ -18,7 +18,8 @@
 //! a namespace: each worker is one such scoped thread, whose children inherit its netns.
 //!
 //! Usage (root): `tern-bench [--pods N] [--rounds R] [--parallel 1,8] [--rss-samples N] [--tern PATH]
-//! [--ptp PATH] [--ref-dir DIR]`. `scripts/bench` builds and runs it.
+//! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR]`. tern's `stateDir` defaults to the work dir
+//! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines). `scripts/bench` builds and runs it.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -45,6 +46,7 @@ struct Opts {
     tern: PathBuf,
     ptp: PathBuf,
     ref_dir: PathBuf,
+    state_dir: Option<PathBuf>,
 }
 
 fn parse_opts() -> Res<Opts> {
@@ -57,6 +59,7 @@ fn parse_opts() -> Res<Opts> {
         tern: root.join("target/release/tern"),
         ptp: PathBuf::from("/usr/lib/cni/ptp"),
         ref_dir: PathBuf::from("/usr/lib/cni"),
+        state_dir: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -75,6 +78,7 @@ fn parse_opts() -> Res<Opts> {
             }
             "--tern" => o.tern = PathBuf::from(val()?),
             "--ptp" => o.ptp = PathBuf::from(val()?),
+            "--state-dir" => o.state_dir = Some(PathBuf::from(val()?)),
             "--ref-dir" => o.ref_dir = PathBuf::from(val()?),
             _ => return Err(format!("unknown argument {a}")),
         }
@@ -201,7 +205,7 @@ fn subjects(o: &Opts, work: &Path) -> Vec<Subject> {
             label: "tern",
             binary: o.tern.clone(),
             conf: json!({"cniVersion": "1.0.0", "name": "bench-tern", "type": "tern", "mtu": 1500,
-                "stateDir": work.join("tern-state"), "ipam": ipam("10.100.0.0/16", "ipam-tern")}),
+                "stateDir": o.state_dir.clone().unwrap_or_else(|| work.join("tern-state")), "ipam": ipam("10.100.0.0/16", "ipam-tern")}),
         },
         Subject {
             label: "ptp",
@@ -237,8 +241,13 @@ fn plugin_cmd(bin: &Path, verb: &str, cid: &str, netns: &str, cni_path: &str) ->
 
 fn feed(child: &mut Child, stdin: &[u8]) -> Res<()> {
     if let Some(mut pipe) = child.stdin.take() {
-        pipe.write_all(stdin)
-            .map_err(|e| format!("write plugin stdin: {e}"))?;
+        // A plugin may exit without reading stdin (host-local's VERSION): EPIPE is not an error.
+        match pipe.write_all(stdin) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(format!("write plugin stdin: {e}"))
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -679,6 +688,27 @@ fn run(o: &Opts) -> Res<()> {
                 t.pods_per_sec() / p.pods_per_sec()
             );
         }
+    }
+
+    // Start-up floor: VERSION does no work, so its latency is exec + runtime start + exit.
+    println!(
+        "\nstart-up floor (VERSION, {} runs each, par 1): p50 / p99 ms",
+        o.pods
+    );
+    let version = br#"{"cniVersion":"1.0.0"}"#;
+    for (label, bin) in [
+        ("tern", o.tern.clone()),
+        ("ptp", o.ptp.clone()),
+        ("host-local", host_local.clone()),
+    ] {
+        let items: Vec<usize> = (0..o.pods).collect();
+        let work = |_: &usize| invoke(&bin, "VERSION", "v", "", &cni_path, version);
+        let ph = run_parallel(&env.host_ns, &items, 1, &work)?;
+        println!(
+            "  {label:<10} {:>7.3} / {:>7.3}",
+            pct(&ph.lat, 0.5),
+            pct(&ph.lat, 0.99)
+        );
     }
 
     println!(
