@@ -1,6 +1,7 @@
 //! tern under a real runtime: podman 4.3 with its CNI backend (`network_backend = "cni"`), runc and
 //! a busybox image this test builds itself, on the network of `cni-conf-examples/10-tern.conflist`
-//! (tern + host-local, plus tern-tuning when `target/release/tern-tuning` is built).
+//! (tern + host-local, plus tern-tuning when `target/release/tern-tuning` is built and answers
+//! VERSION; otherwise the test says so on stderr and runs without it).
 //!
 //! What it proves: a container gets a /32 from the range with a default route via 169.254.1.1;
 //! it reaches a TCP listener of the host (on the address the host itself uses towards 169.254.1.1,
@@ -87,7 +88,7 @@ impl Podman {
             tern.display()
         );
         let tuning_bin = bin_dir().join("tern-tuning");
-        let tuning = tuning_bin.is_file();
+        let tuning = plugin_answers_version(&tuning_bin);
         // CNI plugin dir: tern (and tern-tuning) plus every reference plugin (host-local...).
         symlink(&tern, dir.join("bin/tern")).unwrap();
         if tuning {
@@ -145,7 +146,8 @@ default_network = "{NETWORK}"
         plugins[0]["ipam"]["dataDir"] = json!(self.dir.join("ipam"));
         if !self.tuning {
             eprintln!(
-                "NOTE: {}/tern-tuning is not built: the conflist runs tern + host-local only",
+                "NOTE: {}/tern-tuning is not built (or does not answer VERSION): the conflist \
+                 runs tern + host-local only",
                 bin_dir().display()
             );
             plugins.retain(|p| p["type"] != "tern-tuning");
@@ -299,6 +301,34 @@ impl Drop for Podman {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Whether `bin` exists and answers VERSION with a non-empty `supportedVersions` (a placeholder
+/// binary that prints nothing does not count as built).
+fn plugin_answers_version(bin: &Path) -> bool {
+    if !bin.is_file() {
+        return false;
+    }
+    let Ok(mut child) = Command::new(bin)
+        .env_clear()
+        .env("CNI_COMMAND", "VERSION")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    else {
+        return false;
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = std::io::Write::write_all(&mut stdin, br#"{"cniVersion":"1.0.0"}"#);
+    }
+    let Ok(out) = child.wait_with_output() else {
+        return false;
+    };
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v["supportedVersions"].as_array().map(|a| !a.is_empty()))
+        .unwrap_or(false)
 }
 
 /// Routes in the root netns into [`SUBNET`] (any prefix inside it): `(dev, dst)` pairs.
