@@ -491,7 +491,15 @@ fn podman_cni_backend_runs_containers_on_tern() {
         out_b.contains("pong-from-a"),
         "b did not get a's answer over TCP: {out_b:?}"
     );
-    let logs_a = pm.ok(&["logs", "a"]);
+    // conmon writes a's log asynchronously: give it a moment to land.
+    let mut logs_a = String::new();
+    for _ in 0..50 {
+        logs_a = pm.ok(&["logs", "a"]);
+        if logs_a.contains("ping-from-b") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(
         logs_a.contains("ping-from-b"),
         "a did not receive b's message: {logs_a:?}"
