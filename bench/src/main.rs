@@ -18,7 +18,8 @@
 //! a namespace: each worker is one such scoped thread, whose children inherit its netns.
 //!
 //! Usage (root): `tern-bench [--pods N] [--rounds R] [--parallel 1,8] [--rss-samples N] [--tern PATH]
-//! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR]`. tern's `stateDir` defaults to the work dir
+//! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR]`; `TERN_BENCH_RSS_DETAIL=1` also prints, per
+//! sampled process, its anonymous and file-backed resident memory at exit. tern's `stateDir` defaults to the work dir
 //! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines). `scripts/bench` builds and runs it.
 
 use std::io::{Read, Write};
@@ -343,6 +344,26 @@ fn invoke_peak_rss(
 /// `VmHWM` of a live process, in KiB.
 fn vm_hwm_kib(pid: Pid) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    if std::env::var_os("TERN_BENCH_RSS_DETAIL").is_some() {
+        // Where the resident memory is at exit: anonymous (heap, stacks) vs file-backed (text).
+        let name = status.lines().next().unwrap_or_default();
+        let rss: Vec<&str> = status
+            .lines()
+            .filter(|l| {
+                l.starts_with("Rss")
+                    || l.starts_with("VmHWM")
+                    || l.starts_with("VmExe")
+                    || l.starts_with("VmLib")
+            })
+            .collect();
+        eprintln!(
+            "  [{name}] {}",
+            rss.join(" | ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
