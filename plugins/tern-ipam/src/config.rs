@@ -410,6 +410,11 @@ impl IpamConfig {
         if raw_sets.is_empty() {
             return Err(IpamError::Config("no IP ranges specified".into()));
         }
+        // Go reports unparsable addresses while decoding, before any range set is validated, so
+        // without the `invalid range set <i>:` prefix.
+        for r in raw_sets.iter().flatten() {
+            check_syntax(r).map_err(IpamError::Config)?;
+        }
         let mut ranges = Vec::with_capacity(raw_sets.len());
         for (i, set) in raw_sets.iter().enumerate() {
             ranges.push(
@@ -477,6 +482,16 @@ pub fn parse_requested(s: &str) -> Result<IpAddr, String> {
     parsed
         .map(canonical_ip)
         .ok_or_else(|| format!("invalid IP address {s}"))
+}
+
+fn check_syntax(r: &RawRange) -> Result<(), String> {
+    if let Some(s) = &r.subnet {
+        parse_cidr(s)?;
+    }
+    for ip in [&r.range_start, &r.range_end, &r.gateway] {
+        opt_ip(ip)?;
+    }
+    Ok(())
 }
 
 fn parse_cidr(s: &str) -> Result<IpNetwork, String> {
@@ -711,7 +726,7 @@ mod tests {
             ),
             (
                 json!({"ranges": [[{"subnet": "10.0.0.0/24"}], [{"subnet": "10.1.0.0/33"}]]}),
-                "invalid range set 1: invalid CIDR address: 10.1.0.0/33",
+                "invalid CIDR address: 10.1.0.0/33",
             ),
         ];
         for (ipam, want) in cases {
