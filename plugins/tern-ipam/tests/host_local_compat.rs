@@ -3,6 +3,8 @@
 //! the same files, whether run by host-local alone, tern-ipam alone, or the two alternating on one
 //! data dir. Leases written by one are seen and released by the other.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{add, add_ok, addresses, del, outcome, Call, Ipam, Net};

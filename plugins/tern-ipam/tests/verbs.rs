@@ -2,6 +2,8 @@
 //! (1.1.0), DEL idempotence, CHECK, 64 parallel ADDs, and crash safety (a killed lock holder, an
 //! ADD killed at any point).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::BTreeSet;

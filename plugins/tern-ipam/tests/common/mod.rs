@@ -1,6 +1,6 @@
 //! Shared helpers: run tern-ipam or Debian's host-local as a runtime does (env + stdin), on a
 //! throwaway `dataDir`.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
