@@ -28,9 +28,6 @@ pub fn del(input: &DelInput) -> Result<(), IpamError> {
         .iter()
         .filter_map(|l| store.remove(&l.file_name).err().map(|e| e.to_string()))
         .collect();
-    if let Err(e) = store.sync_dir() {
-        tracing::warn!(error = %e, "cannot sync the network directory");
-    }
     if errors.is_empty() {
         Ok(())
     } else {

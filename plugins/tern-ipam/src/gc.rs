@@ -53,9 +53,6 @@ pub fn gc(input: &GcInput) -> Result<Vec<String>, IpamError> {
     }
     if !released.is_empty() {
         tracing::info!(released = ?released, "gc released leases");
-        if let Err(e) = store.sync_dir() {
-            tracing::warn!(error = %e, "cannot sync the network directory");
-        }
     }
     if errors.is_empty() {
         Ok(released)

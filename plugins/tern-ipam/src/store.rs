@@ -14,6 +14,11 @@
 //! renamed into place with `RENAME_NOREPLACE` (or linked, which also refuses to replace), so a
 //! crash leaves at most a stale temp file, which the next locked operation removes. The lock is an
 //! `flock`, which the kernel drops when its holder dies, so a killed plugin never blocks the next.
+//!
+//! Durability: the lease's content is synced before the rename (so even a power loss cannot leave
+//! a torn or empty lease), but the directory is not synced after it. After a power loss every pod
+//! netns is gone anyway: a lost rename means "no lease", and a lost unlink means a stale lease
+//! that GC releases. This keeps ADD to one fsync (host-local does none).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -252,14 +257,35 @@ impl Store {
             Ok(false) => return Ok(false),
             Err(e) => return Err(IpamError::store("create lease", self.dir.join(&name), e)),
         }
-        let last = self.dir.join(format!("{LAST_RESERVED_PREFIX}{range_set}"));
-        if let Err(e) = tern_cni::fs::write_atomic(&last, name.as_bytes(), 0o600) {
+        let last = format!("{LAST_RESERVED_PREFIX}{range_set}");
+        if let Err(e) = self.replace_unsynced(&last, name.as_bytes()) {
             // The lease stands; losing the round-robin cursor only restarts the scan.
-            tracing::warn!(path = %last.display(), error = %e, "cannot record last reserved address");
-            self.sync_dir()
-                .map_err(|e| IpamError::store("sync", &self.dir, e))?;
+            tracing::warn!(file = %last, error = %e, "cannot record last reserved address");
         }
         Ok(true)
+    }
+
+    /// Replaces `file` with `data` by temp file and rename, without fsync: a reader sees the old
+    /// or the new content, never a torn one. Used for `last_reserved_ip.*` only, whose loss after
+    /// a power failure is harmless (an unreadable or stale cursor only moves where the round-robin
+    /// scan starts), so it does not pay for durability.
+    fn replace_unsynced(&self, file: &str, data: &[u8]) -> io::Result<()> {
+        let tmp = self.dir.join(format!(
+            ".{file}.tmp-{}-{}",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let result = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(data))
+            .and_then(|()| fs::rename(&tmp, self.dir.join(file)));
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
     }
 
     /// Moves `tmp` to `name` unless `name` exists: `Ok(false)` then. `tmp` may remain (a hard
@@ -320,14 +346,6 @@ impl Store {
             .into_iter()
             .filter(|l| l.owner.is_legacy_of(id))
             .collect())
-    }
-
-    /// Flushes the directory so removals and renames survive a power loss.
-    ///
-    /// # Errors
-    /// The OS error of `fsync`.
-    pub fn sync_dir(&self) -> io::Result<()> {
-        self.dir_file.sync_all()
     }
 }
 
