@@ -42,6 +42,8 @@ pub mod code {
     pub const SYSCTL_WRITE: u32 = 103;
     /// tern: a state or backup file could not be read or written.
     pub const STATE_IO: u32 = 104;
+    /// tern: the API server refused a permission (403); fix the RBAC, retrying will not help.
+    pub const API_FORBIDDEN: u32 = 105;
 }
 
 /// A CNI error result. `msg` is lower-case without a trailing period; `details` is optional.

@@ -11,14 +11,7 @@ use nix::errno::Errno;
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// CNI well-known error code 7: invalid network configuration (CNI spec, section 5 "Error").
-pub const CNI_INVALID_NETWORK_CONFIG: u32 = 7;
-/// CNI error code 5: I/O failure (CNI spec, section 5 "Error").
-pub const CNI_IO_FAILURE: u32 = 5;
-/// CNI error code 11: try again later (CNI spec, section 5 "Error").
-pub const CNI_TRY_AGAIN_LATER: u32 = 11;
-/// Error code 999 of the reference library (`ErrInternal`): anything without a better code.
-pub const CNI_INTERNAL: u32 = 999;
+use tern_cni::code;
 
 /// Every error of `tern-net`.
 #[derive(Debug, thiserror::Error)]
@@ -202,37 +195,39 @@ impl Error {
         )
     }
 
-    /// The CNI error code this error maps to by default (CNI spec, section 5):
+    /// The CNI error code this error maps to by default (CNI spec, section 5; tern's own codes
+    /// from `tern_cni::code`):
     ///
     /// | error | code |
     /// |---|---|
     /// | invalid sysctl key or value, not allowed, unusable allowlist, key missing in the netns | 7 |
-    /// | a kernel write rejected (EINVAL on a sysctl) | 7 |
-    /// | EAGAIN / EBUSY from netlink | 11 |
-    /// | netns not found, not a netns, setns failure, other I/O | 5 |
-    /// | anything else (netlink errors such as EEXIST) | 999 |
+    /// | a kernel-rejected sysctl write (earlier writes rolled back) | 103 `SYSCTL_WRITE` |
+    /// | netlink EAGAIN / EBUSY | 11 |
+    /// | other netlink errors | 101 `NETLINK` |
+    /// | netns not found, not a netns, setns failure, sysctl read failure | 5 |
     ///
-    /// Plugins give `EEXIST` on a link a plugin-specific code (≥ 100) by matching on
-    /// [`Error::errno`] before calling this; DEL treats [`Error::is_netns_gone`] as success.
+    /// Plugins give `EEXIST` on a link `INTERFACE_EXISTS` (100) by matching on [`Error::errno`]
+    /// before calling this; DEL treats [`Error::is_netns_gone`] as success.
     pub fn cni_code(&self) -> u32 {
         match self {
-            e if e.is_invalid_config() => CNI_INVALID_NETWORK_CONFIG,
-            Error::SysctlWrite { errno, .. }
-                if *errno == Errno::EINVAL || *errno == Errno::ERANGE =>
-            {
-                CNI_INVALID_NETWORK_CONFIG
-            }
+            e if e.is_invalid_config() => code::INVALID_NETWORK_CONFIG,
+            Error::SysctlWrite { .. } => code::SYSCTL_WRITE,
             Error::Netlink { errno, .. } if *errno == libc::EAGAIN || *errno == libc::EBUSY => {
-                CNI_TRY_AGAIN_LATER
+                code::TRY_AGAIN_LATER
             }
-            Error::NetnsNotFound { .. }
-            | Error::NotANetns { .. }
-            | Error::NetnsIo { .. }
-            | Error::Setns { .. }
-            | Error::Thread { .. }
-            | Error::SysctlRead { .. }
-            | Error::SysctlWrite { .. } => CNI_IO_FAILURE,
-            _ => CNI_INTERNAL,
+            Error::Netlink { .. } | Error::NetlinkProtocol { .. } => code::NETLINK,
+            _ => code::IO_FAILURE,
         }
+    }
+
+    /// This error as a CNI error result with [`Error::cni_code`] and the message.
+    pub fn to_cni(&self) -> tern_cni::Error {
+        tern_cni::Error::new(self.cni_code(), self.to_string())
+    }
+}
+
+impl From<Error> for tern_cni::Error {
+    fn from(e: Error) -> tern_cni::Error {
+        e.to_cni()
     }
 }

@@ -1,2 +1,9 @@
-//! placeholder
-fn main() {}
+//! The tern-tuning binary: the CNI verb table, plus `tern-tuning validate [--allowlist PATH] FILE`.
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("validate") {
+        std::process::exit(tern_tuning::validate::main(&args[1..]));
+    }
+    tern_cni::plugin_main(&tern_tuning::TuningPlugin::default())
+}

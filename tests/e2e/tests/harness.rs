@@ -315,3 +315,41 @@ fn direct_call_unknown_command() {
         out.describe()
     );
 }
+
+/// ADDs `conf` through `tool` into a fresh netns, returns the pod address, then DELs.
+fn add_address_then_del(tool: &Cnitool, tag: &str) -> String {
+    let ns = TestNetns::new(tag);
+    let add = tool.add(ns.path()).unwrap();
+    assert!(add.success(), "ADD failed:\n{}", add.describe());
+    let addr = add.json.as_ref().unwrap()["ips"][0]["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let del = tool.del(ns.path()).unwrap();
+    assert!(del.success(), "DEL failed:\n{}", del.describe());
+    addr
+}
+
+/// CNI_ARGS travels through cnitool and libcni: host-local honours `IP=`.
+#[test]
+fn cni_args_reach_the_plugin() {
+    let mut tool = Cnitool::new().unwrap();
+    let data_dir = tool.scratch().join("ipam");
+    tool.write_conflist(&ptp_conf("1.0.0", 6, &data_dir))
+        .unwrap();
+    tool.cni_args(Some("IgnoreUnknown=1;IP=10.98.6.77"));
+    assert_eq!(add_address_then_del(&tool, "args"), "10.98.6.77/24");
+}
+
+/// CAP_ARGS travels through cnitool and libcni as runtimeConfig, for a plugin declaring the
+/// capability: host-local honours `ips`.
+#[test]
+fn cap_args_reach_the_plugin() {
+    let mut tool = Cnitool::new().unwrap();
+    let data_dir = tool.scratch().join("ipam");
+    let mut conf = ptp_conf("1.0.0", 7, &data_dir);
+    conf["plugins"][0]["capabilities"] = json!({"ips": true});
+    tool.write_conflist(&conf).unwrap();
+    tool.cap_args(Some(json!({"ips": ["10.98.7.99/24"]})));
+    assert_eq!(add_address_then_del(&tool, "cap"), "10.98.7.99/24");
+}

@@ -26,7 +26,7 @@ use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 pub use address::Address;
-pub use link::Link;
+pub use link::{format_mac, Link};
 pub use route::{Route, RouteScope};
 
 use crate::error::{Error, Result};

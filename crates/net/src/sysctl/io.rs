@@ -129,6 +129,24 @@ pub fn write_all(
     netns.run_in(|| write_here(items))?
 }
 
+/// Writes every `(key, value)` inside `netns` on one thread, each independently (best effort, for
+/// restoring backups on DEL): a failure does not stop the others. Returns the failures; a key
+/// whose file no longer exists (its interface is gone) is skipped, not a failure.
+///
+/// # Errors
+/// [`Error::Setns`] when the namespace cannot be entered; per-key failures are in the `Vec`.
+pub fn restore(netns: &NetNs, items: &[(SysctlKey, SysctlValue)]) -> Result<Vec<Error>> {
+    netns.run_in(|| {
+        items
+            .iter()
+            .filter_map(|item| match write_here(std::slice::from_ref(item)) {
+                Ok(_) | Err(Error::SysctlMissing { .. }) => None,
+                Err(e) => Some(e),
+            })
+            .collect()
+    })
+}
+
 /// Reads one sysctl in the calling thread's network namespace (host side of the main plugin).
 ///
 /// # Errors

@@ -15,5 +15,5 @@ mod io;
 mod key;
 
 pub use allowlist::{Allowlist, DEFAULT_ALLOWLIST, DEFAULT_ALLOWLIST_PATH};
-pub use io::{read, read_host, write_all, write_host};
+pub use io::{read, read_host, restore, write_all, write_host};
 pub use key::{SysctlKey, SysctlValue, MAX_KEY_LEN, MAX_VALUE_LEN, SYSCTL_ROOT};

@@ -1,0 +1,337 @@
+//! Kubeconfig reading (YAML or JSON) and writing, per client-go's schema
+//! (`client-go/tools/clientcmd/api/v1/types.go`; kube-api-facts §5).
+//!
+//! Invariants: only what tern needs is honoured — `current-context`, the cluster's `server`
+//! (https only, since client-go sends credentials only over TLS), `certificate-authority-data`
+//! (standard base64 of PEM; wins over `certificate-authority`), `certificate-authority` (relative
+//! paths resolved against the kubeconfig's directory), `insecure-skip-tls-verify` (refused together
+//! with a CA, as client-go does), `tls-server-name`, and the user's `token` or `tokenFile`
+//! (the file wins when both are set and it can be read, as client-go behaves). Errors name the path,
+//! never the token.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use serde::Deserialize;
+
+use crate::error::KubeError;
+use crate::token::BearerToken;
+
+#[derive(Debug, Default, Deserialize)]
+struct RawConfig {
+    #[serde(default)]
+    clusters: Option<Vec<Named<RawCluster>>>,
+    #[serde(default)]
+    users: Option<Vec<Named<RawUser>>>,
+    #[serde(default)]
+    contexts: Option<Vec<Named<RawContext>>>,
+    #[serde(default, rename = "current-context")]
+    current_context: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Named<T> {
+    name: String,
+    #[serde(alias = "cluster", alias = "user", alias = "context")]
+    item: Option<T>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawCluster {
+    server: Option<String>,
+    #[serde(rename = "certificate-authority")]
+    certificate_authority: Option<String>,
+    #[serde(rename = "certificate-authority-data")]
+    certificate_authority_data: Option<String>,
+    #[serde(rename = "insecure-skip-tls-verify", default)]
+    insecure_skip_tls_verify: Option<bool>,
+    #[serde(rename = "tls-server-name")]
+    tls_server_name: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+struct RawUser {
+    token: Option<String>,
+    #[serde(rename = "tokenFile")]
+    token_file: Option<String>,
+}
+
+impl std::fmt::Debug for RawUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawUser")
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RawContext {
+    cluster: Option<String>,
+    user: Option<String>,
+}
+
+/// How the API server's certificate is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsTrust {
+    /// Trust only these CA certificates (PEM bytes, one or more certificates).
+    CaPem(Vec<u8>),
+    /// Trust the built-in web roots: never used by tern, refused by the client (no system roots linked).
+    SystemRoots,
+    /// `insecure-skip-tls-verify: true`.
+    InsecureSkipVerify,
+}
+
+/// A kubeconfig resolved to what a client needs: where, how to trust it, and which token.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The kubeconfig this came from (for messages), or a description like `in-cluster`.
+    pub source: PathBuf,
+    /// `https://host:port` without a trailing slash.
+    pub server: String,
+    /// Server certificate trust.
+    pub trust: TlsTrust,
+    /// Overrides the name checked in the server certificate.
+    pub tls_server_name: Option<String>,
+    /// The bearer token.
+    pub token: BearerToken,
+}
+
+fn err(path: &Path, reason: impl Into<String>) -> KubeError {
+    KubeError::Kubeconfig {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+/// Reads and resolves the kubeconfig at `path` (read fresh on every call; nothing is cached).
+///
+/// # Errors
+/// [`KubeError::Kubeconfig`] naming `path` when the file is missing, unreadable, not YAML/JSON,
+/// lacks a usable context/cluster/user, names an http server, has CA data that is not base64,
+/// combines a CA with `insecure-skip-tls-verify`, or has no token.
+pub fn load(path: &Path) -> Result<ClientConfig, KubeError> {
+    let text = std::fs::read_to_string(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
+    parse(&text, path)
+}
+
+/// Resolves kubeconfig text; `path` is used for messages and to resolve relative file references.
+///
+/// # Errors
+/// As [`load`].
+pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
+    let raw: RawConfig = if text.trim().is_empty() {
+        RawConfig::default()
+    } else {
+        serde_yaml_ng::from_str(text)
+            .map_err(|e| err(path, format!("not valid YAML or JSON: {e}")))?
+    };
+    let base = path.parent().unwrap_or_else(|| Path::new("."));
+    let resolve = |p: &str| -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_owned()
+        } else {
+            base.join(p)
+        }
+    };
+    let contexts = raw.contexts.unwrap_or_default();
+    let ctx_name = match raw.current_context.filter(|c| !c.is_empty()) {
+        Some(c) => c,
+        None if contexts.len() == 1 => contexts[0].name.clone(),
+        None => return Err(err(path, "no current-context set")),
+    };
+    let ctx = contexts
+        .iter()
+        .find(|c| c.name == ctx_name)
+        .and_then(|c| c.item.as_ref())
+        .ok_or_else(|| err(path, format!("context \"{ctx_name}\" does not exist")))?;
+    let cluster_name = ctx.cluster.clone().unwrap_or_default();
+    let cluster = raw
+        .clusters
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.name == cluster_name)
+        .and_then(|c| c.item)
+        .ok_or_else(|| err(path, format!("cluster \"{cluster_name}\" does not exist")))?;
+    let user_name = ctx.user.clone().unwrap_or_default();
+    let user = raw
+        .users
+        .unwrap_or_default()
+        .into_iter()
+        .find(|u| u.name == user_name)
+        .and_then(|u| u.item)
+        .ok_or_else(|| err(path, format!("user \"{user_name}\" does not exist")))?;
+
+    let server = cluster.server.filter(|s| !s.is_empty()).ok_or_else(|| {
+        err(
+            path,
+            format!("no server found for cluster \"{cluster_name}\""),
+        )
+    })?;
+    if !server.starts_with("https://") {
+        return Err(err(
+            path,
+            format!("server {server} is not https; credentials are only sent over TLS"),
+        ));
+    }
+    let server = server.trim_end_matches('/').to_owned();
+    let insecure = cluster.insecure_skip_tls_verify.unwrap_or(false);
+    let ca = if let Some(data) = cluster.certificate_authority_data.filter(|d| !d.is_empty()) {
+        let compact: String = data.split_whitespace().collect();
+        Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(compact)
+                .map_err(|_| err(path, "certificate-authority-data is not base64"))?,
+        )
+    } else if let Some(file) = cluster.certificate_authority.filter(|f| !f.is_empty()) {
+        let p = resolve(&file);
+        Some(std::fs::read(&p).map_err(|e| {
+            err(
+                path,
+                format!(
+                    "unable to read certificate-authority {} for {cluster_name} due to {e}",
+                    p.display()
+                ),
+            )
+        })?)
+    } else {
+        None
+    };
+    let trust = match (ca, insecure) {
+        (Some(_), true) => {
+            return Err(err(
+                path,
+                "specifying a root certificates file with the insecure flag is not allowed",
+            ))
+        }
+        (Some(pem), false) => TlsTrust::CaPem(pem),
+        (None, true) => TlsTrust::InsecureSkipVerify,
+        (None, false) => TlsTrust::SystemRoots,
+    };
+
+    let from_file = match user.token_file.filter(|f| !f.is_empty()) {
+        Some(f) => {
+            let p = resolve(&f);
+            match std::fs::read_to_string(&p) {
+                Ok(t) if !t.trim().is_empty() => Some(BearerToken::new(t)),
+                Ok(_) if user.token.is_some() => None,
+                Ok(_) => return Err(err(path, format!("tokenFile {} is empty", p.display()))),
+                Err(_) if user.token.is_some() => None,
+                Err(e) => {
+                    return Err(err(
+                        path,
+                        format!("cannot read tokenFile {}: {e}", p.display()),
+                    ))
+                }
+            }
+        }
+        None => None,
+    };
+    let token = from_file
+        .or_else(|| user.token.map(BearerToken::new))
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            err(
+                path,
+                format!("user \"{user_name}\" has no token or tokenFile"),
+            )
+        })?;
+    Ok(ClientConfig {
+        source: path.to_owned(),
+        server,
+        trust,
+        tls_server_name: cluster.tls_server_name.filter(|s| !s.is_empty()),
+        token,
+    })
+}
+
+/// Renders the kubeconfig tern-agent writes: one cluster (`server`, `certificate-authority-data`),
+/// one user with `token`, one context that is current. Strings are JSON-quoted, which is valid YAML.
+///
+/// `server` must be an https URL; `ca_pem` is the PEM bundle to trust.
+pub fn render(server: &str, ca_pem: &[u8], token: &BearerToken) -> String {
+    let q = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    format!(
+        "# Written by tern-agent and replaced atomically on every token refresh; do not edit.\n\
+         apiVersion: v1\nkind: Config\nclusters:\n- name: kubernetes\n  cluster:\n    server: {}\n    \
+         certificate-authority-data: {}\nusers:\n- name: tern-cni\n  user:\n    token: {}\ncontexts:\n\
+         - name: tern\n  context:\n    cluster: kubernetes\n    user: tern-cni\ncurrent-context: tern\n",
+        q(server),
+        q(&ca),
+        q(token.expose())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> PathBuf {
+        PathBuf::from("/nonexistent/dir/kc")
+    }
+
+    #[test]
+    fn render_round_trips() {
+        let t = BearerToken::new("aaa.bbb.ccc");
+        let text = render(
+            "https://10.0.0.1:6443",
+            b"-----BEGIN CERTIFICATE-----\nx\n",
+            &t,
+        );
+        let c = parse(&text, &p()).unwrap();
+        assert_eq!(c.server, "https://10.0.0.1:6443");
+        assert_eq!(c.token, t);
+        assert_eq!(
+            c.trust,
+            TlsTrust::CaPem(b"-----BEGIN CERTIFICATE-----\nx\n".to_vec())
+        );
+    }
+
+    #[test]
+    fn parses_json_and_token_file_relative() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tok"), "file-token\n").unwrap();
+        std::fs::write(dir.path().join("ca.pem"), "PEM").unwrap();
+        let kc = dir.path().join("kc.json");
+        let json = r#"{"apiVersion":"v1","kind":"Config","current-context":"c",
+          "clusters":[{"name":"k","cluster":{"server":"https://h:1/","certificate-authority":"ca.pem"}}],
+          "users":[{"name":"u","user":{"token":"inline","tokenFile":"tok"}}],
+          "contexts":[{"name":"c","context":{"cluster":"k","user":"u"}}]}"#;
+        std::fs::write(&kc, json).unwrap();
+        let c = load(&kc).unwrap();
+        assert_eq!(c.token.expose(), "file-token");
+        assert_eq!(c.server, "https://h:1");
+        assert_eq!(c.trust, TlsTrust::CaPem(b"PEM".to_vec()));
+    }
+
+    #[test]
+    fn clear_errors_naming_the_path() {
+        let cases = [
+            ("", "no current-context"),
+            ("current-context: x\ncontexts: []\n", "context \"x\" does not exist"),
+            ("{{{", "not valid YAML"),
+            (
+                "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'http://h'}}]\nusers: [{name: u, user: {token: t}}]\n",
+                "not https",
+            ),
+            (
+                "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'https://h', certificate-authority-data: UEVN, insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {token: t}}]\n",
+                "insecure flag is not allowed",
+            ),
+            (
+                "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'https://h', insecure-skip-tls-verify: true}}]\nusers: [{name: u, user: {}}]\n",
+                "has no token",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse(text, &p()).unwrap_err().to_string();
+            assert!(e.contains(want) && e.contains("/nonexistent/dir/kc"), "{e}");
+        }
+        let e = load(Path::new("/nonexistent/kc")).unwrap_err().to_string();
+        assert!(
+            e.contains("/nonexistent/kc") && e.contains("cannot read"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! Kernel tests of namespace sysctls: real namespaces, real /proc/sys/net. Needs root.
+//!
+//! Host-only keys: on this kernel (6.x) `net.core.netdev_max_backlog`, `net.core.default_qdisc`
+//! and the other `net.core.*` globals, plus e.g. `net.ipv4.cipso_cache_bucket_size`, exist only
+//! in the initial network namespace; a pod netns has no such file, so a write must fail with
+//! nothing written and nothing created.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use tern_net::netns::NetNs;
+use tern_net::sysctl::{self, Allowlist, SysctlKey, SysctlValue};
+use tern_net::Error;
+use tern_testkit::netns::{HostAndPod, TestNetns};
+
+fn kv(key: &str, value: &str, ifname: &str) -> (SysctlKey, SysctlValue) {
+    (
+        SysctlKey::parse(key, ifname).unwrap(),
+        SysctlValue::parse(key, value).unwrap(),
+    )
+}
+
+fn host_value(rel: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/{rel}"))
+        .unwrap()
+        .trim_end()
+        .to_string()
+}
+
+#[test]
+fn keepalive_set_in_pod_netns_host_untouched() {
+    let hp = HostAndPod::new("sc-ka");
+    let pod = NetNs::open(hp.pod.path()).unwrap();
+    let host_before = host_value("net/ipv4/tcp_keepalive_time");
+    let fake_host_before = hp.host.sysctl("net.ipv4.tcp_keepalive_time");
+
+    let items = [
+        kv("net.ipv4.tcp_keepalive_time", "301", "eth0"),
+        kv("net.ipv4.tcp_keepalive_intvl", "31", "eth0"),
+        kv("net.ipv4.tcp_keepalive_probes", "4", "eth0"),
+    ];
+    let prev = sysctl::write_all(&pod, &items).unwrap();
+    assert_eq!(prev.len(), 3);
+    assert_eq!(prev[0].0.raw(), "net.ipv4.tcp_keepalive_time");
+    assert_eq!(
+        prev[0].1, "7200",
+        "a fresh netns starts from the kernel default"
+    );
+
+    assert_eq!(hp.pod.sysctl("net.ipv4.tcp_keepalive_time"), "301");
+    assert_eq!(hp.pod.sysctl("net.ipv4.tcp_keepalive_intvl"), "31");
+    assert_eq!(hp.pod.sysctl("net.ipv4.tcp_keepalive_probes"), "4");
+    let keys: Vec<SysctlKey> = items.iter().map(|(k, _)| k.clone()).collect();
+    assert_eq!(sysctl::read(&pod, &keys).unwrap(), ["301", "31", "4"]);
+
+    assert_eq!(
+        host_value("net/ipv4/tcp_keepalive_time"),
+        host_before,
+        "real host changed"
+    );
+    assert_eq!(
+        hp.host.sysctl("net.ipv4.tcp_keepalive_time"),
+        fake_host_before
+    );
+}
+
+#[test]
+fn multi_value_sysctl_round_trips() {
+    let ns = TestNetns::new("sc-multi");
+    let pod = NetNs::open(ns.path()).unwrap();
+    let key = SysctlKey::parse("net.ipv4.ip_local_port_range", "eth0").unwrap();
+    let prev = sysctl::write_all(
+        &pod,
+        &[(key.clone(), SysctlValue::parse("k", "20000 30000").unwrap())],
+    )
+    .unwrap();
+    // The kernel prints a tab; restoring the read value must be accepted.
+    assert_eq!(
+        sysctl::read(&pod, std::slice::from_ref(&key)).unwrap(),
+        ["20000\t30000"]
+    );
+    let restore = SysctlValue::parse("k", &prev[0].1).unwrap();
+    sysctl::write_all(&pod, &[(key.clone(), restore)]).unwrap();
+    assert_eq!(sysctl::read(&pod, &[key]).unwrap(), [prev[0].1.clone()]);
+}
+
+#[test]
+fn rejected_value_rolls_back_earlier_writes() {
+    let ns = TestNetns::new("sc-rb");
+    let pod = NetNs::open(ns.path()).unwrap();
+    let before_time = ns.sysctl("net.ipv4.tcp_keepalive_time");
+    let before_probes = ns.sysctl("net.ipv4.tcp_keepalive_probes");
+    let items = [
+        kv("net.ipv4.tcp_keepalive_time", "302", "eth0"),
+        kv("net.ipv4.tcp_keepalive_probes", "5", "eth0"),
+        // Not a number: proc_dointvec answers EINVAL.
+        kv("net.ipv4.tcp_fin_timeout", "soon", "eth0"),
+    ];
+    let e = sysctl::write_all(&pod, &items).unwrap_err();
+    match &e {
+        Error::SysctlWrite {
+            key,
+            value,
+            errno,
+            rollback_failures,
+            ..
+        } => {
+            assert_eq!(key, "net.ipv4.tcp_fin_timeout");
+            assert_eq!(value, "soon");
+            assert_eq!(*errno, nix::errno::Errno::EINVAL);
+            assert!(rollback_failures.is_empty());
+        }
+        other => panic!("expected SysctlWrite, got {other:?}"),
+    }
+    let msg = e.to_string();
+    assert!(
+        msg.contains("net.ipv4.tcp_fin_timeout")
+            && msg.contains("\"soon\"")
+            && msg.contains("EINVAL"),
+        "{msg}"
+    );
+    assert_eq!(e.cni_code(), tern_cni::code::SYSCTL_WRITE);
+    assert_eq!(ns.sysctl("net.ipv4.tcp_keepalive_time"), before_time);
+    assert_eq!(ns.sysctl("net.ipv4.tcp_keepalive_probes"), before_probes);
+}
+
+#[test]
+fn host_only_key_fails_before_any_write_and_creates_nothing() {
+    let ns = TestNetns::new("sc-hostonly");
+    let pod = NetNs::open(ns.path()).unwrap();
+    assert!(std::path::Path::new("/proc/sys/net/core/netdev_max_backlog").exists());
+    let before = ns.sysctl("net.ipv4.tcp_keepalive_time");
+    let items = [
+        kv("net.ipv4.tcp_keepalive_time", "303", "eth0"),
+        kv("net.core.netdev_max_backlog", "1001", "eth0"),
+    ];
+    let e = sysctl::write_all(&pod, &items).unwrap_err();
+    assert!(matches!(e, Error::SysctlMissing { .. }), "{e}");
+    assert!(e.to_string().contains("net.core.netdev_max_backlog"), "{e}");
+    assert_eq!(e.cni_code(), 7);
+    assert_eq!(
+        ns.sysctl("net.ipv4.tcp_keepalive_time"),
+        before,
+        "earlier key written"
+    );
+    let out = ns.exec(&["test", "-e", "/proc/sys/net/core/netdev_max_backlog"]);
+    assert!(!out.status.success(), "file created in pod netns");
+}
+
+#[test]
+fn per_interface_key_with_dotted_ifname() {
+    let hp = HostAndPod::with_pod_link("sc-if", "eth0.100", "vethsc0");
+    let pod = NetNs::open(hp.pod.path()).unwrap();
+    let items = [
+        kv("net.ipv4.conf.IFNAME.rp_filter", "2", "eth0.100"),
+        kv("net/ipv6/conf/IFNAME/accept_ra", "0", "eth0.100"),
+    ];
+    sysctl::write_all(&pod, &items).unwrap();
+    assert_eq!(
+        hp.pod
+            .exec_ok(&["cat", "/proc/sys/net/ipv4/conf/eth0.100/rp_filter"])
+            .trim(),
+        "2"
+    );
+    assert_eq!(
+        hp.pod
+            .exec_ok(&["cat", "/proc/sys/net/ipv6/conf/eth0.100/accept_ra"])
+            .trim(),
+        "0"
+    );
+    // Interface missing from the netns: SysctlMissing, nothing written.
+    let e =
+        sysctl::write_all(&pod, &[kv("net.ipv4.conf.IFNAME.rp_filter", "1", "eth9")]).unwrap_err();
+    assert!(matches!(e, Error::SysctlMissing { .. }), "{e}");
+}
+
+#[test]
+fn host_helpers_act_in_the_callers_netns() {
+    let hp = HostAndPod::with_pod_link("sc-host", "eth0", "vethsc1");
+    let host = NetNs::open(hp.host.path()).unwrap();
+    let key = SysctlKey::parse("net.ipv4.conf.IFNAME.proxy_arp", "vethsc1").unwrap();
+    let value = SysctlValue::parse("proxy_arp", "1").unwrap();
+    let prev = host
+        .run_in(|| sysctl::write_host(&key, &value))
+        .unwrap()
+        .unwrap();
+    assert_eq!(prev, "0");
+    assert_eq!(hp.host.sysctl("net.ipv4.conf.vethsc1.proxy_arp"), "1");
+    assert_eq!(
+        host.run_in(|| sysctl::read_host(&key)).unwrap().unwrap(),
+        "1"
+    );
+    // From the test's own netns the link does not exist.
+    assert!(matches!(
+        sysctl::read_host(&key),
+        Err(Error::SysctlMissing { .. })
+    ));
+}
+
+/// Issue 4 "Done when": every escape is refused before anything is written, even under a sloppy
+/// allowlist line `net.*`.
+#[test]
+fn escapes_refused_even_with_sloppy_allowlist() {
+    let sloppy = Allowlist::from_patterns(&["net.*"], "test allowlist").unwrap();
+    for (key, ifname) in [
+        ("kernel.hostname", "eth0"),
+        ("net/../kernel/hostname", "eth0"),
+        ("net.ipv4/../../kernel/hostname", "eth0"),
+        ("net..kernel.hostname", "eth0"),
+        ("net.ipv4.tcp_syncookies\nkernel.hostname", "eth0"),
+        ("net.ipv4.conf.IFNAME.rp_filter", ".."),
+    ] {
+        let parsed = SysctlKey::parse(key, ifname);
+        assert!(
+            matches!(parsed, Err(Error::InvalidSysctlKey { .. })),
+            "{key:?}/{ifname:?} accepted: {parsed:?}"
+        );
+        assert_eq!(parsed.unwrap_err().cni_code(), 7);
+        let _ = sloppy.is_allowed(key); // whatever the allowlist says, parsing refused it
+    }
+    assert!(matches!(
+        SysctlValue::parse("net.ipv4.tcp_syncookies", "1\nkernel.hostname=x"),
+        Err(Error::InvalidSysctlValue { .. })
+    ));
+    // A pattern that matches only part of a key does not allow it.
+    let partial = Allowlist::from_patterns(&[r"tcp_keepalive"], "test allowlist").unwrap();
+    assert!(!partial.is_allowed("net.ipv4.tcp_keepalive_time"));
+    // A key not in the (default) allowlist.
+    let e = Allowlist::builtin()
+        .check("net.ipv4.ip_forward")
+        .unwrap_err();
+    assert!(e.to_string().contains("built-in"), "{e}");
+}

@@ -1,0 +1,185 @@
+//! ADD: validate everything, back up the previous values, then apply inside the pod netns —
+//! sysctls, MAC, promisc, MTU, allmulti, txqueuelen (the reference's order) — undoing every
+//! applied step if a later one fails.
+//!
+//! Invariants: nothing is written before the whole configuration validated (keys, values,
+//! allowlist, MAC, prevResult, the link exists); the backup exists before the first change;
+//! on failure the pod netns is left as it was and a backup this ADD created is removed.
+
+use tern_cni::{AddInput, CniResult, Error};
+use tern_net::netlink::{format_mac, Handle, Link};
+use tern_net::netns::NetNs;
+use tern_net::sysctl::{self, Allowlist, SysctlKey, SysctlValue};
+
+use crate::backup::{self, Backup};
+use crate::config::{Plan, TuningConf};
+use crate::TuningPlugin;
+
+/// One applied change and how to undo it.
+enum Undo {
+    Sysctls(Vec<(SysctlKey, String)>),
+    Mac([u8; 6]),
+    Promisc(bool),
+    Mtu(u32),
+    Allmulti(bool),
+    Txqlen(u32),
+}
+
+/// Runs ADD.
+///
+/// # Errors
+/// Code 7 for an invalid or disallowed configuration (nothing written), a missing prevResult or
+/// a missing interface; 103 when the kernel rejects a sysctl value (earlier writes rolled back);
+/// 101 for netlink failures; 104 when the backup cannot be written; 5 when the netns is unusable.
+pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> {
+    let ifname = input.ifname.as_str();
+    let conf = TuningConf::from_netconf(&input.config, &input.args)?;
+    let allowlist = Allowlist::load(&plugin.allowlist_path)?;
+    let plan = conf.plan(ifname, Some(&allowlist))?;
+    let mut result = input.config.prev_result.clone().ok_or_else(|| {
+        Error::invalid_config("required prevResult missing").with_details(
+            "tern-tuning is a meta plugin: put it after a plugin that creates the interface",
+        )
+    })?;
+
+    let netns = NetNs::open(&input.netns)?;
+    let handle = Handle::in_netns(&netns)?;
+    let link = handle.link_by_name(ifname)?.ok_or_else(|| {
+        Error::invalid_config(format!(
+            "interface {ifname} not found in {}",
+            input.netns.display()
+        ))
+        .with_details("tern-tuning adjusts an interface created by an earlier plugin in the chain")
+    })?;
+
+    let file = backup::path(&conf.data_dir, input.container_id.as_str(), ifname);
+    let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
+    let current = if keys.is_empty() {
+        Vec::new()
+    } else {
+        sysctl::read(&netns, &keys)?
+    };
+    let mut fresh = Backup {
+        sysctl: keys
+            .iter()
+            .map(|k| k.raw().to_string())
+            .zip(current)
+            .collect(),
+        mac: plan.mac.and(link.mac.as_ref().map(format_mac)),
+        mtu: plan.mtu.map(|_| link.mtu),
+        promisc: plan.promisc.map(|_| link.promisc),
+        allmulti: plan.allmulti.map(|_| link.allmulti),
+        txqlen: plan.txqlen.map(|_| link.txqlen),
+    };
+    let created = match backup::load(&file)? {
+        // A repeated ADD keeps the values from before the first one.
+        Some(existing) => {
+            merge_into(&mut fresh, existing);
+            backup::save(&file, &fresh)?;
+            false
+        }
+        None => {
+            backup::save(&file, &fresh)?;
+            true
+        }
+    };
+
+    let mut undo = Vec::new();
+    if let Err(e) = apply(&netns, &handle, &link, &plan, &mut undo) {
+        unwind(&netns, &handle, link.index, undo);
+        if created {
+            if let Err(re) = backup::remove(&file) {
+                tracing::warn!(error = %re, "could not remove the backup after a failed ADD");
+            }
+        }
+        return Err(e);
+    }
+
+    if let Some(mac) = plan.mac {
+        let mac = format_mac(&mac);
+        for iface in result.interfaces.iter_mut().filter(|i| i.name == ifname) {
+            iface.mac = Some(mac.clone());
+        }
+    }
+    Ok(result)
+}
+
+/// Fields already in `existing` win (they hold the pre-tuning values).
+fn merge_into(fresh: &mut Backup, existing: Backup) {
+    for (k, v) in existing.sysctl {
+        match fresh.sysctl.iter_mut().find(|(key, _)| *key == k) {
+            Some(slot) => slot.1 = v,
+            None => fresh.sysctl.push((k, v)),
+        }
+    }
+    fresh.mac = existing.mac.or(fresh.mac.take());
+    fresh.mtu = existing.mtu.or(fresh.mtu);
+    fresh.promisc = existing.promisc.or(fresh.promisc);
+    fresh.allmulti = existing.allmulti.or(fresh.allmulti);
+    fresh.txqlen = existing.txqlen.or(fresh.txqlen);
+}
+
+fn apply(
+    netns: &NetNs,
+    handle: &Handle,
+    link: &Link,
+    plan: &Plan,
+    undo: &mut Vec<Undo>,
+) -> Result<(), Error> {
+    let idx = link.index;
+    if !plan.sysctls.is_empty() {
+        // write_all rolls back its own earlier writes when one fails.
+        let previous = sysctl::write_all(netns, &plan.sysctls)?;
+        undo.push(Undo::Sysctls(previous));
+    }
+    if let Some(mac) = plan.mac {
+        handle.set_mac(idx, mac)?;
+        if let Some(old) = link.mac {
+            undo.push(Undo::Mac(old));
+        }
+    }
+    if let Some(on) = plan.promisc {
+        handle.set_promisc(idx, on)?;
+        undo.push(Undo::Promisc(link.promisc));
+    }
+    if let Some(mtu) = plan.mtu {
+        handle.set_mtu(idx, mtu)?;
+        undo.push(Undo::Mtu(link.mtu));
+    }
+    if let Some(on) = plan.allmulti {
+        handle.set_allmulti(idx, on)?;
+        undo.push(Undo::Allmulti(link.allmulti));
+    }
+    if let Some(q) = plan.txqlen {
+        handle.set_txqlen(idx, q)?;
+        undo.push(Undo::Txqlen(link.txqlen));
+    }
+    Ok(())
+}
+
+/// Undoes applied steps in reverse order; failures are logged (the ADD error is what matters).
+fn unwind(netns: &NetNs, handle: &Handle, idx: u32, undo: Vec<Undo>) {
+    for step in undo.into_iter().rev() {
+        let r: Result<(), tern_net::Error> = match step {
+            Undo::Sysctls(prev) => {
+                let items: Vec<(SysctlKey, SysctlValue)> = prev
+                    .into_iter()
+                    .filter_map(|(k, v)| SysctlValue::parse(k.raw(), &v).ok().map(|v| (k, v)))
+                    .collect();
+                sysctl::restore(netns, &items).map(|failures| {
+                    for f in failures {
+                        tracing::warn!(error = %f, "undo sysctl");
+                    }
+                })
+            }
+            Undo::Mac(m) => handle.set_mac(idx, m),
+            Undo::Promisc(b) => handle.set_promisc(idx, b),
+            Undo::Mtu(m) => handle.set_mtu(idx, m),
+            Undo::Allmulti(b) => handle.set_allmulti(idx, b),
+            Undo::Txqlen(q) => handle.set_txqlen(idx, q),
+        };
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "undo after failed ADD");
+        }
+    }
+}

@@ -1,0 +1,98 @@
+//! The per-attachment backup of everything ADD changed: previous sysctl values and link
+//! attributes, in `<dataDir>/<containerID>_<ifname>.json`.
+//!
+//! Invariants: written atomically (temp file, fsync, rename) with mode 0600 in a 0700 directory,
+//! *before* the first change, so a DEL after an ADD killed midway still restores; an existing
+//! backup is kept on a repeated ADD so it always holds the values from before tern-tuning first
+//! touched the attachment (the reference overwrites it with already-tuned values).
+//! The file name is safe: the container ID and ifname were validated by the dispatcher (no `/`).
+
+use std::fs::DirBuilder;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tern_cni::{code, Error};
+
+/// Previous values of what ADD changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backup {
+    /// `(key as written, previous value)` for every configured sysctl.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sysctl: Vec<(String, String)>,
+    /// Previous MAC, `aa:bb:cc:dd:ee:ff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// Previous MTU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// Previous promiscuous mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promisc: Option<bool>,
+    /// Previous all-multicast mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allmulti: Option<bool>,
+    /// Previous transmit queue length.
+    #[serde(default, rename = "txQLen", skip_serializing_if = "Option::is_none")]
+    pub txqlen: Option<u32>,
+}
+
+/// The backup file of one attachment.
+pub fn path(data_dir: &Path, container_id: &str, ifname: &str) -> PathBuf {
+    data_dir.join(format!("{container_id}_{ifname}.json"))
+}
+
+/// Writes `backup` atomically (0600), creating `data_dir` (0700) if needed.
+///
+/// # Errors
+/// Code 104 (`STATE_IO`) naming the file.
+pub fn save(file: &Path, backup: &Backup) -> Result<(), Error> {
+    let state_err = |what: &str, e: &dyn std::fmt::Display| {
+        Error::new(code::STATE_IO, format!("{what} {}: {e}", file.display()))
+    };
+    if let Some(dir) = file.parent() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| state_err("create backup directory for", &e))?;
+    }
+    let data = serde_json::to_vec_pretty(backup).map_err(|e| state_err("encode backup", &e))?;
+    tern_cni::fs::write_atomic(file, &data, 0o600).map_err(|e| state_err("save backup", &e))
+}
+
+/// Loads a backup; `Ok(None)` when there is none.
+///
+/// # Errors
+/// Code 104 when the file exists but cannot be read or decoded.
+pub fn load(file: &Path) -> Result<Option<Backup>, Error> {
+    let bytes = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Error::new(
+                code::STATE_IO,
+                format!("read backup {}: {e}", file.display()),
+            ))
+        }
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        Error::new(
+            code::STATE_IO,
+            format!("decode backup {}: {e}", file.display()),
+        )
+    })
+}
+
+/// Removes a backup; a missing file is fine.
+///
+/// # Errors
+/// Code 104 when it exists and cannot be removed.
+pub fn remove(file: &Path) -> Result<(), Error> {
+    tern_cni::fs::remove_if_exists(file).map_err(|e| {
+        Error::new(
+            code::STATE_IO,
+            format!("remove backup {}: {e}", file.display()),
+        )
+    })
+}

@@ -1,0 +1,104 @@
+//! CHECK: every configured sysctl and link attribute still has its configured value.
+//!
+//! Invariant: read-only. Sysctl values are compared after collapsing whitespace (the kernel prints
+//! multi-value sysctls with tabs; the reference compares strings exactly and fails on them).
+
+use tern_cni::{code, CheckInput, Error};
+use tern_net::netlink::{format_mac, Handle};
+use tern_net::netns::NetNs;
+use tern_net::sysctl::{self, SysctlKey};
+
+use crate::config::TuningConf;
+use crate::TuningPlugin;
+
+/// Code used when the pod's state differs from the configuration.
+pub const CHECK_MISMATCH: u32 = code::IO_FAILURE;
+
+fn words(s: &str) -> Vec<&str> {
+    s.split_whitespace().collect()
+}
+
+/// Runs CHECK.
+///
+/// # Errors
+/// Code 7 when prevResult is missing or the configuration is invalid; code 5 naming every
+/// mismatch with its expected and current value, or a missing interface.
+pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
+    let ifname = input.ifname.as_str();
+    let conf = TuningConf::from_netconf(&input.config, &input.args)?;
+    // The allowlist governs what may be written; CHECK only reads.
+    let plan = conf.plan(ifname, None)?;
+    if input.config.prev_result.is_none() {
+        return Err(Error::invalid_config("required prevResult missing"));
+    }
+    let netns = NetNs::open(&input.netns)?;
+    let handle = Handle::in_netns(&netns)?;
+    let link = handle.link_by_name(ifname)?.ok_or_else(|| {
+        Error::new(
+            CHECK_MISMATCH,
+            format!("cannot find container link {ifname}"),
+        )
+    })?;
+    let mut diffs = Vec::new();
+    let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
+    if !keys.is_empty() {
+        let current = sysctl::read(&netns, &keys)?;
+        for ((key, want), cur) in plan.sysctls.iter().zip(current) {
+            if words(want.as_str()) != words(&cur) {
+                diffs.push(format!(
+                    "sysctl {} ({}): expected {:?}, current {:?}",
+                    key.raw(),
+                    key.path().display(),
+                    want.as_str(),
+                    cur
+                ));
+            }
+        }
+    }
+    if let Some(mac) = plan.mac {
+        if link.mac != Some(mac) {
+            diffs.push(format!(
+                "mac: expected {}, current {}",
+                format_mac(&mac),
+                link.mac
+                    .as_ref()
+                    .map(format_mac)
+                    .unwrap_or_else(|| "none".into())
+            ));
+        }
+    }
+    let mut cmp = |what: &str, want: Option<String>, cur: String| {
+        if let Some(want) = want {
+            if want != cur {
+                diffs.push(format!("{what}: expected {want}, current {cur}"));
+            }
+        }
+    };
+    cmp("mtu", plan.mtu.map(|v| v.to_string()), link.mtu.to_string());
+    cmp(
+        "promisc",
+        plan.promisc.map(|v| v.to_string()),
+        link.promisc.to_string(),
+    );
+    cmp(
+        "allmulti",
+        plan.allmulti.map(|v| v.to_string()),
+        link.allmulti.to_string(),
+    );
+    cmp(
+        "txQLen",
+        plan.txqlen.map(|v| v.to_string()),
+        link.txqlen.to_string(),
+    );
+    if diffs.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::new(
+            CHECK_MISMATCH,
+            format!(
+                "tuning of {ifname} differs from the configuration: {}",
+                diffs.join("; ")
+            ),
+        ))
+    }
+}

@@ -1,0 +1,487 @@
+//! The tuning netconf: the reference tuning plugin's fields and precedence
+//! (cni-peer-behaviors.md §2.1), parsed into a [`TuningConf`], then validated into a [`Plan`]
+//! before anything is changed.
+//!
+//! Invariants: duplicated keys in any `sysctl` object of the raw JSON are refused (serde would keep
+//! the last one silently); every sysctl key and value is validated and checked against the
+//! allowlist before a [`Plan`] exists, so ADD cannot write anything that was not validated.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+use tern_cni::{code, CniArgs, Error, NetConf};
+use tern_net::sysctl::{Allowlist, SysctlKey, SysctlValue};
+
+/// Backup directory when `dataDir` is absent (the reference's default).
+pub const DEFAULT_DATA_DIR: &str = "/run/cni/tuning";
+
+/// The tuning keys, in their reference spelling (matched case-insensitively, as Go does).
+pub const TUNING_KEYS: &[&str] = &[
+    "sysctl", "mac", "mtu", "promisc", "allmulti", "txQLen", "dataDir",
+];
+
+/// `CNI_ARGS` keys tern-tuning understands (the reference's `MAC`).
+pub const CNI_ARGS_KEYS: &[&str] = &["MAC"];
+
+/// What the configuration asks for, after precedence is applied, not yet validated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TuningConf {
+    /// Sysctls in configuration order: top-level `sysctl`, then `args.cni.sysctl` overriding
+    /// the same keys and appending new ones.
+    pub sysctl: Vec<(String, String)>,
+    /// MAC as written; last wins: `mac` < `CNI_ARGS` `MAC` < `runtimeConfig.mac` < `args.cni.mac`.
+    pub mac: Option<String>,
+    /// MTU; `None` (absent or 0) leaves it untouched.
+    pub mtu: Option<u32>,
+    /// Promiscuous mode; `None` leaves it untouched. `true` turns it on; `false` turns it off
+    /// (the reference ignores `false` on ADD but enforces it on CHECK; tern does both).
+    pub promisc: Option<bool>,
+    /// All-multicast mode; `None` leaves it untouched.
+    pub allmulti: Option<bool>,
+    /// Transmit queue length; `None` leaves it untouched, 0 is applied.
+    pub txqlen: Option<u32>,
+    /// Where backups live.
+    pub data_dir: PathBuf,
+}
+
+impl TuningConf {
+    /// True when any link attribute is configured.
+    pub fn has_link_attributes(&self) -> bool {
+        self.mac.is_some()
+            || self.mtu.is_some()
+            || self.promisc.is_some()
+            || self.allmulti.is_some()
+            || self.txqlen.is_some()
+    }
+}
+
+/// A validated configuration: what ADD applies and CHECK verifies.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Sysctls, keys with `IFNAME` substituted.
+    pub sysctls: Vec<(SysctlKey, SysctlValue)>,
+    /// The MAC as bytes.
+    pub mac: Option<[u8; 6]>,
+    /// See [`TuningConf`].
+    pub mtu: Option<u32>,
+    /// See [`TuningConf`].
+    pub promisc: Option<bool>,
+    /// See [`TuningConf`].
+    pub allmulti: Option<bool>,
+    /// See [`TuningConf`].
+    pub txqlen: Option<u32>,
+}
+
+fn decode_err(msg: impl fmt::Display) -> Error {
+    Error::decode(format!("failed to load netconf: {msg}"))
+}
+
+fn get_bool(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<bool>, Error> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(decode_err(format!(
+            "{at}{key} must be a boolean, got {other}"
+        ))),
+    }
+}
+
+fn get_u32(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<u32>, Error> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .and_then(|v| u32::try_from(v).ok())
+            .map(Some)
+            .ok_or_else(|| {
+                decode_err(format!(
+                    "{at}{key} must be an integer from 0 to 4294967295, got {n}"
+                ))
+            }),
+        Some(other) => Err(decode_err(format!(
+            "{at}{key} must be a number, got {other}"
+        ))),
+    }
+}
+
+fn get_string(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>, Error> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(decode_err(format!(
+            "{at}{key} must be a string, got {other}"
+        ))),
+    }
+}
+
+fn get_sysctl(map: &Map<String, Value>, at: &str) -> Result<Vec<(String, String)>, Error> {
+    match map.get("sysctl") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                other => Err(decode_err(format!(
+                    "{at}sysctl {k:?} must have a string value, got {other}"
+                ))),
+            })
+            .collect(),
+        Some(other) => Err(decode_err(format!(
+            "{at}sysctl must be an object, got {other}"
+        ))),
+    }
+}
+
+fn normalized(map: &Map<String, Value>) -> Map<String, Value> {
+    let mut m = map.clone();
+    tern_cni::netconf::normalize_keys(&mut m, TUNING_KEYS);
+    m
+}
+
+impl TuningConf {
+    /// Builds the configuration from the netconf, `CNI_ARGS` and the raw bytes (for the
+    /// duplicate-key scan).
+    ///
+    /// # Errors
+    /// Code 7 `duplicated sysctl keys are not allowed: <key>`; code 6 `failed to load netconf: …`
+    /// for a field of the wrong type; code 4 for unknown `CNI_ARGS` keys without `IgnoreUnknown`.
+    pub fn from_netconf(conf: &NetConf, args: &CniArgs) -> Result<TuningConf, Error> {
+        reject_duplicate_sysctl_keys(&conf.bytes)?;
+        args.check_known(CNI_ARGS_KEYS)?;
+        let top = normalized(&conf.raw);
+        let mut out = TuningConf {
+            sysctl: get_sysctl(&top, "")?,
+            mac: get_string(&top, "mac", "")?,
+            mtu: get_u32(&top, "mtu", "")?.filter(|m| *m != 0),
+            promisc: get_bool(&top, "promisc", "")?,
+            allmulti: get_bool(&top, "allmulti", "")?,
+            txqlen: get_u32(&top, "txQLen", "")?,
+            data_dir: get_string(&top, "dataDir", "")?
+                .filter(|d| !d.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+        };
+        if let Some(mac) = args.get("MAC") {
+            out.mac = Some(mac.to_string());
+        }
+        let rc = normalized(&conf.runtime_config);
+        if let Some(mac) = get_string(&rc, "mac", "runtimeConfig.")? {
+            out.mac = Some(mac);
+        }
+        let ac = normalized(&conf.args_cni);
+        for (k, v) in get_sysctl(&ac, "args.cni.")? {
+            match out.sysctl.iter_mut().find(|(key, _)| *key == k) {
+                Some(slot) => slot.1 = v,
+                None => out.sysctl.push((k, v)),
+            }
+        }
+        if let Some(mac) = get_string(&ac, "mac", "args.cni.")? {
+            out.mac = Some(mac);
+        }
+        if let Some(b) = get_bool(&ac, "promisc", "args.cni.")? {
+            out.promisc = Some(b);
+        }
+        if let Some(m) = get_u32(&ac, "mtu", "args.cni.")? {
+            out.mtu = Some(m).filter(|m| *m != 0);
+        }
+        if let Some(b) = get_bool(&ac, "allmulti", "args.cni.")? {
+            out.allmulti = Some(b);
+        }
+        if let Some(q) = get_u32(&ac, "txQLen", "args.cni.")? {
+            out.txqlen = Some(q);
+        }
+        Ok(out)
+    }
+
+    /// Validates every sysctl (key rules, value rules, and the allowlist when given) for interface
+    /// `ifname`, returning every problem (empty when valid). Nothing is touched.
+    pub fn problems(&self, ifname: &str, allowlist: Option<&Allowlist>) -> Vec<tern_net::Error> {
+        let mut problems = Vec::new();
+        for (k, v) in &self.sysctl {
+            let key = SysctlKey::parse(k, ifname);
+            if let Err(e) = SysctlValue::parse(k, v) {
+                problems.push(e);
+            }
+            match key {
+                Err(e) => problems.push(e),
+                // A key that breaks the rules needs no second message about the allowlist.
+                Ok(_) => {
+                    if let Some(Err(e)) = allowlist.map(|a| a.check(k)) {
+                        problems.push(e);
+                    }
+                }
+            }
+        }
+        problems
+    }
+
+    /// Validates everything (against the allowlist when given: ADD; CHECK only reads) and
+    /// returns the plan.
+    ///
+    /// # Errors
+    /// Code 7 naming every rejected key or value and the allowlist's source, or the bad MAC.
+    pub fn plan(&self, ifname: &str, allowlist: Option<&Allowlist>) -> Result<Plan, Error> {
+        let problems = self.problems(ifname, allowlist);
+        if !problems.is_empty() {
+            let msgs: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            return Err(Error::invalid_config(msgs.join("; ")).with_details(
+                "nothing was written: every sysctl is validated before any is applied",
+            ));
+        }
+        let mac = self.mac.as_deref().map(parse_mac).transpose()?;
+        let mut sysctls = Vec::with_capacity(self.sysctl.len());
+        for (k, v) in &self.sysctl {
+            sysctls.push((
+                SysctlKey::parse(k, ifname).map_err(|e| e.to_cni())?,
+                SysctlValue::parse(k, v).map_err(|e| e.to_cni())?,
+            ));
+        }
+        Ok(Plan {
+            sysctls,
+            mac,
+            mtu: self.mtu,
+            promisc: self.promisc,
+            allmulti: self.allmulti,
+            txqlen: self.txqlen,
+        })
+    }
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff` (or `-` separated) into bytes.
+///
+/// # Errors
+/// Code 7 `invalid args <mac> for MAC addr` (the reference's text).
+pub fn parse_mac(s: &str) -> Result<[u8; 6], Error> {
+    let bad = || Error::invalid_config(format!("invalid args {s} for MAC addr"));
+    let parts: Vec<&str> = s.split([':', '-']).collect();
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut mac = [0u8; 6];
+    for (slot, part) in mac.iter_mut().zip(parts) {
+        if part.len() != 2 {
+            return Err(bad());
+        }
+        *slot = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+    }
+    if mac[0] & 1 != 0 {
+        return Err(bad().with_details("a multicast address cannot be an interface's address"));
+    }
+    Ok(mac)
+}
+
+/// Refuses a JSON document in which any object under a key spelled `sysctl` (any case) has the
+/// same key twice: serde_json would silently keep the last, so the allowlist and the user could
+/// disagree about what is applied (containernetworking/plugins#730).
+///
+/// # Errors
+/// Code 7 `duplicated sysctl keys are not allowed: <key>`; code 6 for malformed JSON.
+pub fn reject_duplicate_sysctl_keys(bytes: &[u8]) -> Result<(), Error> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    match (Walk { sysctl: false }).deserialize(&mut de) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let msg = e.to_string();
+            if msg.starts_with(DUP_PREFIX) {
+                Err(Error::new(code::INVALID_NETWORK_CONFIG, msg))
+            } else {
+                Err(Error::decode(format!(
+                    "error unmarshall network config: {msg}"
+                )))
+            }
+        }
+    }
+}
+
+const DUP_PREFIX: &str = "duplicated sysctl keys are not allowed";
+
+struct Walk {
+    sysctl: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if self.sysctl && !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!("{DUP_PREFIX}: {key}")));
+            }
+            map.next_value_seed(Walk {
+                sysctl: key.eq_ignore_ascii_case("sysctl"),
+            })?;
+        }
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(Walk { sysctl: false })?.is_some() {}
+        Ok(())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn conf(v: Value) -> NetConf {
+        NetConf::parse(serde_json::to_vec(&v).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn reference_fields_and_precedence() {
+        let c = conf(json!({
+            "cniVersion": "1.0.0", "name": "n", "type": "tern-tuning",
+            "sysctl": {"net.ipv4.tcp_keepalive_time": "300", "net.ipv4.tcp_fin_timeout": "30"},
+            "mac": "0a:00:00:00:00:01", "mtu": 1400, "promisc": true, "txQLen": 0,
+            "RuntimeConfig": {"mac": "0a:00:00:00:00:03"},
+            "args": {"cni": {"sysctl": {"net.ipv4.tcp_fin_timeout": "20", "net.ipv4.tcp_keepalive_probes": "3"},
+                              "allmulti": false}}
+        }));
+        let args = CniArgs::parse("IgnoreUnknown=1;MAC=0a:00:00:00:00:02;K8S_POD_NAME=x").unwrap();
+        let t = TuningConf::from_netconf(&c, &args).unwrap();
+        assert_eq!(
+            t.sysctl,
+            vec![
+                ("net.ipv4.tcp_keepalive_time".to_string(), "300".to_string()),
+                ("net.ipv4.tcp_fin_timeout".to_string(), "20".to_string()),
+                ("net.ipv4.tcp_keepalive_probes".to_string(), "3".to_string()),
+            ]
+        );
+        assert_eq!(t.mac.as_deref(), Some("0a:00:00:00:00:03"));
+        assert_eq!(
+            (t.mtu, t.promisc, t.allmulti, t.txqlen),
+            (Some(1400), Some(true), Some(false), Some(0))
+        );
+        assert_eq!(t.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+
+        let c = conf(
+            json!({"cniVersion": "1.0.0", "name": "n", "type": "t", "mac": "0a:00:00:00:00:01",
+                            "args": {"cni": {"mac": "0a:00:00:00:00:04"}}, "runtimeConfig": {"mac": "0a:00:00:00:00:03"}}),
+        );
+        assert_eq!(
+            TuningConf::from_netconf(&c, &CniArgs::default())
+                .unwrap()
+                .mac
+                .as_deref(),
+            Some("0a:00:00:00:00:04")
+        );
+        // mtu 0 means untouched; sysctl null means none.
+        let c = conf(
+            json!({"cniVersion": "1.0.0", "name": "n", "type": "t", "mtu": 0, "sysctl": null}),
+        );
+        let t = TuningConf::from_netconf(&c, &CniArgs::default()).unwrap();
+        assert_eq!((t.mtu, t.sysctl.len()), (None, 0));
+        assert!(!t.has_link_attributes());
+    }
+
+    #[test]
+    fn wrong_types_and_unknown_args() {
+        let c = conf(
+            json!({"cniVersion": "1.0.0", "name": "n", "type": "t", "sysctl": {"net.ipv4.tcp_syncookies": 1}}),
+        );
+        let e = TuningConf::from_netconf(&c, &CniArgs::default()).unwrap_err();
+        assert_eq!(e.code, code::DECODE_FAILURE, "{e}");
+        let c = conf(json!({"cniVersion": "1.0.0", "name": "n", "type": "t", "mtu": -1}));
+        assert_eq!(
+            TuningConf::from_netconf(&c, &CniArgs::default())
+                .unwrap_err()
+                .code,
+            code::DECODE_FAILURE
+        );
+        let c = conf(json!({"cniVersion": "1.0.0", "name": "n", "type": "t"}));
+        let e = TuningConf::from_netconf(&c, &CniArgs::parse("FOO=1").unwrap()).unwrap_err();
+        assert_eq!(e.code, code::INVALID_ENVIRONMENT, "{e}");
+    }
+
+    #[test]
+    fn duplicate_sysctl_keys_rejected_anywhere() {
+        let raw = br#"{"cniVersion":"1.0.0","name":"n","type":"t","sysctl":{"net.ipv4.tcp_syncookies":"1","net.ipv4.tcp_syncookies":"0"}}"#;
+        let e = reject_duplicate_sysctl_keys(raw).unwrap_err();
+        assert_eq!(e.code, 7);
+        assert!(
+            e.msg.contains("duplicated") && e.msg.contains("net.ipv4.tcp_syncookies"),
+            "{e}"
+        );
+        let raw = br#"{"plugins":[{"args":{"cni":{"Sysctl":{"a":"1","a":"2"}}}}]}"#;
+        assert!(reject_duplicate_sysctl_keys(raw).is_err());
+        // Duplicates elsewhere are not this check's business.
+        assert!(
+            reject_duplicate_sysctl_keys(br#"{"x":{"a":1,"a":2},"sysctl":{"a":"1","b":"1"}}"#)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn plan_validates_everything_first() {
+        let t = TuningConf {
+            sysctl: vec![
+                ("net.ipv4.tcp_keepalive_time".into(), "300".into()),
+                ("net.ipv4.ip_forward".into(), "1".into()),
+                ("kernel.hostname".into(), "x".into()),
+            ],
+            ..TuningConf::default()
+        };
+        let e = t.plan("eth0", Some(&Allowlist::builtin())).unwrap_err();
+        assert_eq!(e.code, 7);
+        assert!(
+            e.msg.contains("net.ipv4.ip_forward") && e.msg.contains("kernel.hostname"),
+            "{e}"
+        );
+        assert!(e.msg.contains("built-in"), "{e}");
+        let ok = TuningConf {
+            sysctl: vec![("net.ipv4.tcp_keepalive_time".into(), "300".into())],
+            mac: Some("0A-00-00-00-00-01".into()),
+            ..TuningConf::default()
+        };
+        let p = ok.plan("eth0", Some(&Allowlist::builtin())).unwrap();
+        assert_eq!(p.mac, Some([0x0a, 0, 0, 0, 0, 1]));
+        assert_eq!(p.sysctls[0].0.relative(), "net/ipv4/tcp_keepalive_time");
+    }
+
+    #[test]
+    fn macs() {
+        assert!(parse_mac("0a:00:00:00:00:01").is_ok());
+        for bad in [
+            "",
+            "0a:00:00:00:00",
+            "0a:00:00:00:00:01:02",
+            "zz:00:00:00:00:01",
+            "01:00:00:00:00:01",
+            "a:0:0:0:0:1",
+        ] {
+            assert_eq!(parse_mac(bad).unwrap_err().code, 7, "{bad}");
+        }
+    }
+}

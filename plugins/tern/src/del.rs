@@ -1,0 +1,62 @@
+//! DEL: remove the host veth (its pod end goes with it), release IPAM, remove the state.
+//!
+//! Invariants: never needs the netns (it may be gone or `CNI_NETNS` empty), never needs
+//! `prevResult`, never calls the API server, and keeps going after a failed step; a repeated DEL
+//! succeeds.
+
+use tern_cni::{Command, DelInput, Error};
+use tern_net::netlink::Handle;
+
+use crate::add::delete_link_by_name;
+use crate::config::TernConf;
+use crate::errors::{from_net, state_io};
+use crate::naming::host_veth_name;
+use crate::state::StateStore;
+
+/// Runs DEL for one attachment.
+///
+/// # Errors
+/// Only when something that exists could not be removed: the first failure (IPAM's error keeps
+/// its code), after every step was tried.
+pub fn del(input: &DelInput) -> Result<(), Error> {
+    let conf = TernConf::from_netconf(&input.config)?;
+    let ifname = input.ifname.as_str();
+    let mut errors: Vec<Error> = Vec::new();
+
+    let host_veth = host_veth_name(input.container_id.as_str(), ifname);
+    match Handle::new() {
+        Ok(host) => {
+            if let Err(e) = delete_link_by_name(&host, &host_veth) {
+                errors.push(Error::new(
+                    tern_cni::code::NETLINK,
+                    format!("delete {host_veth}: {e}"),
+                ));
+            }
+        }
+        Err(e) => errors.push(from_net(e)),
+    }
+    if let Err(e) = input
+        .delegate(&conf.ipam_type)
+        .exec(Command::Del, &input.config.bytes)
+    {
+        errors.push(e);
+    }
+    let store = StateStore::new(&conf.state_dir, &input.config.name);
+    if let Err(e) = store.remove(input.container_id.as_str(), ifname) {
+        errors.push(state_io("remove attachment state", e));
+    }
+    match errors.len() {
+        0 => Ok(()),
+        1 => Err(errors.remove(0)),
+        _ => {
+            let rest: Vec<String> = errors[1..].iter().map(ToString::to_string).collect();
+            let first = errors.remove(0);
+            let details = if first.details.is_empty() {
+                rest.join("; ")
+            } else {
+                format!("{}; {}", first.details, rest.join("; "))
+            };
+            Err(first.with_details(details))
+        }
+    }
+}

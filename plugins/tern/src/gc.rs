@@ -1,0 +1,68 @@
+//! GC (CNI 1.1.0): forward to IPAM, then remove the host veth and state of every attachment of
+//! this network that is not in `cni.dev/valid-attachments`. Keeps going on errors and reports
+//! them all (SPEC.md "GC").
+
+use std::collections::HashSet;
+
+use tern_cni::{code, Command, Error, GcInput};
+use tern_net::netlink::Handle;
+
+use crate::add::delete_link_by_name;
+use crate::config::TernConf;
+use crate::errors::from_net;
+use crate::state::StateStore;
+
+/// Runs GC for one network.
+///
+/// # Errors
+/// The IPAM plugin's error (code kept), or code 101 listing what could not be removed.
+pub fn gc(input: &GcInput) -> Result<(), Error> {
+    let conf = TernConf::from_netconf(&input.config)?;
+    let mut errors: Vec<Error> = Vec::new();
+    if let Err(e) = input
+        .delegate(&conf.ipam_type)
+        .exec(Command::Gc, &input.config.bytes)
+    {
+        errors.push(e);
+    }
+    // No list at all means the runtime asked for nothing to be removed.
+    if let Some(valid) = &input.valid_attachments {
+        let valid: HashSet<(&str, &str)> = valid
+            .iter()
+            .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
+            .collect();
+        let store = StateStore::new(&conf.state_dir, &input.config.name);
+        let host = Handle::new().map_err(from_net)?;
+        for st in store.list() {
+            if valid.contains(&(st.container_id.as_str(), st.ifname.as_str())) {
+                continue;
+            }
+            tracing::info!(container_id = %st.container_id, ifname = %st.ifname, "collecting stale attachment");
+            if let Err(e) = delete_link_by_name(&host, &st.host_veth) {
+                errors.push(Error::new(
+                    code::NETLINK,
+                    format!("delete {}: {e}", st.host_veth),
+                ));
+                continue;
+            }
+            if let Err(e) = store.remove(&st.container_id, &st.ifname) {
+                errors.push(Error::new(
+                    code::STATE_IO,
+                    format!("remove state of {}: {e}", st.container_id),
+                ));
+            }
+        }
+    }
+    match errors.len() {
+        0 => Ok(()),
+        _ => {
+            let first = errors.remove(0);
+            let rest: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            Err(if rest.is_empty() {
+                first
+            } else {
+                first.with_details(rest.join("; "))
+            })
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Pod lookup on ADD (DESIGN.md, "Pod lookup"): what IPAM is asked for.
+//!
+//! Invariant: runs before anything is created, so a refused or failed lookup leaves nothing. DEL,
+//! CHECK, STATUS and GC never come here (they make no API call).
+
+use serde_json::Value;
+use tern_cni::{code, AddInput, Error};
+use tern_kube::lookup::{pod_lookup, LookupError, LookupRequest};
+
+use crate::config::TernConf;
+
+/// The netconf bytes to send to IPAM for this ADD: the config as received, plus the `ips`
+/// runtimeConfig when the pod's `tern.io/ip-addrs` annotation asks for addresses.
+///
+/// The lookup runs only when `kubernetes.kubeconfig` is set and `CNI_ARGS` names the pod
+/// (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`; `K8S_POD_UID` is checked when present).
+///
+/// # Errors
+/// Code 11 when the API server or the agent cannot answer in time (401 after a refresh, agent
+/// unreachable with an expired token, timeouts, 5xx, 429, connection or TLS failures, an
+/// unreadable kubeconfig); code 3 when the pod is gone, terminating or has another UID (nothing
+/// was wired, so the runtime needs no DEL); code 7 for a malformed annotation; code 105 for a
+/// 403 (not retried: RBAC must be fixed); code 5 otherwise.
+pub fn ipam_stdin(input: &AddInput, conf: &TernConf) -> Result<Vec<u8>, Error> {
+    let Some(kube) = &conf.kubernetes else {
+        return Ok(input.config.bytes.clone());
+    };
+    let (Some(namespace), Some(name)) = (
+        input.args.get("K8S_POD_NAMESPACE"),
+        input.args.get("K8S_POD_NAME"),
+    ) else {
+        tracing::debug!("CNI_ARGS names no pod: no lookup");
+        return Ok(input.config.bytes.clone());
+    };
+    let req = LookupRequest {
+        kubeconfig: &kube.kubeconfig,
+        agent_socket: &conf.agent_socket,
+        namespace,
+        name,
+        uid: input.args.get("K8S_POD_UID").filter(|u| !u.is_empty()),
+        deadline: kube.lookup_timeout,
+    };
+    let info = pod_lookup(&req).map_err(lookup_error)?;
+    if info.ip_addrs.is_empty() {
+        return Ok(input.config.bytes.clone());
+    }
+    let ips: Vec<Value> = info
+        .ip_addrs
+        .iter()
+        .map(|ip| Value::String(ip.to_string()))
+        .collect();
+    input
+        .config
+        .bytes_with_runtime_config("ips", Value::Array(ips))
+}
+
+fn lookup_error(e: LookupError) -> Error {
+    let code = match &e {
+        e if e.try_again_later() => code::TRY_AGAIN_LATER,
+        LookupError::Kubeconfig(_) => code::TRY_AGAIN_LATER,
+        LookupError::PodGone { .. }
+        | LookupError::Terminating { .. }
+        | LookupError::UidMismatch { .. } => code::UNKNOWN_CONTAINER,
+        LookupError::BadAnnotation { .. } => code::INVALID_NETWORK_CONFIG,
+        LookupError::Forbidden { .. } => code::API_FORBIDDEN,
+        _ => code::IO_FAILURE,
+    };
+    Error::new(code, e.to_string())
+}

@@ -1,0 +1,105 @@
+//! Per-attachment state: `<stateDir>/<network>/<containerID>_<ifname>.json`, written atomically
+//! (0600) before the first kernel change of ADD and removed by DEL, so DEL (without prevResult) and
+//! GC find every attachment, including one whose ADD was killed midway.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use ipnetwork::IpNetwork;
+use serde::{Deserialize, Serialize};
+use tern_cni::fs::{remove_if_exists, remove_stale_temps, write_atomic};
+
+/// What ADD did for one attachment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachmentState {
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// The host-side veth name.
+    pub host_veth: String,
+    /// `CNI_NETNS` at ADD.
+    pub netns: String,
+    /// The pod addresses routed to the host veth (/32 and /128).
+    pub addresses: Vec<IpNetwork>,
+}
+
+/// The state directory of one network.
+#[derive(Clone, Debug)]
+pub struct StateStore {
+    dir: PathBuf,
+}
+
+impl StateStore {
+    /// The store for `network` under `state_dir`.
+    pub fn new(state_dir: &Path, network: &str) -> StateStore {
+        StateStore {
+            dir: state_dir.join(network),
+        }
+    }
+
+    fn path(&self, container_id: &str, ifname: &str) -> PathBuf {
+        self.dir.join(format!("{container_id}_{ifname}.json"))
+    }
+
+    /// Writes (or replaces) the state of an attachment, creating the directory (0700).
+    ///
+    /// # Errors
+    /// I/O errors from creating the directory or writing the file.
+    pub fn save(&self, state: &AttachmentState) -> io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        let data = serde_json::to_vec_pretty(state).map_err(io::Error::other)?;
+        write_atomic(&self.path(&state.container_id, &state.ifname), &data, 0o600)
+    }
+
+    /// Removes an attachment's state; already gone is fine.
+    ///
+    /// # Errors
+    /// I/O errors other than "not found".
+    pub fn remove(&self, container_id: &str, ifname: &str) -> io::Result<()> {
+        remove_if_exists(&self.path(container_id, ifname))
+    }
+
+    /// Every attachment with state in this network (unparseable files are skipped), after
+    /// sweeping temp files of killed writers.
+    pub fn list(&self) -> Vec<AttachmentState> {
+        remove_stale_temps(&self.dir);
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            .filter_map(|e| fs::read(e.path()).ok())
+            .filter_map(|d| serde_json::from_slice(&d).ok())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_load_list_remove() {
+        let root = std::env::temp_dir().join(format!("tern-state-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let store = StateStore::new(&root, "net1");
+        assert!(store.list().is_empty());
+        let s = AttachmentState {
+            container_id: "c1".into(),
+            ifname: "eth0".into(),
+            host_veth: "ternec43057c07a".into(),
+            netns: "/run/netns/x".into(),
+            addresses: vec!["10.99.0.2/32".parse().unwrap()],
+        };
+        store.save(&s).unwrap();
+        assert_eq!(store.list(), vec![s]);
+        store.remove("c1", "eth0").unwrap();
+        store.remove("c1", "eth0").unwrap();
+        assert!(store.list().is_empty());
+        fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,49 @@
+//! STATUS (CNI 1.1.0): ready when the IPAM delegate is, and — with a pod lookup configured — when
+//! the kubeconfig is readable and its token is valid or the agent is there to renew it. Makes no
+//! API call.
+
+use std::os::unix::net::UnixStream;
+
+use tern_cni::{code, Error, StatusInput};
+use tern_kube::kubeconfig;
+use tern_kube::time::unix_now;
+
+use crate::config::TernConf;
+
+/// Runs STATUS.
+///
+/// # Errors
+/// The IPAM plugin's error (50 when it is missing); code 50 when the kubeconfig is configured but
+/// unreadable, or its token has expired and the agent socket does not accept a connection.
+pub fn status(input: &StatusInput) -> Result<(), Error> {
+    let conf = TernConf::from_netconf(&input.config)?;
+    input
+        .delegate(&conf.ipam_type)
+        .status(&input.config.bytes)?;
+    let Some(kube) = &conf.kubernetes else {
+        return Ok(());
+    };
+    let not_available = |msg: String| Error::new(code::NOT_AVAILABLE, msg);
+    let cfg = kubeconfig::load(&kube.kubeconfig).map_err(|e| {
+        not_available(format!(
+            "kubeconfig {} is not usable: {e}; is tern-agent running?",
+            kube.kubeconfig.display()
+        ))
+    })?;
+    let expired = cfg
+        .token
+        .expiry()
+        .ok()
+        .flatten()
+        .is_some_and(|exp| exp <= unix_now());
+    if expired {
+        if let Err(e) = UnixStream::connect(&conf.agent_socket) {
+            return Err(not_available(format!(
+                "the token in {} has expired and tern-agent at {} cannot be reached: {e}",
+                kube.kubeconfig.display(),
+                conf.agent_socket.display()
+            )));
+        }
+    }
+    Ok(())
+}
