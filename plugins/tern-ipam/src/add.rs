@@ -8,19 +8,23 @@ use std::net::IpAddr;
 use tern_cni::{AddInput, CniResult, Dns};
 
 use crate::allocator;
-use crate::config::IpamConfig;
+use crate::config::{IpamConfig, StoreLocation};
 use crate::dns::read_resolv_conf;
 use crate::error::IpamError;
+use crate::podcidr::{self, Fetch};
 use crate::store::Store;
 
 /// Runs ADD for `input`: returns the IPAM result (addresses with their gateways, the configured
 /// routes, DNS from `resolvConf`).
 ///
 /// # Errors
-/// Config errors (code 7/6/4), allocation errors prefixed `failed to allocate for range <i>: `,
+/// Config errors (code 7/6/4), usePodCidr errors (code 11), allocation errors prefixed `failed to allocate for range <i>: `,
 /// `failed to allocate all requested IPs: <ip> …`, store errors.
 pub fn add(input: &AddInput) -> Result<CniResult, IpamError> {
-    let cfg = IpamConfig::load(&input.config, &input.args)?;
+    let loc = StoreLocation::load(&input.config)?;
+    let cfg = IpamConfig::load_with(&input.config, &input.args, &mut || {
+        podcidr::resolve(&input.config, &loc, Fetch::Allowed)
+    })?;
     let dns = match &cfg.resolv_conf {
         Some(p) => read_resolv_conf(p)?,
         None => Dns::default(),

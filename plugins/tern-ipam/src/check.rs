@@ -5,8 +5,9 @@ use std::path::Path;
 
 use tern_cni::CheckInput;
 
-use crate::config::IpamConfig;
+use crate::config::{IpamConfig, StoreLocation};
 use crate::error::IpamError;
+use crate::podcidr::{self, Fetch};
 use crate::store::Store;
 
 /// Runs CHECK for `input`.
@@ -16,10 +17,12 @@ use crate::store::Store;
 /// (host-local's text) or `tern-ipam: address <ip> of prevResult is not leased to container
 /// <id> ifname <if>`; config and store errors.
 pub fn check(input: &CheckInput) -> Result<(), IpamError> {
-    let cfg = IpamConfig::load(&input.config, &input.args)?;
+    let loc = StoreLocation::load(&input.config)?;
+    let cfg = IpamConfig::load_with(&input.config, &input.args, &mut || {
+        podcidr::resolve(&input.config, &loc, Fetch::CacheOnly)
+    })?;
     let id = input.container_id.as_str();
     let ifname = input.ifname.as_str();
-    let loc = cfg.location();
     let not_found = || {
         IpamError::NotReserved(format!(
             "tern-ipam: Failed to find address added by container {id}"

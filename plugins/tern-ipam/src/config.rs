@@ -21,6 +21,9 @@ use crate::error::IpamError;
 /// Where leases live when `dataDir` is absent or empty (host-local's default).
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
 
+/// The `subnet` value that stands for the node's `spec.podCIDRs` (see `podcidr`).
+pub const USE_POD_CIDR: &str = "usePodCidr";
+
 /// Keys of the `ipam` object, in host-local's spelling (matched case-insensitively, as Go does).
 const IPAM_KEYS: &[&str] = &[
     "type",
@@ -363,6 +366,26 @@ impl IpamConfig {
     /// [`IpamError::Args`] for `CNI_ARGS` (unknown keys without `IgnoreUnknown`, `invalid IP
     /// address x`); [`IpamError::Decode`] for wrong JSON types.
     pub fn load(conf: &NetConf, args: &CniArgs) -> Result<IpamConfig, IpamError> {
+        IpamConfig::load_with(conf, args, &mut || {
+            Err(IpamError::PodCidr(
+                "usePodCidr: the node's podCIDRs are not available to this verb".into(),
+            ))
+        })
+    }
+
+    /// As [`IpamConfig::load`], with `pod_cidrs` giving the node's pod CIDRs for range sets of
+    /// the form `{"subnet": "usePodCidr"}` (and a top-level `"subnet": "usePodCidr"`): each such
+    /// set becomes one range set per pod CIDR, in the node's order (dual-stack when it has two).
+    /// `pod_cidrs` is called at most once, and only when a set needs it.
+    ///
+    /// # Errors
+    /// As [`IpamConfig::load`]; `pod_cidrs`'s error; [`IpamError::Config`] when `usePodCidr`
+    /// shares its range set or comes with `rangeStart`, `rangeEnd` or `gateway`.
+    pub fn load_with(
+        conf: &NetConf,
+        args: &CniArgs,
+        pod_cidrs: &mut dyn FnMut() -> Result<Vec<String>, IpamError>,
+    ) -> Result<IpamConfig, IpamError> {
         let m = ipam_map(conf)?;
         let raw: RawIpam = serde_json::from_value(Value::Object(m))
             .map_err(|e| IpamError::Decode(format!("ipam: {e}")))?;
@@ -407,6 +430,7 @@ impl IpamConfig {
             raw_sets.push(vec![raw.legacy.clone()]);
         }
         raw_sets.extend(raw.ranges.unwrap_or_default());
+        let raw_sets = expand_pod_cidr(raw_sets, pod_cidrs)?;
         if raw_sets.is_empty() {
             return Err(IpamError::Config("no IP ranges specified".into()));
         }
@@ -449,6 +473,40 @@ impl IpamConfig {
             data_dir: self.data_dir.clone(),
         }
     }
+}
+
+fn expand_pod_cidr(
+    sets: Vec<Vec<RawRange>>,
+    pod_cidrs: &mut dyn FnMut() -> Result<Vec<String>, IpamError>,
+) -> Result<Vec<Vec<RawRange>>, IpamError> {
+    let is_pod_cidr = |r: &RawRange| r.subnet.as_deref() == Some(USE_POD_CIDR);
+    if !sets.iter().flatten().any(is_pod_cidr) {
+        return Ok(sets);
+    }
+    let cidrs = pod_cidrs()?;
+    let mut out = Vec::with_capacity(sets.len() + 1);
+    for set in sets {
+        if !set.iter().any(is_pod_cidr) {
+            out.push(set);
+            continue;
+        }
+        let alone = set.len() == 1
+            && [&set[0].range_start, &set[0].range_end, &set[0].gateway]
+                .iter()
+                .all(|f| f.as_deref().unwrap_or("").is_empty());
+        if !alone {
+            return Err(IpamError::Config(format!(
+                "{USE_POD_CIDR} must be alone in its range set, without rangeStart, rangeEnd or gateway"
+            )));
+        }
+        out.extend(cidrs.iter().map(|c| {
+            vec![RawRange {
+                subnet: Some(c.clone()),
+                ..RawRange::default()
+            }]
+        }));
+    }
+    Ok(out)
 }
 
 fn requested_list(v: Option<&Value>, what: &str) -> Result<Vec<IpAddr>, IpamError> {
@@ -816,6 +874,35 @@ mod tests {
         }));
         let e = IpamConfig::load(&c, &CniArgs::default()).unwrap_err();
         assert!(e.to_string().contains("invalid IP address nope"), "{e}");
+    }
+
+    #[test]
+    fn use_pod_cidr_expands_in_place() {
+        let c = conf(json!({"subnet": "usePodCidr", "ranges": [[{"subnet": "10.50.0.0/24"}]]}));
+        let mut calls = 0;
+        let cfg = IpamConfig::load_with(&c, &CniArgs::default(), &mut || {
+            calls += 1;
+            Ok(vec!["10.244.1.0/24".into(), "fd00:244:1::/64".into()])
+        })
+        .unwrap();
+        assert_eq!(calls, 1);
+        let sets: Vec<String> = cfg.ranges.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            sets,
+            [
+                "10.244.1.1-10.244.1.254",
+                "fd00:244:1::1-fd00:244:1:0:ffff:ffff:ffff:ffff",
+                "10.50.0.1-10.50.0.254"
+            ]
+        );
+        let c = conf(json!({"ranges": [[{"subnet": "usePodCidr"}, {"subnet": "10.50.0.0/24"}]]}));
+        let e = IpamConfig::load_with(&c, &CniArgs::default(), &mut || Ok(vec![])).unwrap_err();
+        assert!(e.to_string().contains("must be alone"), "{e}");
+        let c = conf(json!({"subnet": "usePodCidr"}));
+        let e = IpamConfig::load(&c, &CniArgs::default()).unwrap_err();
+        assert_eq!(e.to_cni().code, 11);
+        let plain = conf(json!({"subnet": "10.50.0.0/24"}));
+        IpamConfig::load_with(&plain, &CniArgs::default(), &mut || panic!("not needed")).unwrap();
     }
 
     #[test]

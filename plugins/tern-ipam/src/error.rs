@@ -45,6 +45,10 @@ pub enum IpamError {
         /// The OS error.
         source: io::Error,
     },
+    /// usePodCidr: the node's podCIDRs are not known (API unreachable or refusing, none assigned
+    /// yet, or not cached for a verb that must not call the API).
+    #[error("{0}")]
+    PodCidr(String),
     /// STATUS: the plugin cannot serve ADD now.
     #[error("{0}")]
     NotAvailable(String),
@@ -64,7 +68,8 @@ impl IpamError {
     }
 
     /// The CNI error for this failure. Codes: 4 bad `CNI_ARGS`; 5 unreadable `resolvConf`; 6 wrong
-    /// JSON types; 7 invalid configuration; 50 STATUS not available; 102 no address could be
+    /// JSON types; 7 invalid configuration; 11 the node's podCIDRs are not known yet (usePodCidr);
+    /// 50 STATUS not available; 102 no address could be
     /// allocated, or CHECK found none; 104 the data directory could not be used.
     pub fn to_cni(&self) -> Error {
         let c = match self {
@@ -75,6 +80,7 @@ impl IpamError {
             IpamError::Alloc(_) | IpamError::NotReserved(_) => code::IPAM_NO_ADDRESS,
             IpamError::Store { .. } | IpamError::Teardown(_) => code::STATE_IO,
             IpamError::NotAvailable(_) => code::NOT_AVAILABLE,
+            IpamError::PodCidr(_) => code::TRY_AGAIN_LATER,
         };
         Error::new(c, self.to_string())
     }
@@ -108,6 +114,7 @@ mod tests {
             (IpamError::NotReserved("none".into()), 102),
             (IpamError::store("lock", "/d/lock", io()), 104),
             (IpamError::NotAvailable("ro".into()), 50),
+            (IpamError::PodCidr("no podCIDRs".into()), 11),
             (IpamError::Teardown(vec!["a".into(), "b".into()]), 104),
         ];
         for (e, c) in cases {

@@ -12,6 +12,7 @@ pub mod del;
 pub mod dns;
 pub mod error;
 pub mod gc;
+pub mod podcidr;
 pub mod status;
 pub mod store;
 
