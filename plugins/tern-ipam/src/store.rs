@@ -1,0 +1,461 @@
+//! The lease store, in host-local's on-disk format so a node can switch between host-local and
+//! tern-ipam in either direction (containernetworking/plugins, `host-local/backend/disk`):
+//!
+//! - the directory `<dataDir>/<network>` (mode 0755);
+//! - `lock`: an empty file; every operation holds an exclusive `flock(2)` on it, the same lock
+//!   host-local takes, so the two plugins exclude each other;
+//! - one file per leased address, named by the address (`10.1.2.3`, `2001:db8::5`), mode 0600,
+//!   holding `<containerID>\r\n<ifname>` with no trailing newline; files written by old host-local
+//!   versions hold only the container ID ("legacy") and are honoured;
+//! - `last_reserved_ip.<rangeSetIndex>`: the last address handed out from that range set.
+//!
+//! Invariants: every method runs with the lock held (a [`Store`] *is* the held lock; dropping it
+//! unlocks). A lease file is either absent or complete: it is written to a temp file, synced, and
+//! renamed into place with `RENAME_NOREPLACE` (or linked, which also refuses to replace), so a
+//! crash leaves at most a stale temp file, which the next locked operation removes. The lock is an
+//! `flock`, which the kernel drops when its holder dies, so a killed plugin never blocks the next.
+//!
+//! Durability: the lease's content is synced before the rename (so even a power loss cannot leave
+//! a torn or empty lease), but the directory is not synced after it. After a power loss every pod
+//! netns is gone anyway: a lost rename means "no lease", and a lost unlink means a stale lease
+//! that GC releases. This keeps ADD to one fsync (host-local does none).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::errno::Errno;
+use nix::fcntl::{renameat2, Flock, FlockArg, RenameFlags};
+
+use crate::config::StoreLocation;
+use crate::error::IpamError;
+
+/// The lock file's name inside the network directory.
+pub const LOCK_FILE: &str = "lock";
+/// Prefix of the per-range-set round-robin cursor files.
+pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
+/// Separator between container ID and ifname in a lease file.
+pub const LINE_BREAK: &str = "\r\n";
+/// Prefix of lease temp files; `tern_cni::fs::remove_stale_temps` recognises the `.tmp-` part.
+const LEASE_TEMP_PREFIX: &str = ".tern-lease.tmp-";
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Who holds a lease, as read from its file (content trimmed of surrounding whitespace).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// `<containerID>\r\n<ifname>`.
+    Attachment {
+        /// The container ID.
+        id: String,
+        /// The interface name.
+        ifname: String,
+    },
+    /// Only a container ID (files written by host-local before 0.8).
+    Legacy {
+        /// The container ID.
+        id: String,
+    },
+}
+
+impl Owner {
+    /// Parses a lease file's content.
+    pub fn parse(content: &str) -> Owner {
+        let content = content.trim();
+        match content.split_once(LINE_BREAK) {
+            Some((id, ifname)) => Owner::Attachment {
+                id: id.to_owned(),
+                ifname: ifname.to_owned(),
+            },
+            None => Owner::Legacy {
+                id: content.to_owned(),
+            },
+        }
+    }
+
+    /// Whether this is exactly the attachment (`id`, `ifname`); `id` is trimmed as host-local does.
+    pub fn is_attachment(&self, id: &str, ifname: &str) -> bool {
+        matches!(self, Owner::Attachment { id: i, ifname: n } if i == id.trim() && n == ifname)
+    }
+
+    /// Whether this is a legacy lease of container `id`.
+    pub fn is_legacy_of(&self, id: &str) -> bool {
+        matches!(self, Owner::Legacy { id: i } if i == id.trim())
+    }
+}
+
+/// One lease file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// The leased address (the file name).
+    pub ip: IpAddr,
+    /// The file name exactly as found.
+    pub file_name: String,
+    /// Its holder.
+    pub owner: Owner,
+}
+
+/// The network directory with its lock held.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    dir_file: File,
+    _lock: Flock<File>,
+}
+
+impl Store {
+    /// Creates `<dataDir>/<network>` if needed (mode 0755) and takes the lock, waiting for it.
+    ///
+    /// # Errors
+    /// [`IpamError::Store`] naming the directory or lock file and the OS error.
+    pub fn open(loc: &StoreLocation) -> Result<Store, IpamError> {
+        let dir = loc.data_dir.join(&loc.name);
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&dir)
+            .map_err(|e| IpamError::store("create directory", &dir, e))?;
+        Store::lock(dir)
+    }
+
+    /// Like [`Store::open`], but `None` when the network directory does not exist (DEL and GC
+    /// have nothing to do then and must not create it).
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_existing(loc: &StoreLocation) -> Result<Option<Store>, IpamError> {
+        let dir = loc.data_dir.join(&loc.name);
+        match fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => Store::lock(dir).map(Some),
+            Ok(_) => Err(IpamError::store(
+                "open directory",
+                &dir,
+                io::Error::from_raw_os_error(Errno::ENOTDIR as i32),
+            )),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(IpamError::store("open directory", &dir, e)),
+        }
+    }
+
+    fn lock(dir: PathBuf) -> Result<Store, IpamError> {
+        let dir_file = File::open(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| IpamError::store("open lock file", &lock_path, e))?;
+        let lock = loop {
+            match Flock::lock(file, FlockArg::LockExclusive) {
+                Ok(l) => break l,
+                Err((f, Errno::EINTR)) => file = f,
+                Err((_, errno)) => {
+                    return Err(IpamError::store(
+                        "lock",
+                        &lock_path,
+                        io::Error::from_raw_os_error(errno as i32),
+                    ))
+                }
+            }
+        };
+        Ok(Store {
+            dir,
+            dir_file,
+            _lock: lock,
+        })
+    }
+
+    /// The network directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Removes temp files left by tern-ipam processes killed mid-write. Safe only because the
+    /// lock is held: no live tern-ipam is writing.
+    pub fn sweep_temps(&self) {
+        tern_cni::fs::remove_stale_temps(&self.dir);
+    }
+
+    /// Every lease, ordered by file name (host-local walks the directory in that order). Files
+    /// whose name is not an address (`lock`, `last_reserved_ip.*`, temp files) are not leases;
+    /// unreadable files are skipped, as host-local does.
+    ///
+    /// # Errors
+    /// [`IpamError::Store`] when the directory cannot be listed.
+    pub fn leases(&self) -> Result<Vec<Lease>, IpamError> {
+        let entries =
+            fs::read_dir(&self.dir).map_err(|e| IpamError::store("list", &self.dir, e))?;
+        let mut names: Vec<(String, IpAddr)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let ip = name.parse::<IpAddr>().ok()?;
+                Some((name, ip))
+            })
+            .collect();
+        names.sort();
+        let mut leases = Vec::with_capacity(names.len());
+        for (file_name, ip) in names {
+            let path = self.dir.join(&file_name);
+            match fs::read_to_string(&path) {
+                Ok(content) => leases.push(Lease {
+                    ip,
+                    file_name,
+                    owner: Owner::parse(&content),
+                }),
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "unreadable lease skipped")
+                }
+            }
+        }
+        Ok(leases)
+    }
+
+    /// Reserves `ip` for (`id`, `ifname`) from range set `range_set`: `Ok(false)` when the address
+    /// is already leased. On success also records `ip` in `last_reserved_ip.<range_set>`.
+    ///
+    /// # Errors
+    /// [`IpamError::Store`] when the lease cannot be written; nothing is left behind then.
+    pub fn reserve(
+        &self,
+        ip: IpAddr,
+        id: &str,
+        ifname: &str,
+        range_set: usize,
+    ) -> Result<bool, IpamError> {
+        let name = ip.to_string();
+        let tmp_name = format!(
+            "{LEASE_TEMP_PREFIX}{}-{}",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let tmp = self.dir.join(&tmp_name);
+        let content = format!("{}{LINE_BREAK}{ifname}", id.trim());
+        let written = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(content.as_bytes())?;
+            f.sync_all()
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(IpamError::store("write lease", &tmp, e));
+        }
+        let placed = self.place_no_replace(&tmp_name, &name);
+        let _ = tern_cni::fs::remove_if_exists(&tmp);
+        match placed {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(e) => return Err(IpamError::store("create lease", self.dir.join(&name), e)),
+        }
+        let last = format!("{LAST_RESERVED_PREFIX}{range_set}");
+        if let Err(e) = self.replace_unsynced(&last, name.as_bytes()) {
+            // The lease stands; losing the round-robin cursor only restarts the scan.
+            tracing::warn!(file = %last, error = %e, "cannot record last reserved address");
+        }
+        Ok(true)
+    }
+
+    /// Replaces `file` with `data` by temp file and rename, without fsync: a reader sees the old
+    /// or the new content, never a torn one. Used for `last_reserved_ip.*` only, whose loss after
+    /// a power failure is harmless (an unreadable or stale cursor only moves where the round-robin
+    /// scan starts), so it does not pay for durability.
+    fn replace_unsynced(&self, file: &str, data: &[u8]) -> io::Result<()> {
+        let tmp = self.dir.join(format!(
+            ".{file}.tmp-{}-{}",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let result = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(data))
+            .and_then(|()| fs::rename(&tmp, self.dir.join(file)));
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result
+    }
+
+    /// Moves `tmp` to `name` unless `name` exists: `Ok(false)` then. `tmp` may remain (a hard
+    /// link fallback); the caller removes it.
+    fn place_no_replace(&self, tmp: &str, name: &str) -> io::Result<bool> {
+        match renameat2(
+            &self.dir_file,
+            tmp,
+            &self.dir_file,
+            name,
+            RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => Ok(true),
+            Err(Errno::EEXIST) => Ok(false),
+            // Filesystems without RENAME_NOREPLACE: link(2) refuses to replace as well.
+            Err(Errno::EINVAL) | Err(Errno::ENOSYS) => {
+                match fs::hard_link(self.dir.join(tmp), self.dir.join(name)) {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(errno) => Err(io::Error::from_raw_os_error(errno as i32)),
+        }
+    }
+
+    /// The address recorded in `last_reserved_ip.<range_set>`, if readable.
+    pub fn last_reserved_ip(&self, range_set: usize) -> Option<IpAddr> {
+        let p = self.dir.join(format!("{LAST_RESERVED_PREFIX}{range_set}"));
+        fs::read_to_string(p).ok()?.trim().parse().ok()
+    }
+
+    /// Removes the lease file of `lease`; already gone counts as success.
+    ///
+    /// # Errors
+    /// [`IpamError::Store`] for any other failure.
+    pub fn remove(&self, lease_file: &str) -> Result<(), IpamError> {
+        let p = self.dir.join(lease_file);
+        tern_cni::fs::remove_if_exists(&p).map_err(|e| IpamError::store("remove", &p, e))
+    }
+
+    /// The leases of (`id`, `ifname`); when there are none, the legacy leases of `id`
+    /// (host-local's `FindByID` / `ReleaseByID` order).
+    ///
+    /// # Errors
+    /// As [`Store::leases`].
+    pub fn leases_of(&self, id: &str, ifname: &str) -> Result<Vec<Lease>, IpamError> {
+        let all = self.leases()?;
+        let exact: Vec<Lease> = all
+            .iter()
+            .filter(|l| l.owner.is_attachment(id, ifname))
+            .cloned()
+            .collect();
+        if !exact.is_empty() {
+            return Ok(exact);
+        }
+        Ok(all
+            .into_iter()
+            .filter(|l| l.owner.is_legacy_of(id))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loc(dir: &Path) -> StoreLocation {
+        StoreLocation {
+            name: "net1".into(),
+            data_dir: dir.to_path_buf(),
+        }
+    }
+
+    #[test]
+    fn lease_files_are_host_locals_format() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(&loc(tmp.path())).unwrap();
+        let ip: IpAddr = "10.1.2.3".parse().unwrap();
+        assert!(s.reserve(ip, " c1 ", "eth0", 2).unwrap());
+        let dir = tmp.path().join("net1");
+        assert_eq!(fs::read(dir.join("10.1.2.3")).unwrap(), b"c1\r\neth0");
+        assert_eq!(
+            fs::read(dir.join("last_reserved_ip.2")).unwrap(),
+            b"10.1.2.3"
+        );
+        assert!(dir.join("lock").is_file());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(dir.join("10.1.2.3"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "lease is private: {mode:o}");
+        assert!(!s.reserve(ip, "c2", "eth0", 2).unwrap(), "taken");
+        assert_eq!(
+            fs::read(dir.join("10.1.2.3")).unwrap(),
+            b"c1\r\neth0",
+            "not replaced"
+        );
+        let v6: IpAddr = "2001:db8::5".parse().unwrap();
+        assert!(s.reserve(v6, "c1", "net1", 0).unwrap());
+        assert!(dir.join("2001:db8::5").is_file());
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "10.1.2.3",
+                "2001:db8::5",
+                "last_reserved_ip.0",
+                "last_reserved_ip.2",
+                "lock"
+            ],
+            "no temp file left"
+        );
+        assert_eq!(s.last_reserved_ip(2), Some(ip));
+        assert_eq!(s.last_reserved_ip(7), None);
+    }
+
+    #[test]
+    fn owners_and_legacy_lookup() {
+        assert_eq!(
+            Owner::parse("abc\r\neth0\n"),
+            Owner::Attachment {
+                id: "abc".into(),
+                ifname: "eth0".into()
+            }
+        );
+        assert_eq!(Owner::parse(" abc \n"), Owner::Legacy { id: "abc".into() });
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(&loc(tmp.path())).unwrap();
+        let dir = s.dir().to_path_buf();
+        fs::write(dir.join("10.0.0.2"), "c1\r\neth0").unwrap();
+        fs::write(dir.join("10.0.0.3"), "c1\r\neth1").unwrap();
+        fs::write(dir.join("10.0.0.4"), "c1").unwrap();
+        fs::write(dir.join("10.0.0.5"), "c2").unwrap();
+        fs::write(dir.join("not-an-ip"), "c1\r\neth0").unwrap();
+        fs::write(dir.join("last_reserved_ip.0"), "c1").unwrap();
+        let ips = |v: Vec<Lease>| v.into_iter().map(|l| l.file_name).collect::<Vec<_>>();
+        assert_eq!(ips(s.leases_of("c1", "eth0").unwrap()), ["10.0.0.2"]);
+        assert_eq!(
+            ips(s.leases_of("c1", "eth9").unwrap()),
+            ["10.0.0.4"],
+            "legacy fallback"
+        );
+        assert_eq!(ips(s.leases_of("c2", "eth0").unwrap()), ["10.0.0.5"]);
+        assert!(s.leases_of("c3", "eth0").unwrap().is_empty());
+        assert_eq!(s.leases().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn stale_temps_are_swept_and_never_leases() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = Store::open(&loc(tmp.path())).unwrap();
+        let stale = s.dir().join(".tern-lease.tmp-999999-0");
+        fs::write(&stale, "c1\r\neth0").unwrap();
+        assert!(s.leases().unwrap().is_empty());
+        s.sweep_temps();
+        assert!(!stale.exists());
+    }
+
+    #[test]
+    fn open_existing_does_not_create() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(Store::open_existing(&loc(tmp.path())).unwrap().is_none());
+        assert!(!tmp.path().join("net1").exists());
+        drop(Store::open(&loc(tmp.path())).unwrap());
+        assert!(Store::open_existing(&loc(tmp.path())).unwrap().is_some());
+    }
+}
