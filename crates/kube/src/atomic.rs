@@ -5,69 +5,28 @@
 //! content, never a partial file; the new file has exactly the requested mode (umask does not
 //! apply); on any error the temp file is removed and the target is untouched.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 use crate::error::KubeError;
 
-static COUNTER: AtomicU64 = AtomicU64::new(0);
-
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> KubeError + 'a {
-    move |source| KubeError::Io {
-        op,
-        path: path.to_owned(),
-        source,
-    }
-}
-
-/// Replaces `path` with `contents` atomically, with permission bits `mode` (e.g. `0o600`).
+/// Replaces `path` with `contents` atomically, with permission bits `mode` (e.g. `0o600`), through
+/// the project's one implementation, [`tern_cni::fs::write_atomic`].
 ///
 /// # Errors
-/// [`KubeError::Io`] naming the operation and file when any step fails (no parent directory,
-/// no space, permission denied, ...). The target is then unchanged.
+/// [`KubeError::Io`] naming the file when any step fails (no parent directory, no space,
+/// permission denied, ...). The target is then unchanged.
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), KubeError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{name}.tmp.{}.{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)
-            .map_err(io("create", &tmp))?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(io("chmod", &tmp))?;
-        f.write_all(contents).map_err(io("write", &tmp))?;
-        f.sync_all().map_err(io("fsync", &tmp))?;
-        drop(f);
-        std::fs::rename(&tmp, path).map_err(io("rename", path))?;
-        File::open(&dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io("fsync", &dir))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    tern_cni::fs::write_atomic(path, contents, mode).map_err(|source| KubeError::Io {
+        op: "replace",
+        path: path.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn writes_with_mode_and_replaces() {
