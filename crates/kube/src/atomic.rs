@@ -54,7 +54,7 @@ mod tests {
         std::fs::write(target.join("x"), "keep").unwrap();
         // Renaming a file over a non-empty directory fails.
         let e = write_atomic(&target, b"new", 0o600).unwrap_err();
-        assert!(e.to_string().contains("rename"), "{e}");
+        assert!(e.to_string().contains("replace /"), "{e}");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
         assert!(write_atomic(Path::new("/nonexistent-dir/x"), b"x", 0o600).is_err());
     }
