@@ -211,25 +211,7 @@ fn bind_socket(path: &std::path::Path) -> anyhow::Result<UnixListener> {
 /// # Errors
 /// Reading the credentials, the TokenRequest, or the write failed.
 pub fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
-    let token_path = cfg.sa_dir.join("token");
-    let ca_path = cfg.sa_dir.join("ca.crt");
-    let own = std::fs::read_to_string(&token_path).map_err(|source| KubeError::Io {
-        op: "read",
-        path: token_path,
-        source,
-    })?;
-    let ca = std::fs::read(&ca_path).map_err(|source| KubeError::Io {
-        op: "read",
-        path: ca_path,
-        source,
-    })?;
-    let client = Client::new(&ClientConfig {
-        source: cfg.sa_dir.clone(),
-        server: cfg.api_server.clone(),
-        trust: TlsTrust::CaPem(ca.clone()),
-        tls_server_name: None,
-        token: BearerToken::new(own),
-    })?;
+    let (client, ca) = in_cluster_client(cfg)?;
     let spec = TokenRequestSpec {
         audiences: Vec::new(),
         expiration_seconds: Some(i64::try_from(cfg.token_lifetime.as_secs()).unwrap_or(86_400)),
