@@ -396,8 +396,8 @@ pub fn cni_path_with(dir: &Path) -> String {
 
 /// Writes `test-script-ipam`, a *test-only* IPAM plugin in shell, into `dir`, and returns `dir`.
 ///
-/// It exists because Debian's host-local stops at cniVersion 1.0.0 and tern-ipam is not on this
-/// branch yet: it speaks 1.1.0 (VERSION, ADD, CHECK, DEL, STATUS, GC), appends every call as
+/// tern-ipam covers 1.1.0 for real; this stays for what only a call log can show (tern_v1_1.rs):
+/// it speaks 1.1.0 (VERSION, ADD, CHECK, DEL, STATUS, GC), appends every call as
 /// `<CNI_COMMAND> <stdin on one line>` to `dir/calls.log`, answers ADD with 10.99.0.50/24 and
 /// fd99::50/64 plus a route to 10.200.0.0/16 and a nameserver, answers STATUS with code 51 while
 /// `dir/unavailable` exists, and fails ADD with code 11 while `dir/fail-add` exists.
