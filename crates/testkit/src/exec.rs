@@ -172,7 +172,31 @@ impl RunOutput {
 
 /// `program`, or `ip netns exec <netns> program` when a netns is given. `ip netns exec` execs the
 /// program in place, so the child's pid (and process group) is the program's.
-fn command_in(netns: Option<&str>, program: &Path) -> Command {
+///
+/// With `etc_cni`, the whole thing runs in a private mount namespace (`unshare --mount
+/// --propagation private`) where that directory is bind-mounted over `/etc/cni`, so fixed paths
+/// such as tern-tuning's `/etc/cni/tuning/allowlist.conf` are per test: the machine's `/etc/cni`
+/// is never written and tests cannot race on it. `sh` execs the rest in place, so the pid is
+/// still the program's.
+fn command_in(netns: Option<&str>, program: &Path, etc_cni: Option<&Path>) -> Command {
+    let mut cmd = match etc_cni {
+        None => return command_in_netns(netns, program),
+        Some(dir) => {
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+                .arg("mount --bind \"$0\" /etc/cni && exec \"$@\"")
+                .arg(dir);
+            cmd
+        }
+    };
+    if let Some(ns) = netns {
+        cmd.args(["ip", "netns", "exec", ns]);
+    }
+    cmd.arg(program);
+    cmd
+}
+
+fn command_in_netns(netns: Option<&str>, program: &Path) -> Command {
     match netns {
         None => Command::new(program),
         Some(ns) => {
@@ -278,6 +302,7 @@ pub struct PluginCall {
     stdin: Vec<u8>,
     timeout: Duration,
     host_netns: Option<String>,
+    etc_cni: Option<PathBuf>,
 }
 
 impl PluginCall {
@@ -297,7 +322,15 @@ impl PluginCall {
             stdin: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             host_netns: None,
+            etc_cni: None,
         }
+    }
+
+    /// Runs the plugin with `dir` bind-mounted over `/etc/cni` in a private mount namespace
+    /// (e.g. a per-test `tuning/allowlist.conf`); the machine's `/etc/cni` is untouched.
+    pub fn etc_cni(mut self, dir: impl AsRef<Path>) -> Self {
+        self.etc_cni = Some(dir.as_ref().to_path_buf());
+        self
     }
 
     /// Runs the plugin inside the named netns (`ip netns exec <name> plugin`): the netns plays
@@ -373,7 +406,11 @@ impl PluginCall {
     /// The configured [`Command`] without stdin/stdout wiring, for tests that spawn it themselves
     /// (e.g. in its own process group to kill it midway).
     pub fn command(&self) -> Command {
-        let mut cmd = command_in(self.host_netns.as_deref(), &self.program);
+        let mut cmd = command_in(
+            self.host_netns.as_deref(),
+            &self.program,
+            self.etc_cni.as_deref(),
+        );
         cmd.env_clear();
         if let Some(path) = std::env::var_os("PATH") {
             cmd.env("PATH", path);
@@ -413,6 +450,7 @@ pub struct Cnitool {
     cap_args: Option<Value>,
     timeout: Duration,
     host_netns: Option<String>,
+    etc_cni: Option<PathBuf>,
 }
 
 impl Cnitool {
@@ -439,6 +477,7 @@ impl Cnitool {
             cap_args: None,
             timeout: DEFAULT_TIMEOUT,
             host_netns: None,
+            etc_cni: None,
         })
     }
 
@@ -532,6 +571,13 @@ impl Cnitool {
         self
     }
 
+    /// Runs cnitool (and every plugin it execs) with `dir` bind-mounted over `/etc/cni` in a
+    /// private mount namespace (e.g. a per-test `tuning/allowlist.conf`); `None` turns it off.
+    pub fn etc_cni(&mut self, dir: Option<&Path>) -> &mut Self {
+        self.etc_cni = dir.map(Path::to_path_buf);
+        self
+    }
+
     /// Runs cnitool (and so every plugin libcni execs) inside the named netns, which plays the
     /// node's root namespace; `None` runs it in the test's own netns.
     pub fn in_netns(&mut self, name: Option<&str>) -> &mut Self {
@@ -542,7 +588,11 @@ impl Cnitool {
     /// The configured [`Command`] for `verb` (`add`, `check`, `del`, `version`), for tests that
     /// spawn it themselves. `netns` is required for all verbs but `version`.
     pub fn command(&self, verb: &str, netns: Option<&Path>) -> Command {
-        let mut cmd = command_in(self.host_netns.as_deref(), &cnitool_path());
+        let mut cmd = command_in(
+            self.host_netns.as_deref(),
+            &cnitool_path(),
+            self.etc_cni.as_deref(),
+        );
         cmd.env_clear();
         if let Some(path) = std::env::var_os("PATH") {
             cmd.env("PATH", path);

@@ -54,6 +54,10 @@ pub enum Fault {
     },
     /// Read the request, then never answer (until the fault is cleared; the connection is then closed).
     Stall,
+    /// Read the request and hold it until the fault is cleared, then answer it normally: a slow
+    /// server whose answer arrives exactly when the test says (e.g. a TokenRequest in flight
+    /// while clients pile up behind it).
+    Hold,
 }
 
 /// One request as the server saw it.
@@ -900,6 +904,21 @@ fn serve(shared: &Shared, config: &Arc<rustls::ServerConfig>, tcp: TcpStream) {
                         .unwrap_or_else(|e| e.into_inner().0);
                 }
                 return;
+            }
+            Some(Fault::Hold) => {
+                while !shared.stop.load(Ordering::SeqCst)
+                    && matches!(s.fault, Some((ref part, Fault::Hold)) if fault_applies(part.as_deref(), &path))
+                {
+                    s = shared
+                        .wake
+                        .wait_timeout(s, Duration::from_millis(200))
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|e| e.into_inner().0);
+                }
+                if shared.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                handle(&mut s, &method, &path, &headers, &body)
             }
             Some(Fault::TooManyRequests { retry_after }) => too_many(retry_after),
             Some(Fault::Status(code)) => fault_response(code),

@@ -1,6 +1,6 @@
-//! Cases from real bug reports (shared/cases/README.md) for the main plugin: 01 (A, B), 03,
-//! 05 (A, B), 07 and 10, with the default chain C0 (tern, host-local 10.99.0.0/24, plus the
-//! followers in `Node::c0_followers` — tern-tuning joins there with one line). Needs root.
+//! Cases from real bug reports (shared/cases/README.md): 01 (A, B), 03, 05 (A, B), 07 and 10,
+//! with the default chain C0 (tern, host-local 10.99.0.0/24, then tern-tuning with the three TCP
+//! keepalive sysctls and a per-test `dataDir`, `Node::c0_followers`). Needs root.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,8 +15,6 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use tern_testkit::netns::TestNetns;
-
-const KEEPALIVE: &str = "net.ipv4.tcp_keepalive_time";
 
 fn c0_node(tag: &str) -> (Node, Value) {
     let mut node = Node::new(tag);
@@ -66,6 +64,7 @@ fn case_01a_del_after_netns_deleted() {
     let pod = node.pod("c01a");
     let add = node.tool.add(pod.path()).unwrap();
     ok(&add, "ADD");
+    assert_tuned(&pod);
     let addrs = result_addrs(add.json.as_ref().unwrap());
     let path = pod.path();
     drop(pod);
@@ -85,11 +84,14 @@ fn case_01b_del_with_empty_netns() {
     let pod = node.pod("c01b");
     let add = node.tool.add(pod.path()).unwrap();
     ok(&add, "ADD");
+    assert_tuned(&pod);
     let result = add.json.clone().unwrap();
     let addrs = result_addrs(&result);
     let cid = node.tool.get_container_id().to_owned();
     del_each(&node, &list, &cid, "", Some(&result));
     node.assert_nothing_left(&addrs);
+    // Without a netns path tern-tuning cannot restore (the pod's values stay as tuned, the
+    // netns is about to go); it drops its backup, which assert_nothing_left checks.
     drop(pod);
     del_each(&node, &list, &cid, "", Some(&result));
     node.assert_nothing_left(&addrs);
@@ -100,15 +102,28 @@ fn case_01b_del_with_empty_netns() {
 fn case_03_del_without_prev_result() {
     let (node, list) = c0_node("c03");
     let pod = node.pod("c03");
+    let before = keepalive_of(&pod);
     let add = node.tool.add(pod.path()).unwrap();
     ok(&add, "ADD");
+    assert_tuned(&pod);
     let addrs = result_addrs(add.json.as_ref().unwrap());
     let cid = node.tool.get_container_id().to_owned();
     let ns = pod.path().display().to_string();
     del_each(&node, &list, &cid, &ns, None);
     assert!(!pod.has_link("eth0"), "pod end left");
+    assert_eq!(keepalive_of(&pod), before, "tern-tuning did not restore");
     node.assert_nothing_left(&addrs);
     del_each(&node, &list, &cid, &ns, None);
+}
+
+/// C0's tern-tuning ran: the pod holds the configured keepalive values.
+fn assert_tuned(pod: &TestNetns) {
+    let want: Vec<String> = KEEPALIVE.iter().map(|(_, v)| (*v).to_owned()).collect();
+    assert_eq!(
+        keepalive_of(pod),
+        want,
+        "C0's keepalive not applied in the pod"
+    );
 }
 
 fn ifindex(ns: &TestNetns, dev: &str) -> u64 {
@@ -123,7 +138,11 @@ fn case_05a_ifname_taken() {
     let pod = node.pod("c05a");
     pod.add_veth("eth0", "other0");
     let before = ifindex(&pod, "eth0");
-    let keepalive = pod.sysctl(KEEPALIVE);
+    let keepalive = keepalive_of(&pod);
+    assert_ne!(
+        keepalive[0], KEEPALIVE[0].1,
+        "C0's value must differ from the default"
+    );
     let out = node.tool.add(pod.path()).unwrap();
     failed_with(&out, 100, "eth0 already exists", "ADD into a taken ifname");
     assert_eq!(
@@ -132,7 +151,7 @@ fn case_05a_ifname_taken() {
         "the existing eth0 was replaced"
     );
     assert_eq!(link_of(&pod, "eth0")["linkinfo"]["info_kind"], "veth");
-    assert_eq!(pod.sysctl(KEEPALIVE), keepalive, "a pod sysctl changed");
+    assert_eq!(keepalive_of(&pod), keepalive, "a pod sysctl changed");
     node.assert_nothing_left(&["10.99.0.2".parse().unwrap()]);
     // The runtime's DEL of the failed ADD must not take the foreign eth0 with it.
     ok(
@@ -146,18 +165,27 @@ fn case_05a_ifname_taken() {
     );
 }
 
-/// case-05 B: `"mtu": 70000`: ADD fails with code 7; nothing left; no pod sysctl changed.
+/// case-05 B: `"mtu": 70000`: ADD fails with code 7; nothing left (no tern-tuning backup either:
+/// tuning never ran); no pod sysctl changed.
 #[test]
 fn case_05b_mtu_70000() {
     let (mut node, mut list) = c0_node("c05b");
     list["plugins"][0]["mtu"] = json!(70000);
     node.tool.write_conflist(&list).unwrap();
     let pod = node.pod("c05b");
-    let keepalive = pod.sysctl(KEEPALIVE);
+    let keepalive = keepalive_of(&pod);
+    assert_ne!(
+        keepalive[0], KEEPALIVE[0].1,
+        "C0's value must differ from the default"
+    );
     let out = node.tool.add(pod.path()).unwrap();
     failed_with(&out, 7, "70000", "ADD with mtu 70000");
     assert!(!pod.has_link("eth0"));
-    assert_eq!(pod.sysctl(KEEPALIVE), keepalive);
+    assert_eq!(keepalive_of(&pod), keepalive, "a pod sysctl changed");
+    assert!(
+        !node.tuning_dir().exists(),
+        "tern-tuning ran: its dataDir was created"
+    );
     node.assert_nothing_left(&["10.99.0.2".parse().unwrap()]);
 }
 
@@ -168,6 +196,7 @@ fn case_05b_mtu_70000() {
 fn case_07_add_killed_midway() {
     let (mut node, _) = c0_node("c07");
     let pod = node.pod("c07");
+    let keepalive = keepalive_of(&pod);
     let t0 = Instant::now();
     let mut completed = 0;
     let mut libcni_corrupt_caches = 0;
@@ -219,6 +248,11 @@ fn case_07_add_killed_midway() {
             }
             ok(&del, &format!("DEL after a kill at {t} ms (sweep {sweep})"));
             assert!(!pod.has_link("eth0"), "pod end left after DEL ({t} ms)");
+            assert_eq!(
+                keepalive_of(&pod),
+                keepalive,
+                "pod keepalive not restored after a kill at {t} ms"
+            );
             host_local_torn += remove_torn_reservations(&node);
             node.assert_nothing_left(
                 &(2..12)
@@ -244,8 +278,10 @@ fn case_07_add_killed_midway() {
     assert!(completed < 35, "every ADD finished before its kill");
 }
 
-/// case-10: `CNI_NETNS` is the plugin's own netns: ADD and DEL are refused with code 8 before any
-/// change; the host link `brt-dummy0` is intact.
+/// case-10: `CNI_NETNS` is the plugin's own netns: tern's ADD and DEL and tern-tuning's ADD (with
+/// a keepalive sysctl and a valid prevResult, so only the netns can be the reason) are refused
+/// with code 8 before any change; the host link `brt-dummy0` is intact, the host's keepalive
+/// unchanged.
 #[test]
 fn case_10_own_netns_refused() {
     let (node, list) = c0_node("c10");
@@ -254,7 +290,12 @@ fn case_10_own_netns_refused() {
         .ip(&["addr", "add", "198.51.100.7/24", "dev", "brt-dummy0"]);
     let before = link_of(&node.host, "brt-dummy0");
     let addrs_before = addrs_of(&node.host, "brt-dummy0");
-    let keepalive = node.host.sysctl(KEEPALIVE);
+    let keepalive = keepalive_of(&node.host);
+    let machine = machine_keepalive();
+    assert_ne!(
+        keepalive[0], KEEPALIVE[0].1,
+        "C0's value must differ from the host's"
+    );
     let conf = Node::plugin_conf(&list, 0);
     for (verb, ifname) in [
         ("ADD", "eth0"),
@@ -276,6 +317,33 @@ fn case_10_own_netns_refused() {
             &format!("{verb} {ifname} in own netns"),
         );
     }
+    // tern-tuning, with a prevResult naming brt-dummy0 in "the pod" (really the host).
+    let mut tconf = Node::plugin_conf(&list, 1);
+    tconf["prevResult"] = json!({
+        "cniVersion": "1.0.0",
+        "interfaces": [{"name": "brt-dummy0", "sandbox": "/proc/self/ns/net"}],
+        "ips": [{"interface": 0, "address": "198.51.100.7/24"}],
+    });
+    for ifname in ["brt-dummy0", "eth0"] {
+        let out = node
+            .call("tern-tuning", "ADD")
+            .netns("/proc/self/ns/net")
+            .ifname(ifname)
+            .netconf(&tconf)
+            .unwrap()
+            .run()
+            .unwrap();
+        failed_with(
+            &out,
+            8,
+            "should not be the same",
+            &format!("tern-tuning ADD {ifname} in own netns"),
+        );
+    }
+    assert!(
+        !node.tuning_dir().exists(),
+        "tern-tuning wrote a backup for a refused ADD"
+    );
     // Through libcni as well: the plugin resolves /proc/self in its own process.
     let out = node.tool.add("/proc/self/ns/net").unwrap();
     failed_with(
@@ -293,7 +361,16 @@ fn case_10_own_netns_refused() {
         addrs_before,
         "brt-dummy0 addresses changed"
     );
-    assert_eq!(node.host.sysctl(KEEPALIVE), keepalive);
+    assert_eq!(
+        keepalive_of(&node.host),
+        keepalive,
+        "the host's keepalive changed"
+    );
+    assert_eq!(
+        machine_keepalive(),
+        machine,
+        "the machine's keepalive changed"
+    );
     node.assert_nothing_left(&["10.99.0.2".parse().unwrap()]);
 }
 

@@ -13,9 +13,8 @@ use serde_json::{json, Value};
 use tern_testkit::exec::conflist;
 use tern_testkit::netns::TestNetns;
 
-/// The plugins under test. tern-tuning joins with one line once it is on this branch:
-/// `"tern-tuning",`
-const PLUGINS: &[&str] = &["tern"];
+/// The plugins under test.
+const PLUGINS: &[&str] = &["tern", "tern-tuning"];
 
 /// Every version the tern plugins support, as VERSION must list them.
 const SUPPORTED: [&str; 5] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
@@ -24,10 +23,7 @@ const SUPPORTED: [&str; 5] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
 fn plugin_obj(node: &Node, plugin: &str) -> Value {
     match plugin {
         "tern" => node.tern(Fam::V4.ranges()),
-        "tern-tuning" => json!({
-            "type": "tern-tuning",
-            "sysctl": {"net.ipv4.tcp_keepalive_time": "600"},
-        }),
+        "tern-tuning" => node.tuning(json!({"net.ipv4.tcp_keepalive_time": "600"})),
         other => panic!("no netconf for {other}"),
     }
 }

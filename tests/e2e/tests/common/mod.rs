@@ -27,6 +27,41 @@ pub const C0_SUBNET: &str = "10.99.0.0/24";
 /// The IPv6 subnet used for IPv6 and dual-stack tests.
 pub const V6_SUBNET: &str = "fd99::/64";
 
+/// C0's TCP keepalive sysctls (as in `cni-conf-examples/10-tern.conflist`): key, value.
+pub const KEEPALIVE: [(&str, &str); 3] = [
+    ("net.ipv4.tcp_keepalive_time", "600"),
+    ("net.ipv4.tcp_keepalive_intvl", "60"),
+    ("net.ipv4.tcp_keepalive_probes", "5"),
+];
+
+/// [`KEEPALIVE`] as a tern-tuning `sysctl` object.
+pub fn keepalive_sysctls() -> Value {
+    Value::Object(
+        KEEPALIVE
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), json!(v)))
+            .collect(),
+    )
+}
+
+/// The keepalive values currently in `ns`, in [`KEEPALIVE`] order.
+pub fn keepalive_of(ns: &TestNetns) -> Vec<String> {
+    KEEPALIVE.iter().map(|(k, _)| ns.sysctl(k)).collect()
+}
+
+/// The keepalive values of the test process's own netns (the machine's), in [`KEEPALIVE`] order.
+pub fn machine_keepalive() -> Vec<String> {
+    KEEPALIVE
+        .iter()
+        .map(|(k, _)| {
+            std::fs::read_to_string(format!("/proc/sys/{}", k.replace('.', "/")))
+                .unwrap()
+                .trim()
+                .to_owned()
+        })
+        .collect()
+}
+
 /// The host veth name tern must use: `tern` + 11 hex of sha256(containerID NUL ifname).
 /// Computed here independently of the plugin, so a change of scheme fails the tests.
 pub fn host_veth(container_id: &str, ifname: &str) -> String {
@@ -128,11 +163,38 @@ impl Node {
         })
     }
 
-    /// Plugins that follow tern in chain C0.
-    // tern-tuning joins here (one line) once it is on this branch:
-    // json!({"type": "tern-tuning", "sysctl": {"net.ipv4.tcp_keepalive_time": "600", ...}}),
+    /// tern-tuning's `dataDir` (its backup files).
+    pub fn tuning_dir(&self) -> PathBuf {
+        self.tool.scratch().join("tuning")
+    }
+
+    /// A tern-tuning plugin object with `sysctl` and this node's `dataDir`.
+    pub fn tuning(&self, sysctl: Value) -> Value {
+        json!({"type": "tern-tuning", "sysctl": sysctl, "dataDir": self.tuning_dir()})
+    }
+
+    /// Plugins that follow tern in chain C0: tern-tuning with the three TCP keepalive sysctls.
     pub fn c0_followers(&self) -> Vec<Value> {
-        vec![]
+        vec![self.tuning(keepalive_sysctls())]
+    }
+
+    /// Writes `lines` as `tuning/allowlist.conf` under a private `/etc/cni` stand-in and makes
+    /// every libcni run of this node bind-mount it over `/etc/cni` (see `Cnitool::etc_cni`);
+    /// returns the stand-in. `None` makes `allowlist.conf` a directory.
+    pub fn private_allowlist(&mut self, lines: Option<&[&str]>) -> PathBuf {
+        let etc = self.tool.scratch().join("etc-cni");
+        let tuning = etc.join("tuning");
+        std::fs::create_dir_all(etc.join("net.d")).unwrap();
+        std::fs::create_dir_all(&tuning).unwrap();
+        let file = tuning.join("allowlist.conf");
+        let _ = std::fs::remove_file(&file);
+        let _ = std::fs::remove_dir(&file);
+        match lines {
+            Some(l) => std::fs::write(&file, l.join("\n") + "\n").unwrap(),
+            None => std::fs::create_dir(&file).unwrap(),
+        }
+        self.tool.etc_cni(Some(&etc));
+        etc
     }
 
     /// Chain C0 at `version`: tern (host-local, 10.99.0.0/24), then [`Node::c0_followers`].
@@ -196,6 +258,8 @@ impl Node {
         );
         let state = files_under(&self.state_dir());
         assert!(state.is_empty(), "tern state files left: {state:?}");
+        let backups = files_under(&self.tuning_dir());
+        assert!(backups.is_empty(), "tern-tuning backups left: {backups:?}");
         let temps: Vec<PathBuf> = files_under(self.tool.scratch())
             .into_iter()
             .filter(|p| file_name(p).contains(".tmp"))
@@ -332,8 +396,8 @@ pub fn cni_path_with(dir: &Path) -> String {
 
 /// Writes `test-script-ipam`, a *test-only* IPAM plugin in shell, into `dir`, and returns `dir`.
 ///
-/// It exists because Debian's host-local stops at cniVersion 1.0.0 and tern-ipam is not on this
-/// branch yet: it speaks 1.1.0 (VERSION, ADD, CHECK, DEL, STATUS, GC), appends every call as
+/// tern-ipam covers 1.1.0 for real; this stays for what only a call log can show (tern_v1_1.rs):
+/// it speaks 1.1.0 (VERSION, ADD, CHECK, DEL, STATUS, GC), appends every call as
 /// `<CNI_COMMAND> <stdin on one line>` to `dir/calls.log`, answers ADD with 10.99.0.50/24 and
 /// fd99::50/64 plus a route to 10.200.0.0/16 and a nameserver, answers STATUS with code 51 while
 /// `dir/unavailable` exists, and fails ADD with code 11 while `dir/fail-add` exists.
