@@ -24,3 +24,52 @@ pub use error::CriError;
 pub mod proto {
     tonic::include_proto!("runtime.v1");
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use prost::Message;
+
+    use crate::proto::{
+        LinuxPodSandboxConfig, PodSandboxConfig, PodSandboxMetadata, PodSandboxStatusRequest,
+        RunPodSandboxRequest,
+    };
+
+    /// The wire bytes carry upstream's field numbers (k8s.io/cri-api runtime/v1/api.proto):
+    /// a wrong number here would make containerd read the pod's name as its UID.
+    #[test]
+    fn messages_encode_with_the_upstream_field_numbers() {
+        let meta = PodSandboxMetadata {
+            name: "n".into(),
+            uid: "u".into(),
+            namespace: "s".into(),
+            attempt: 1,
+        };
+        // name = 1, uid = 2, namespace = 3 (length-delimited), attempt = 4 (varint).
+        assert_eq!(
+            meta.encode_to_vec(),
+            [0x0a, 1, b'n', 0x12, 1, b'u', 0x1a, 1, b's', 0x20, 1]
+        );
+        let req = RunPodSandboxRequest {
+            config: Some(PodSandboxConfig {
+                metadata: Some(PodSandboxMetadata::default()),
+                linux: Some(LinuxPodSandboxConfig {
+                    cgroup_parent: "/p".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            runtime_handler: "h".into(),
+        };
+        // config = 1 { metadata = 1 {}, linux = 8 { cgroup_parent = 1 } }, runtime_handler = 2.
+        assert_eq!(
+            req.encode_to_vec(),
+            [0x0a, 8, 0x0a, 0, 0x42, 4, 0x0a, 2, b'/', b'p', 0x12, 1, b'h']
+        );
+        let st = PodSandboxStatusRequest {
+            pod_sandbox_id: "i".into(),
+            verbose: true,
+        };
+        assert_eq!(st.encode_to_vec(), [0x0a, 1, b'i', 0x10, 1]);
+    }
+}
