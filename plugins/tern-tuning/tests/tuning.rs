@@ -762,3 +762,37 @@ fn validate_explicit_missing_allowlist_is_an_error() {
     assert_eq!(o.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains(list.to_str().unwrap()), "{stdout}");
 }
+
+/// The one case DEL keeps the backup and fails: a *valid* entry the kernel refuses on a sysctl
+/// that still exists. The other entries are restored anyway; once the entry is fixed, a retried
+/// DEL finishes and removes the backup.
+#[test]
+fn del_keeps_backup_when_a_valid_restore_fails() {
+    let e = env("tt-keep", "eth0");
+    let before = e.pod_sysctl("net.ipv4.tcp_keepalive_time");
+    let conf = e.conf(
+        "1.0.0",
+        json!({"sysctl": {"net.ipv4.tcp_keepalive_time": "610", "net.ipv4.tcp_fin_timeout": "20"}}),
+    );
+    assert_eq!(e.add(&conf).status, 0);
+    let mut saved: Value =
+        serde_json::from_slice(&std::fs::read(e.backup_file()).unwrap()).unwrap();
+    let good = saved["sysctl"].clone();
+    // A well-formed value the kernel rejects (EINVAL).
+    saved["sysctl"][1] = json!(["net.ipv4.tcp_fin_timeout", "soon"]);
+    std::fs::write(e.backup_file(), serde_json::to_vec(&saved).unwrap()).unwrap();
+    let out = e.del(&conf);
+    assert_eq!(out.code(), Some(5), "{}", out.msg());
+    assert!(
+        out.msg().contains("net.ipv4.tcp_fin_timeout") && out.msg().contains("kept"),
+        "{}",
+        out.msg()
+    );
+    assert_eq!(e.pod_sysctl("net.ipv4.tcp_keepalive_time"), before);
+    assert!(e.backup_file().exists());
+
+    saved["sysctl"] = good;
+    std::fs::write(e.backup_file(), serde_json::to_vec(&saved).unwrap()).unwrap();
+    assert_eq!(e.del(&conf).status, 0);
+    assert!(!e.backup_file().exists());
+}
