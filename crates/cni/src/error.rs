@@ -44,6 +44,9 @@ pub mod code {
     pub const STATE_IO: u32 = 104;
     /// tern: the API server refused a permission (403); fix the RBAC, retrying will not help.
     pub const API_FORBIDDEN: u32 = 105;
+    /// tern: CHECK found the attachment different from what ADD made; the message names each
+    /// difference with its expected and current value.
+    pub const CHECK_MISMATCH: u32 = 106;
 }
 
 /// A CNI error result. `msg` is lower-case without a trailing period; `details` is optional.

@@ -11,8 +11,9 @@ use tern_net::sysctl::{self, SysctlKey};
 use crate::config::TuningConf;
 use crate::TuningPlugin;
 
-/// Code used when the pod's state differs from the configuration.
-pub const CHECK_MISMATCH: u32 = code::IO_FAILURE;
+/// Code used when the pod's state differs from the configuration: 106, not 5 (an I/O failure
+/// is something else; a runtime may want to tell "broken" from "drifted").
+pub const CHECK_MISMATCH: u32 = code::CHECK_MISMATCH;
 
 fn words(s: &str) -> Vec<&str> {
     s.split_whitespace().collect()
@@ -21,8 +22,9 @@ fn words(s: &str) -> Vec<&str> {
 /// Runs CHECK.
 ///
 /// # Errors
-/// Code 7 when prevResult is missing or the configuration is invalid; code 5 naming every
-/// mismatch with its expected and current value, or a missing interface.
+/// Code 7 when prevResult is missing or the configuration is invalid; code 106
+/// ([`code::CHECK_MISMATCH`]) naming every mismatch with its expected and current value, or a
+/// missing interface.
 pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
     let ifname = input.ifname.as_str();
     let conf = TuningConf::from_netconf(&input.config, &input.args)?;

@@ -18,6 +18,31 @@ use tern_net::sysctl::{Allowlist, SysctlKey, SysctlValue};
 /// Backup directory when `dataDir` is absent (the reference's default).
 pub const DEFAULT_DATA_DIR: &str = "/run/cni/tuning";
 
+/// The lowest MTU an Ethernet-like link accepts (the kernel's `ETH_MIN_MTU`; IPv4 needs 68).
+pub const MIN_MTU: u32 = 68;
+
+/// The highest MTU an Ethernet-like link accepts (the kernel's `ETH_MAX_MTU`, veth's maximum).
+pub const MAX_MTU: u32 = 65535;
+
+/// `dataDir` of the netconf: `Ok(None)` when absent, `null` or empty (the default applies).
+fn data_dir_of(conf: &NetConf) -> Result<Option<PathBuf>, String> {
+    let top = normalized(&conf.raw);
+    Ok(get_string(&top, "dataDir", "")?
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from))
+}
+
+/// The backup directory for DEL, which needs nothing else from the netconf: `dataDir`, or
+/// [`DEFAULT_DATA_DIR`] when absent, `null` or empty. Every other field is ignored, however
+/// malformed (CNI spec "DEL": complete without error even if resources are missing).
+///
+/// # Errors
+/// The message for a `dataDir` that is not a string; an ADD with such a netconf failed before it
+/// wrote anything, so DEL has nothing to restore.
+pub fn data_dir_for_del(conf: &NetConf) -> Result<PathBuf, String> {
+    Ok(data_dir_of(conf)?.unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)))
+}
+
 /// The tuning keys, in their reference spelling (matched case-insensitively, as Go does).
 pub const TUNING_KEYS: &[&str] = &[
     "sysctl", "mac", "mtu", "promisc", "allmulti", "txQLen", "dataDir",
@@ -79,60 +104,67 @@ fn decode_err(msg: impl fmt::Display) -> Error {
     Error::decode(format!("failed to load netconf: {msg}"))
 }
 
-fn get_bool(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<bool>, Error> {
+fn get_bool(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<bool>, String> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(other) => Err(decode_err(format!(
-            "{at}{key} must be a boolean, got {other}"
-        ))),
+        Some(other) => Err(format!("{at}{key} must be a boolean, got {other}")),
     }
 }
 
-fn get_u32(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<u32>, Error> {
+fn get_u32(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<u32>, String> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
             .as_u64()
             .and_then(|v| u32::try_from(v).ok())
             .map(Some)
-            .ok_or_else(|| {
-                decode_err(format!(
-                    "{at}{key} must be an integer from 0 to 4294967295, got {n}"
-                ))
-            }),
-        Some(other) => Err(decode_err(format!(
-            "{at}{key} must be a number, got {other}"
-        ))),
+            .ok_or_else(|| format!("{at}{key} must be an integer from 0 to 4294967295, got {n}")),
+        Some(other) => Err(format!("{at}{key} must be a number, got {other}")),
     }
 }
 
-fn get_string(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>, Error> {
+fn get_string(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>, String> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(decode_err(format!(
-            "{at}{key} must be a string, got {other}"
-        ))),
+        Some(other) => Err(format!("{at}{key} must be a string, got {other}")),
     }
 }
 
-fn get_sysctl(map: &Map<String, Value>, at: &str) -> Result<Vec<(String, String)>, Error> {
+/// The sysctls with string values; every other entry is a problem pushed onto `problems`.
+fn get_sysctl(
+    map: &Map<String, Value>,
+    at: &str,
+    problems: &mut Vec<String>,
+) -> Vec<(String, String)> {
     match map.get("sysctl") {
-        None | Some(Value::Null) => Ok(Vec::new()),
+        None | Some(Value::Null) => Vec::new(),
         Some(Value::Object(m)) => m
             .iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => Ok((k.clone(), s.clone())),
-                other => Err(decode_err(format!(
-                    "{at}sysctl {k:?} must have a string value, got {other}"
-                ))),
+            .filter_map(|(k, v)| match v {
+                Value::String(s) => Some((k.clone(), s.clone())),
+                other => {
+                    problems.push(format!(
+                        "{at}sysctl {k:?} must have a string value, got {other}"
+                    ));
+                    None
+                }
             })
             .collect(),
-        Some(other) => Err(decode_err(format!(
-            "{at}sysctl must be an object, got {other}"
-        ))),
+        Some(other) => {
+            problems.push(format!("{at}sysctl must be an object, got {other}"));
+            Vec::new()
+        }
     }
+}
+
+/// `r`'s value, or `None` with its message pushed onto `problems`.
+fn keep<T>(r: Result<Option<T>, String>, problems: &mut Vec<String>) -> Option<T> {
+    r.unwrap_or_else(|m| {
+        problems.push(m);
+        None
+    })
 }
 
 fn normalized(map: &Map<String, Value>) -> Map<String, Value> {
@@ -147,53 +179,91 @@ impl TuningConf {
     ///
     /// # Errors
     /// Code 7 `duplicated sysctl keys are not allowed: <key>`; code 6 `failed to load netconf: …`
-    /// for a field of the wrong type; code 4 for unknown `CNI_ARGS` keys without `IgnoreUnknown`.
+    /// naming every field of the wrong type (see [`TuningConf::from_netconf_lenient`]); code 4
+    /// for unknown `CNI_ARGS` keys without `IgnoreUnknown`.
     pub fn from_netconf(conf: &NetConf, args: &CniArgs) -> Result<TuningConf, Error> {
         reject_duplicate_sysctl_keys(&conf.bytes)?;
         args.check_known(CNI_ARGS_KEYS)?;
+        let (out, problems) = TuningConf::from_netconf_lenient(conf, args);
+        if problems.is_empty() {
+            Ok(out)
+        } else {
+            Err(decode_err(problems.join("; ")))
+        }
+    }
+
+    /// Builds the configuration field by field, never stopping: a field of the wrong type is
+    /// left out (`None`, or the sysctl entry dropped) and described in the returned list, e.g.
+    /// `mtu must be an integer from 0 to 4294967295, got -5` or `args.cni.sysctl "k" must have a
+    /// string value, got 1`. Neither duplicated keys nor `CNI_ARGS` keys are checked here.
+    /// `validate` reports the whole list; [`TuningConf::from_netconf`] refuses a non-empty one.
+    pub fn from_netconf_lenient(conf: &NetConf, args: &CniArgs) -> (TuningConf, Vec<String>) {
+        let mut p = Vec::new();
         let top = normalized(&conf.raw);
         let mut out = TuningConf {
-            sysctl: get_sysctl(&top, "")?,
-            mac: get_string(&top, "mac", "")?,
-            mtu: get_u32(&top, "mtu", "")?.filter(|m| *m != 0),
-            promisc: get_bool(&top, "promisc", "")?,
-            allmulti: get_bool(&top, "allmulti", "")?,
-            txqlen: get_u32(&top, "txQLen", "")?,
-            data_dir: get_string(&top, "dataDir", "")?
-                .filter(|d| !d.is_empty())
-                .map(PathBuf::from)
+            sysctl: get_sysctl(&top, "", &mut p),
+            mac: keep(get_string(&top, "mac", ""), &mut p),
+            mtu: keep(get_u32(&top, "mtu", ""), &mut p).filter(|m| *m != 0),
+            promisc: keep(get_bool(&top, "promisc", ""), &mut p),
+            allmulti: keep(get_bool(&top, "allmulti", ""), &mut p),
+            txqlen: keep(get_u32(&top, "txQLen", ""), &mut p),
+            data_dir: keep(data_dir_of(conf), &mut p)
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
         };
         if let Some(mac) = args.get("MAC") {
             out.mac = Some(mac.to_string());
         }
         let rc = normalized(&conf.runtime_config);
-        if let Some(mac) = get_string(&rc, "mac", "runtimeConfig.")? {
+        if let Some(mac) = keep(get_string(&rc, "mac", "runtimeConfig."), &mut p) {
             out.mac = Some(mac);
         }
         let ac = normalized(&conf.args_cni);
-        for (k, v) in get_sysctl(&ac, "args.cni.")? {
+        for (k, v) in get_sysctl(&ac, "args.cni.", &mut p) {
             match out.sysctl.iter_mut().find(|(key, _)| *key == k) {
                 Some(slot) => slot.1 = v,
                 None => out.sysctl.push((k, v)),
             }
         }
-        if let Some(mac) = get_string(&ac, "mac", "args.cni.")? {
+        if let Some(mac) = keep(get_string(&ac, "mac", "args.cni."), &mut p) {
             out.mac = Some(mac);
         }
-        if let Some(b) = get_bool(&ac, "promisc", "args.cni.")? {
+        if let Some(b) = keep(get_bool(&ac, "promisc", "args.cni."), &mut p) {
             out.promisc = Some(b);
         }
-        if let Some(m) = get_u32(&ac, "mtu", "args.cni.")? {
+        if let Some(m) = keep(get_u32(&ac, "mtu", "args.cni."), &mut p) {
             out.mtu = Some(m).filter(|m| *m != 0);
         }
-        if let Some(b) = get_bool(&ac, "allmulti", "args.cni.")? {
+        if let Some(b) = keep(get_bool(&ac, "allmulti", "args.cni."), &mut p) {
             out.allmulti = Some(b);
         }
-        if let Some(q) = get_u32(&ac, "txQLen", "args.cni.")? {
+        if let Some(q) = keep(get_u32(&ac, "txQLen", "args.cni."), &mut p) {
             out.txqlen = Some(q);
         }
-        Ok(out)
+        (out, p)
+    }
+
+    /// Every value problem of the link attributes that can be known offline: the MAC
+    /// ([`parse_mac`]) and the MTU outside [`MIN_MTU`]`..=`[`MAX_MTU`]. Empty when fine.
+    ///
+    /// ADD does not apply the MTU bound itself: the range a link accepts depends on its type
+    /// (the kernel's `min_mtu`/`max_mtu`, e.g. 68..=65535 for veth), so ADD leaves it to the
+    /// kernel and rolls back on a rejection; no link type accepts a value outside this bound
+    /// except loopback's 65536, which tern-tuning does not tune.
+    pub fn link_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(Err(e)) = self.mac.as_deref().map(parse_mac) {
+            problems.push(if e.details.is_empty() {
+                e.msg
+            } else {
+                format!("{}: {}", e.msg, e.details)
+            });
+        }
+        if let Some(mtu) = self.mtu.filter(|m| !(MIN_MTU..=MAX_MTU).contains(m)) {
+            problems.push(format!(
+                "mtu {mtu} is outside {MIN_MTU}..={MAX_MTU}, the range every Ethernet-like link accepts at best"
+            ));
+        }
+        problems
     }
 
     /// Validates every sysctl (key rules, value rules, and the allowlist when given) for interface
@@ -250,10 +320,11 @@ impl TuningConf {
     }
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff` (or `-` separated) into bytes.
+/// Parses `aa:bb:cc:dd:ee:ff` (or `-` separated) into bytes: a usable interface address, so not
+/// all-zero, multicast or broadcast (what the kernel's `is_valid_ether_addr` accepts).
 ///
 /// # Errors
-/// Code 7 `invalid args <mac> for MAC addr` (the reference's text).
+/// Code 7 `invalid args <mac> for MAC addr` (the reference's text), the reason in the details.
 pub fn parse_mac(s: &str) -> Result<[u8; 6], Error> {
     let bad = || Error::invalid_config(format!("invalid args {s} for MAC addr"));
     let parts: Vec<&str> = s.split([':', '-']).collect();
@@ -267,8 +338,16 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], Error> {
         }
         *slot = u8::from_str_radix(part, 16).map_err(|_| bad())?;
     }
+    if mac == [0xff; 6] {
+        return Err(bad().with_details("the broadcast address cannot be an interface's address"));
+    }
     if mac[0] & 1 != 0 {
         return Err(bad().with_details("a multicast address cannot be an interface's address"));
+    }
+    if mac == [0; 6] {
+        // The kernel refuses it too (is_valid_ether_addr, EADDRNOTAVAIL), but only after
+        // earlier steps were applied.
+        return Err(bad().with_details("the all-zero address cannot be an interface's address"));
     }
     Ok(mac)
 }
@@ -480,6 +559,9 @@ mod tests {
             "zz:00:00:00:00:01",
             "01:00:00:00:00:01",
             "a:0:0:0:0:1",
+            "00:00:00:00:00:00",
+            "ff:ff:ff:ff:ff:ff",
+            "01:00:5e:00:00:01",
         ] {
             assert_eq!(parse_mac(bad).unwrap_err().code, 7, "{bad}");
         }

@@ -1,9 +1,15 @@
 //! DEL: restore what ADD changed from the backup, inside the pod netns.
 //!
-//! Invariants: succeeds when there is no backup, when the netns is absent or gone (nothing left
-//! to restore; the backup is removed), and when the interface is gone (link attributes skipped);
-//! restores every item independently and keeps going; keeps the backup and reports an error only
-//! when something that exists could not be restored, so a retried DEL can finish the job.
+//! Invariants: reads nothing from the netconf but `dataDir` — a field of the wrong type,
+//! duplicated sysctl keys or unknown `CNI_ARGS` fail ADD, never DEL (CNI spec "DEL": complete
+//! without error even if resources are missing; libcni stops a chain's DEL at the first error,
+//! which would strand the main plugin's veth, state and lease). Succeeds when there is no
+//! backup, when it is unreadable, when the netns is absent or gone (nothing left to restore; the
+//! backup is removed), and when the interface is gone (link attributes skipped). A backup entry
+//! that does not validate (a key outside `/proc/sys/net`, a bad value or MAC: only a tampered
+//! or damaged file holds one) is skipped with a warning naming it and never written. Every
+//! valid item is restored independently; the backup is kept, and DEL fails, only when a valid
+//! item could not be restored on a sysctl or interface that still exists.
 
 use tern_cni::{code, DelInput, Error};
 use tern_net::netlink::Handle;
@@ -11,18 +17,32 @@ use tern_net::netns::NetNs;
 use tern_net::sysctl::{self, SysctlKey, SysctlValue};
 
 use crate::backup::{self, Backup};
-use crate::config::{parse_mac, TuningConf};
+use crate::config::{data_dir_for_del, parse_mac};
 use crate::TuningPlugin;
 
 /// Runs DEL.
 ///
+/// The backup is kept only when restoring a *valid* entry failed on something that still
+/// exists: the pre-tuning value is still needed and the failure may pass (a busy netlink socket,
+/// memory pressure), so a retried DEL can finish the job; removing the backup would lose that
+/// value for good. Invalid entries are not such a failure: no retry can make them valid, so they
+/// are skipped rather than blocking DEL (and everything after it in the chain) forever.
+///
 /// # Errors
-/// Code 6/7/4 for an unparsable config or `CNI_ARGS`; code 5 listing every restore that failed
-/// on an interface or sysctl that still exists; 104 when the backup cannot be read or removed.
+/// Code 5 listing every valid restore that failed on an interface or sysctl that still exists
+/// (the backup is kept); 5/8 when the netns exists but cannot be entered; 104 when the backup
+/// cannot be read or removed.
 pub fn del(_plugin: &TuningPlugin, input: &DelInput) -> Result<(), Error> {
     let ifname = input.ifname.as_str();
-    let conf = TuningConf::from_netconf(&input.config, &input.args)?;
-    let file = backup::path(&conf.data_dir, input.container_id.as_str(), ifname);
+    let data_dir = match data_dir_for_del(&input.config) {
+        Ok(d) => d,
+        Err(msg) => {
+            // ADD refuses such a netconf before writing anything: no backup can exist for it.
+            tracing::warn!(problem = %msg, "DEL: no backup to restore (dataDir unusable)");
+            return Ok(());
+        }
+    };
+    let file = backup::path(&data_dir, input.container_id.as_str(), ifname);
     let saved = match backup::load(&file) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(()),
@@ -53,15 +73,31 @@ pub fn del(_plugin: &TuningPlugin, input: &DelInput) -> Result<(), Error> {
     }
 }
 
-/// Restores `saved` in `netns`; returns what failed.
+/// Restores `saved` in `netns`, skipping (with a warning) entries that do not validate; returns
+/// what failed among the valid ones.
 fn restore(netns: &NetNs, ifname: &str, saved: &Backup) -> Result<Vec<String>, Error> {
     let mut failures = Vec::new();
     let mut items = Vec::new();
+    let mut skipped = Vec::new();
     for (k, v) in &saved.sysctl {
         match (SysctlKey::parse(k, ifname), SysctlValue::parse(k, v)) {
             (Ok(k), Ok(v)) => items.push((k, v)),
-            (Err(e), _) | (_, Err(e)) => failures.push(e.to_string()),
+            (Err(e), _) | (_, Err(e)) => skipped.push(format!("sysctl {k:?}: {e}")),
         }
+    }
+    let mac = match saved.mac.as_deref().map(|m| (m, parse_mac(m))) {
+        None => None,
+        Some((_, Ok(m))) => Some(m),
+        Some((text, Err(e))) => {
+            skipped.push(format!("mac {text:?}: {}", e.msg));
+            None
+        }
+    };
+    if !skipped.is_empty() {
+        tracing::warn!(
+            skipped = %skipped.join("; "),
+            "DEL: skipping invalid backup entries (the backup was damaged or tampered with); restoring the rest"
+        );
     }
     if !items.is_empty() {
         failures.extend(
@@ -83,17 +119,8 @@ fn restore(netns: &NetNs, ifname: &str, saved: &Backup) -> Result<Vec<String>, E
     if let Some(mtu) = saved.mtu {
         note("MTU", handle.set_mtu(idx, mtu));
     }
-    if let Some(mac) = &saved.mac {
-        match parse_mac(mac) {
-            Ok(m) => note("MAC address", handle.set_mac(idx, m)),
-            Err(e) => note(
-                "MAC address",
-                Err(tern_net::Error::NetlinkProtocol {
-                    op: format!("parse backed-up MAC {mac}"),
-                    reason: e.to_string(),
-                }),
-            ),
-        }
+    if let Some(mac) = mac {
+        note("MAC address", handle.set_mac(idx, mac));
     }
     if let Some(b) = saved.promisc {
         note("promiscuous mode", handle.set_promisc(idx, b));
