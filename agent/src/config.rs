@@ -4,6 +4,10 @@
 //! exactly 3607 s, the refresh override parses strictly and lies in [1 min, lifetime), the
 //! metrics address is loopback unless explicitly allowed, and the wall-clock check runs at least
 //! once a minute.
+//!
+//! Flags ([`parse_flags`]) are strict for both subcommands: only those in the subcommand's
+//! [`FlagSpec`] table, each at most once, booleans only `true`/`false`/`1`/`0` (any case);
+//! `--help`/`-h` yields [`HelpRequested`] whatever else is given.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
