@@ -4,6 +4,10 @@
 //! exactly 3607 s, the refresh override parses strictly and lies in [1 min, lifetime), the
 //! metrics address is loopback unless explicitly allowed, and the wall-clock check runs at least
 //! once a minute.
+//!
+//! Flags ([`parse_flags`]) are strict for both subcommands: only those in the subcommand's
+//! [`FlagSpec`] table, each at most once, booleans only `true`/`false`/`1`/`0` (any case);
+//! `--help`/`-h` yields [`HelpRequested`] whatever else is given.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -55,36 +59,259 @@ pub struct RunConfig {
     pub channel_read_timeout: Duration,
 }
 
-/// Parses `--name value` / `--name=value` pairs, refusing names not in `known`.
+/// One flag of a subcommand, as `--help` shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct FlagSpec {
+    /// Name without the leading `--`.
+    pub name: &'static str,
+    /// Placeholder for the value in `--help` (`BOOL` marks a boolean flag).
+    pub value: &'static str,
+    /// What `--help` shows as the default (empty: none).
+    pub default: &'static str,
+    /// Environment variables consulted when the flag is absent (empty: none).
+    pub env: &'static str,
+    /// One-line description.
+    pub help: &'static str,
+}
+
+impl FlagSpec {
+    /// Whether the flag takes `true`/`false`/`1`/`0`.
+    pub fn is_bool(&self) -> bool {
+        self.value == "BOOL"
+    }
+}
+
+/// Returned (inside `anyhow::Error`) when `--help` or `-h` is among the arguments; the binary
+/// prints the subcommand's help to stdout and exits 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HelpRequested;
+
+impl std::fmt::Display for HelpRequested {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("help requested")
+    }
+}
+
+impl std::error::Error for HelpRequested {}
+
+/// Parses a boolean flag value: `true`/`false`/`1`/`0`, any case.
 ///
 /// # Errors
-/// An unknown flag, a stray argument, or a flag without a value.
+/// Anything else, naming the flag and the accepted forms.
+pub fn parse_bool(flag: &str, v: &str) -> anyhow::Result<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => bail!("--{flag} takes true, false, 1 or 0, not {v:?}"),
+    }
+}
+
+/// Parses `--name value` / `--name=value` pairs against `specs`.
+///
+/// A `--help`/`-h` anywhere yields [`HelpRequested`]. Boolean flags ([`FlagSpec::is_bool`]) are
+/// checked here and stored as `"true"`/`"false"`.
+///
+/// # Errors
+/// An unknown flag (naming the known ones), a stray argument, a flag without a value (a value
+/// may not start with `--` unless given as `--name=value`), a flag given twice, or a bad boolean.
 pub fn parse_flags(
     args: &[String],
-    known: &[&str],
+    specs: &[FlagSpec],
 ) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        return Err(HelpRequested.into());
+    }
     let mut flags = std::collections::BTreeMap::new();
-    let mut it = args.iter();
+    let mut it = args.iter().peekable();
     while let Some(a) = it.next() {
         let Some(name) = a.strip_prefix("--") else {
-            bail!("unexpected argument {a:?}")
+            bail!("unexpected argument {a:?}; flags are --name value (see --help)")
         };
-        let (name, value) = match name.split_once('=') {
-            Some((n, v)) => (n.to_owned(), v.to_owned()),
-            None => (
-                name.to_owned(),
-                it.next()
-                    .with_context(|| format!("--{name} needs a value"))?
-                    .clone(),
-            ),
+        let (name, inline) = match name.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_owned())),
+            None => (name, None),
         };
-        if !known.contains(&name.as_str()) {
+        let Some(spec) = specs.iter().find(|s| s.name == name) else {
+            let known: Vec<&str> = specs.iter().map(|s| s.name).collect();
             bail!("unknown flag --{name}; known: --{}", known.join(", --"));
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => match it.next_if(|v| !v.starts_with("--")) {
+                Some(v) => v.clone(),
+                None => bail!("--{name} needs a value"),
+            },
+        };
+        let value = if spec.is_bool() {
+            parse_bool(name, &value)?.to_string()
+        } else {
+            value
+        };
+        if flags.insert(name.to_owned(), value).is_some() {
+            bail!("--{name} given twice");
         }
-        flags.insert(name, value);
     }
     Ok(flags)
 }
+
+/// The `--help` text of a subcommand: `usage`, then one block per flag (value, default,
+/// environment), then `footer`.
+pub fn help_text(usage: &str, specs: &[FlagSpec], footer: &str) -> String {
+    let mut out = format!("{usage}\n\nflags (--name value or --name=value):\n");
+    for s in specs {
+        let head = format!("  --{} {}", s.name, s.value);
+        out.push_str(&format!("{head:<40} {}", s.help));
+        if s.is_bool() {
+            out.push_str(" (true, false, 1 or 0)");
+        }
+        out.push('\n');
+        let mut extra = Vec::new();
+        if !s.default.is_empty() {
+            extra.push(format!("default {}", s.default));
+        }
+        if !s.env.is_empty() {
+            extra.push(format!("env {}", s.env));
+        }
+        if !extra.is_empty() {
+            out.push_str(&format!("{:<40} [{}]\n", "", extra.join("; ")));
+        }
+    }
+    out.push_str(&format!(
+        "  {:<38} {}\n",
+        "-h, --help", "print this help and exit"
+    ));
+    if !footer.is_empty() {
+        out.push('\n');
+        out.push_str(footer);
+        out.push('\n');
+    }
+    out
+}
+
+/// Flags shared by `run` and `install` (in-cluster credentials and the CNI service account).
+const API_SERVER: FlagSpec = FlagSpec {
+    name: "api-server",
+    value: "URL",
+    default: "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT",
+    env: "KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT",
+    help: "API server (https only)",
+};
+const SA_DIR: FlagSpec = FlagSpec {
+    name: "sa-dir",
+    value: "DIR",
+    default: DEFAULT_SA_DIR,
+    env: "",
+    help: "the agent's own token, ca.crt and namespace (re-read per request)",
+};
+const NAMESPACE: FlagSpec = FlagSpec {
+    name: "namespace",
+    value: "NS",
+    default: "$POD_NAMESPACE, else <sa-dir>/namespace, else default",
+    env: "POD_NAMESPACE",
+    help: "namespace of the CNI service account",
+};
+const SERVICE_ACCOUNT: FlagSpec = FlagSpec {
+    name: "service-account",
+    value: "NAME",
+    default: DEFAULT_CNI_SA,
+    env: "TERN_CNI_SERVICE_ACCOUNT",
+    help: "service account whose tokens are requested",
+};
+const TOKEN_LIFETIME: FlagSpec = FlagSpec {
+    name: "token-lifetime",
+    value: "DURATION",
+    default: "24h",
+    env: "",
+    help: "requested token lifetime (at least 10m, never 3607s)",
+};
+
+/// `tern-agent run` flags.
+pub const RUN_FLAGS: &[FlagSpec] = &[
+    API_SERVER,
+    SA_DIR,
+    NAMESPACE,
+    SERVICE_ACCOUNT,
+    TOKEN_LIFETIME,
+    FlagSpec {
+        name: "kubeconfig",
+        value: "PATH",
+        default: DEFAULT_KUBECONFIG,
+        env: "",
+        help: "kubeconfig written for the plugin (mode 0600)",
+    },
+    FlagSpec {
+        name: "socket",
+        value: "PATH",
+        default: tern_kube::channel::DEFAULT_SOCKET,
+        env: "",
+        help: "agent channel socket",
+    },
+    FlagSpec {
+        name: "listen",
+        value: "ADDR",
+        default: DEFAULT_LISTEN,
+        env: "",
+        help: "/healthz and /metrics address",
+    },
+    FlagSpec {
+        name: "allow-non-loopback-listen",
+        value: "BOOL",
+        default: "false",
+        env: "",
+        help: "allow a non-loopback --listen",
+    },
+    FlagSpec {
+        name: "request-timeout",
+        value: "DURATION",
+        default: "10s",
+        env: "",
+        help: "deadline of each API request",
+    },
+    FlagSpec {
+        name: "backoff-base",
+        value: "DURATION",
+        default: "1s",
+        env: "",
+        help: "first retry ceiling after a failure",
+    },
+    FlagSpec {
+        name: "backoff-cap",
+        value: "DURATION",
+        default: "5m",
+        env: "",
+        help: "largest retry ceiling",
+    },
+    FlagSpec {
+        name: "wall-check",
+        value: "DURATION",
+        default: "30s",
+        env: "",
+        help: "how often the wall clock is compared with the schedule (at most 1m)",
+    },
+    FlagSpec {
+        name: "channel-interval",
+        value: "DURATION",
+        default: "30s",
+        env: "",
+        help: "minimum spacing of channel-triggered refreshes",
+    },
+];
+
+/// Environment of `tern-agent run` that has no flag.
+pub const RUN_ENV_HELP: &str = "environment:
+  CNI_TOKEN_REFRESH_DURATION   refresh interval instead of a quarter to a half of the lifetime
+                               (e.g. 10m, 2h; at least 1m, below the token lifetime)
+  TERN_LOG                     log level: debug, info (default) or warn
+durations: a number with a unit, e.g. 500ms, 30s, 10m, 24h";
+
+/// The shared credential flags, for `install`.
+pub(crate) const CREDENTIAL_FLAGS: [FlagSpec; 5] = [
+    API_SERVER,
+    SA_DIR,
+    NAMESPACE,
+    SERVICE_ACCOUNT,
+    TOKEN_LIFETIME,
+];
 
 /// The API server URL from `--api-server` or the in-cluster environment.
 ///
@@ -163,23 +390,7 @@ impl RunConfig {
         args: &[String],
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
-        const KNOWN: &[&str] = &[
-            "api-server",
-            "sa-dir",
-            "namespace",
-            "service-account",
-            "token-lifetime",
-            "kubeconfig",
-            "socket",
-            "listen",
-            "allow-non-loopback-listen",
-            "request-timeout",
-            "backoff-base",
-            "backoff-cap",
-            "wall-check",
-            "channel-interval",
-        ];
-        let flags = parse_flags(args, KNOWN)?;
+        let flags = parse_flags(args, RUN_FLAGS)?;
         let dur = |flag: &str, default: Duration| -> anyhow::Result<Duration> {
             flags.get(flag).map_or(Ok(default), |v| {
                 parse_duration(v).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
@@ -216,7 +427,7 @@ impl RunConfig {
         }
         let allow_remote = flags
             .get("allow-non-loopback-listen")
-            .is_some_and(|v| v == "true");
+            .is_some_and(|v| v == "true"); // normalised by parse_flags
         c.validate(allow_remote)?;
         Ok(c)
     }

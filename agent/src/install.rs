@@ -1,12 +1,18 @@
-//! `tern-agent install`: the DaemonSet's init step (issue 5). It renders and validates the
-//! conflist first, then copies the binaries, writes the kubeconfig, and writes the conflist last.
+//! `tern-agent install`: the DaemonSet's init step (issue 5).
+//!
+//! Order: (1) render and validate the conflist (reading the node's `spec.podCIDRs` when the
+//! template needs them), check that every plugin in `--plugins` is a regular file in
+//! `--src-bin-dir` and read it; (2) mint the first CNI token (TokenRequest), kept in memory;
+//! (3) copy the plugins; (4) write the kubeconfig; (5) write the conflist, last.
 //!
 //! Invariants: nothing on the host changes unless the rendered conflist is valid JSON whose
 //! `tern-tuning`/`tuning` sysctl entries all pass the same key, value and allowlist checks as
-//! tern-tuning (`tern_net::sysctl`); every file is replaced atomically (temp file in the same
-//! directory, fsync, rename), so a running plugin never sees a half-written binary and the runtime
-//! never sees a half-written conflist; the kubeconfig (0600) is written before the conflist
-//! (0644), so the runtime never sees a network without credentials; a refusal leaves the
+//! tern-tuning (`tern_net::sysctl`), every listed plugin is present, and the TokenRequest
+//! succeeded; only the listed plugins (by default `tern`, `tern-tuning`, `tern-ipam`) are copied,
+//! never anything else in the source directory; every file is replaced atomically (temp file in
+//! the same directory, fsync, rename), so a running plugin never sees a half-written binary and the
+//! runtime never sees a half-written conflist; the kubeconfig (0600) is written before the
+//! conflist (0644), so the runtime never sees a network without credentials; a refusal leaves the
 //! previous conflist in place.
 
 use std::path::{Path, PathBuf};
@@ -19,9 +25,10 @@ use tern_net::sysctl::{Allowlist, SysctlKey, SysctlValue};
 use tracing::info;
 
 use crate::config::{
-    api_server_from, namespace_from, parse_flags, RunConfig, DEFAULT_CNI_SA, DEFAULT_SA_DIR,
+    api_server_from, help_text, namespace_from, parse_bool, parse_flags, FlagSpec, RunConfig,
+    CREDENTIAL_FLAGS, DEFAULT_CNI_SA, DEFAULT_SA_DIR,
 };
-use crate::run::{in_cluster_client, refresh_once};
+use crate::run::{in_cluster_client, mint_kubeconfig};
 use crate::schedule::parse_duration;
 
 /// Placeholder replaced by the kubeconfig path as the host sees it (a JSON string body).
@@ -30,6 +37,9 @@ pub const KUBECONFIG_PLACEHOLDER: &str = "__KUBECONFIG_FILEPATH__";
 pub const NODE_NAME_PLACEHOLDER: &str = "__NODE_NAME__";
 /// Placeholder replaced by host-local `ranges` built from the node's `spec.podCIDRs` (a JSON value).
 pub const RANGES_PLACEHOLDER: &str = "__POD_CIDR_RANGES__";
+
+/// The CNI plugins tern ships, copied by default (`--plugins`).
+pub const DEFAULT_PLUGINS: &[&str] = &["tern", "tern-tuning", "tern-ipam"];
 
 /// The conflist template used when none is given.
 pub const DEFAULT_TEMPLATE: &str = r#"{
@@ -59,6 +69,9 @@ pub const DEFAULT_TEMPLATE: &str = r#"{
 pub struct InstallConfig {
     /// Where the binaries come from (in the image).
     pub src_bin_dir: PathBuf,
+    /// File names of the plugins to copy from `src_bin_dir` (default [`DEFAULT_PLUGINS`]); each
+    /// must exist there. Nothing else is copied.
+    pub plugins: Vec<String>,
     /// The host CNI bin dir as mounted in the container.
     pub cni_bin_dir: PathBuf,
     /// The host CNI conf dir as mounted in the container.
@@ -73,7 +86,8 @@ pub struct InstallConfig {
     pub template: String,
     /// The node's name (`NODE_NAME` from the downward API).
     pub node_name: String,
-    /// Read `spec.podCIDRs` from the node and fill [`RANGES_PLACEHOLDER`].
+    /// Read `spec.podCIDRs` from the node and fill [`RANGES_PLACEHOLDER`] (from the command line:
+    /// `--pod-cidrs-from-node`, default whether the template uses the placeholder).
     pub pod_cidrs_from_node: bool,
     /// The tuning allowlist as mounted in the container (absent: tern-tuning's built-in list).
     pub allowlist: PathBuf,
@@ -102,24 +116,7 @@ impl InstallConfig {
         args: &[String],
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
-        const KNOWN: &[&str] = &[
-            "api-server",
-            "sa-dir",
-            "namespace",
-            "service-account",
-            "token-lifetime",
-            "src-bin-dir",
-            "cni-bin-dir",
-            "cni-conf-dir",
-            "host-conf-dir",
-            "conflist-name",
-            "kubeconfig-name",
-            "template",
-            "node-name",
-            "pod-cidrs-from-node",
-            "allowlist",
-        ];
-        let f = parse_flags(args, KNOWN)?;
+        let f = parse_flags(args, &install_flags())?;
         let get = |k: &str, d: &str| f.get(k).cloned().unwrap_or_else(|| d.to_owned());
         let api_server = api_server_from(f.get("api-server"), env)?;
         let sa_dir = PathBuf::from(get("sa-dir", DEFAULT_SA_DIR));
@@ -151,13 +148,17 @@ impl InstallConfig {
             .cloned()
             .or_else(|| env("NODE_NAME"))
             .unwrap_or_default();
-        let pod_cidrs_from_node = match f.get("pod-cidrs-from-node").map(String::as_str) {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(v) => bail!("--pod-cidrs-from-node takes true or false, not {v:?}"),
+        let pod_cidrs_from_node = match f.get("pod-cidrs-from-node") {
+            Some(v) => parse_bool("pod-cidrs-from-node", v)?,
+            None => template.contains(RANGES_PLACEHOLDER),
+        };
+        let plugins = match f.get("plugins") {
+            Some(list) => parse_plugins(list)?,
+            None => DEFAULT_PLUGINS.iter().map(|p| (*p).to_owned()).collect(),
         };
         Ok(InstallConfig {
             src_bin_dir: get("src-bin-dir", "/opt/tern/bin").into(),
+            plugins,
             cni_bin_dir: get("cni-bin-dir", "/host/opt/cni/bin").into(),
             cni_conf_dir: get("cni-conf-dir", "/host/etc/cni/net.d").into(),
             host_conf_dir: get("host-conf-dir", "/etc/cni/net.d").into(),
@@ -170,6 +171,153 @@ impl InstallConfig {
             kube,
         })
     }
+}
+
+/// `tern-agent install` flags: the credential flags of `run`, then the install's own.
+pub fn install_flags() -> Vec<FlagSpec> {
+    let own = [
+        FlagSpec {
+            name: "src-bin-dir",
+            value: "DIR",
+            default: "/opt/tern/bin",
+            env: "",
+            help: "where the plugins are (in the image)",
+        },
+        FlagSpec {
+            name: "plugins",
+            value: "LIST",
+            default: "tern,tern-tuning,tern-ipam",
+            env: "",
+            help:
+                "comma-separated plugin file names to copy; each must exist, nothing else is copied",
+        },
+        FlagSpec {
+            name: "cni-bin-dir",
+            value: "DIR",
+            default: "/host/opt/cni/bin",
+            env: "",
+            help: "the host's CNI bin dir as mounted here",
+        },
+        FlagSpec {
+            name: "cni-conf-dir",
+            value: "DIR",
+            default: "/host/etc/cni/net.d",
+            env: "",
+            help: "the host's CNI conf dir as mounted here",
+        },
+        FlagSpec {
+            name: "host-conf-dir",
+            value: "DIR",
+            default: "/etc/cni/net.d",
+            env: "",
+            help: "the CNI conf dir as the host sees it (fills __KUBECONFIG_FILEPATH__)",
+        },
+        FlagSpec {
+            name: "conflist-name",
+            value: "NAME",
+            default: "10-tern.conflist",
+            env: "",
+            help: "file name of the conflist",
+        },
+        FlagSpec {
+            name: "kubeconfig-name",
+            value: "NAME",
+            default: "tern-kubeconfig",
+            env: "",
+            help: "file name of the kubeconfig",
+        },
+        FlagSpec {
+            name: "template",
+            value: "FILE",
+            default: "$TERN_CONFLIST_TEMPLATE (the text), else the built-in template",
+            env: "TERN_CONFLIST_TEMPLATE",
+            help: "conflist template file",
+        },
+        FlagSpec {
+            name: "node-name",
+            value: "NAME",
+            default: "",
+            env: "NODE_NAME",
+            help: "this node (fills __NODE_NAME__; needed to read spec.podCIDRs)",
+        },
+        FlagSpec {
+            name: "pod-cidrs-from-node",
+            value: "BOOL",
+            default: "true if the template uses __POD_CIDR_RANGES__ (the built-in one does)",
+            env: "",
+            help: "fill __POD_CIDR_RANGES__ from the node's spec.podCIDRs (one GET)",
+        },
+        FlagSpec {
+            name: "allowlist",
+            value: "FILE",
+            default: "/host/etc/cni/tuning/allowlist.conf (absent: tern-tuning's built-in list)",
+            env: "",
+            help: "sysctl allowlist the tuning entries must pass",
+        },
+    ];
+    CREDENTIAL_FLAGS.iter().copied().chain(own).collect()
+}
+
+/// The `tern-agent install --help` text.
+pub fn help() -> String {
+    help_text(
+        "usage: tern-agent install [flags]
+
+Renders and checks the conflist, checks the plugins, mints the first CNI token, then copies the
+plugins, writes the kubeconfig and writes the conflist last. A refusal changes nothing on the host.",
+        &install_flags(),
+        "environment: TERN_LOG (debug, info, warn)",
+    )
+}
+
+/// Parses `--plugins`: comma-separated plain file names, no duplicates.
+///
+/// # Errors
+/// An empty list or entry, a name with `/` or that is `.`/`..`, or a name given twice.
+pub fn parse_plugins(list: &str) -> anyhow::Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for p in list.split(',').map(str::trim) {
+        if p.is_empty() || p == "." || p == ".." || p.contains('/') || p.contains('\0') {
+            bail!("--plugins {list:?}: each entry must be a plain file name such as tern-tuning");
+        }
+        if out.iter().any(|o| o == p) {
+            bail!("--plugins {list:?}: {p} listed twice");
+        }
+        out.push(p.to_owned());
+    }
+    Ok(out)
+}
+
+/// Reads every plugin in `cfg.plugins` from `cfg.src_bin_dir`: (name, bytes).
+///
+/// # Errors
+/// A plugin is missing or not a regular file (named, with the directory and the flag to change).
+fn read_plugins(cfg: &InstallConfig) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    if cfg.plugins.is_empty() {
+        bail!("no plugins to install (--plugins is empty)");
+    }
+    let mut missing = Vec::new();
+    let mut out = Vec::new();
+    for name in &cfg.plugins {
+        let path = cfg.src_bin_dir.join(name);
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => {
+                let bytes =
+                    std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+                out.push((name.clone(), bytes));
+            }
+            _ => missing.push(name.as_str()),
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "plugin {} not found in {} (a regular file is needed; --src-bin-dir sets the directory, --plugins the list, now {})",
+            missing.join(", "),
+            cfg.src_bin_dir.display(),
+            cfg.plugins.join(",")
+        );
+    }
+    Ok(out)
 }
 
 /// host-local `ranges` for `cidrs`: one range set per CIDR (one per family).
@@ -268,17 +416,18 @@ pub fn validate_tuning(conflist: &Value, allowlist: &Allowlist) -> anyhow::Resul
     }
 }
 
-/// Runs the install. See the module invariants for the order.
+/// Runs the install in the order of the module docs.
 ///
 /// # Errors
-/// Any step failed; what was already replaced stays replaced (binaries, kubeconfig), the conflist
-/// is written only when everything before it succeeded.
+/// Any step failed. A failure up to and including the TokenRequest changes nothing on the host;
+/// after it, what was already replaced stays replaced (plugins, kubeconfig), and the conflist is
+/// written only when everything before it succeeded.
 pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     let host_kubeconfig = cfg.host_conf_dir.join(&cfg.kubeconfig_name);
-    // 1. Render and validate before touching anything.
+    // 1. Render and validate, and read the plugins, before touching anything.
     let ranges = if cfg.pod_cidrs_from_node {
         if cfg.node_name.is_empty() {
-            bail!("--pod-cidrs-from-node needs the node name (NODE_NAME or --node-name)");
+            bail!("reading the node's spec.podCIDRs (for {RANGES_PLACEHOLDER}) needs the node name: set NODE_NAME or pass --node-name (or --pod-cidrs-from-node false with a template that does not use {RANGES_PLACEHOLDER})");
         }
         let (client, _) = in_cluster_client(&cfg.kube).context("in-cluster credentials")?;
         let node = client
@@ -300,39 +449,30 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     let allowlist = Allowlist::load(&cfg.allowlist)?;
     validate_tuning(&conflist, &allowlist)?;
     let conflist_text = serde_json::to_string_pretty(&conflist)? + "\n";
+    let plugins = read_plugins(cfg)?;
 
-    // 2. Binaries, each replaced atomically.
+    // 2. The first token, before the host changes: a failing TokenRequest leaves it untouched.
+    let mut kube = cfg.kube.clone();
+    kube.kubeconfig = cfg.cni_conf_dir.join(&cfg.kubeconfig_name);
+    let minted = mint_kubeconfig(&kube).context("mint the first CNI token")?;
+
+    // 3. The plugins (only those listed), each replaced atomically.
     std::fs::create_dir_all(&cfg.cni_bin_dir)
         .with_context(|| format!("create {}", cfg.cni_bin_dir.display()))?;
     let mut binaries = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&cfg.src_bin_dir)
-        .with_context(|| format!("read {}", cfg.src_bin_dir.display()))?
-        .collect::<Result<_, _>>()?;
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for e in entries {
-        if !e.file_type()?.is_file() {
-            continue;
-        }
-        let name = e.file_name().to_string_lossy().into_owned();
-        let bytes =
-            std::fs::read(e.path()).with_context(|| format!("read {}", e.path().display()))?;
+    for (name, bytes) in plugins {
         write_atomic(&cfg.cni_bin_dir.join(&name), &bytes, 0o755)?;
         info!(binary = %name, dir = %cfg.cni_bin_dir.display(), "installed binary");
         binaries.push(name);
     }
-    if binaries.is_empty() {
-        bail!("no binaries found in {}", cfg.src_bin_dir.display());
-    }
 
-    // 3. The kubeconfig, with a fresh token.
+    // 4. The kubeconfig, before the conflist.
     std::fs::create_dir_all(&cfg.cni_conf_dir)
         .with_context(|| format!("create {}", cfg.cni_conf_dir.display()))?;
-    let mut kube = cfg.kube.clone();
-    kube.kubeconfig = cfg.cni_conf_dir.join(&cfg.kubeconfig_name);
-    let st = refresh_once(&kube).context("mint the first CNI token")?;
-    info!(kubeconfig = %kube.kubeconfig.display(), expires_at = %tern_kube::time::format_rfc3339(st.expiration_timestamp), "wrote kubeconfig");
+    minted.write(&kube.kubeconfig)?;
+    info!(kubeconfig = %kube.kubeconfig.display(), expires_at = %tern_kube::time::format_rfc3339(minted.status.expiration_timestamp), "wrote kubeconfig");
 
-    // 4. The conflist, last.
+    // 5. The conflist, last.
     let conflist_path = cfg.cni_conf_dir.join(&cfg.conflist_name);
     write_atomic(&conflist_path, conflist_text.as_bytes(), 0o644)?;
     info!(conflist = %conflist_path.display(), "wrote conflist");

@@ -5,15 +5,23 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use nix::sys::signal::{SigSet, Signal};
+use tern_agent::config::{help_text, HelpRequested, RUN_ENV_HELP, RUN_FLAGS};
 use tern_agent::{Agent, RunConfig, SystemClock};
 
-const USAGE: &str = "usage: tern-agent run [--api-server URL] [--sa-dir DIR] [--namespace NS] [--service-account NAME]
-                      [--token-lifetime 24h] [--kubeconfig PATH] [--socket PATH] [--listen 127.0.0.1:9412]
-                      [--request-timeout 10s] [--backoff-base 1s] [--backoff-cap 5m] [--wall-check 30s]
-                      [--channel-interval 30s]
-       environment: KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT, POD_NAMESPACE,
-                    CNI_TOKEN_REFRESH_DURATION (e.g. 10m), TERN_CNI_SERVICE_ACCOUNT, TERN_LOG (info|debug)
-       tern-agent install --help";
+const USAGE: &str = "usage: tern-agent <subcommand> [flags]
+
+subcommands:
+  run       keep the CNI token kubeconfig fresh (the DaemonSet's container)
+  install   install the CNI plugins, the first kubeconfig and the conflist (the init container)
+
+flags of each subcommand, with defaults and environment variables:
+  tern-agent run --help
+  tern-agent install --help";
+
+const RUN_USAGE: &str = "usage: tern-agent run [flags]
+
+Keeps the kubeconfig of the CNI service account fresh with TokenRequest, serves the agent channel
+and /healthz, /metrics.";
 
 fn init_logging() {
     let level = match std::env::var("TERN_LOG").as_deref() {
@@ -45,19 +53,42 @@ fn run(args: &[String]) -> anyhow::Result<()> {
 
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    init_logging();
-    let result = match args.first().map(String::as_str) {
-        Some("run") => run(&args[1..]),
-        Some("install") => tern_agent::install::main(&args[1..]),
-        _ => {
+    let (result, help) = match args.first().map(String::as_str) {
+        Some("run") => {
+            init_logging();
+            (
+                run(&args[1..]),
+                help_text(RUN_USAGE, RUN_FLAGS, RUN_ENV_HELP),
+            )
+        }
+        Some("install") => {
+            init_logging();
+            (
+                tern_agent::install::main(&args[1..]),
+                tern_agent::install::help(),
+            )
+        }
+        Some("--help" | "-h" | "help") => {
+            println!("{USAGE}");
+            return std::process::ExitCode::SUCCESS;
+        }
+        Some(other) => {
+            eprintln!("tern-agent: unknown subcommand {other:?}\n{USAGE}");
+            return std::process::ExitCode::from(2);
+        }
+        None => {
             eprintln!("{USAGE}");
             return std::process::ExitCode::from(2);
         }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<HelpRequested>().is_some() => {
+            print!("{help}");
+            std::process::ExitCode::SUCCESS
+        }
         Err(e) => {
-            tracing::error!("{e:#}");
+            // Printed once, plainly; the log carries what happened before it.
             eprintln!("tern-agent: {e:#}");
             std::process::ExitCode::FAILURE
         }

@@ -206,11 +206,41 @@ fn bind_socket(path: &std::path::Path) -> anyhow::Result<UnixListener> {
 }
 
 /// One refresh: TokenRequest with the agent's own (re-read) credentials, then the atomic write
-/// of the kubeconfig (mode 0600). Also used by `install` for the first kubeconfig.
+/// of the kubeconfig (mode 0600) to `cfg.kubeconfig`.
 ///
 /// # Errors
 /// Reading the credentials, the TokenRequest, or the write failed.
 pub fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
+    let m = mint_kubeconfig(cfg)?;
+    m.write(&cfg.kubeconfig)?;
+    Ok(m.status)
+}
+
+/// A freshly minted CNI token and the kubeconfig text carrying it, not yet on disk. It has no
+/// `Debug`/`Display`: the text holds the token and is only ever written, by [`Self::write`].
+pub struct MintedKubeconfig {
+    /// The TokenRequest's status (expiry, granted lifetime, warnings).
+    pub status: TokenRequestStatus,
+    text: String,
+}
+
+impl MintedKubeconfig {
+    /// Writes the kubeconfig atomically with mode 0600.
+    ///
+    /// # Errors
+    /// [`KubeError::Io`] naming the file; the previous file is then unchanged.
+    pub fn write(&self, path: &std::path::Path) -> Result<(), KubeError> {
+        write_atomic(path, self.text.as_bytes(), 0o600)
+    }
+}
+
+/// TokenRequest for the CNI service account with the agent's own (re-read) credentials; the
+/// kubeconfig is rendered in memory, not written. `install` uses it to hold the token before it
+/// touches the host.
+///
+/// # Errors
+/// Reading the credentials or the TokenRequest failed.
+pub fn mint_kubeconfig(cfg: &RunConfig) -> Result<MintedKubeconfig, KubeError> {
     let (client, ca) = in_cluster_client(cfg)?;
     let spec = TokenRequestSpec {
         audiences: Vec::new(),
@@ -224,8 +254,7 @@ pub fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
         cfg.request_timeout,
     )?;
     let text = kubeconfig::render(&cfg.api_server, &ca, &status.token);
-    write_atomic(&cfg.kubeconfig, text.as_bytes(), 0o600)?;
-    Ok(status)
+    Ok(MintedKubeconfig { status, text })
 }
 
 /// A client with the agent's own in-cluster credentials (token and CA re-read now), and the CA.

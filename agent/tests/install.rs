@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use common::*;
-use tern_agent::install::{install, InstallConfig, DEFAULT_TEMPLATE};
+use tern_agent::install::{install, InstallConfig, DEFAULT_PLUGINS, DEFAULT_TEMPLATE};
 use tern_apiserver::Fault;
 
 struct Root {
@@ -25,6 +25,7 @@ fn root(f: &Fixture) -> Root {
     for (name, body) in [
         ("tern", "#!/bin/sh\necho tern\n"),
         ("tern-tuning", "#!/bin/sh\necho tuning\n"),
+        ("tern-ipam", "#!/bin/sh\necho ipam\n"),
     ] {
         std::fs::write(src.join(name), body).unwrap();
     }
@@ -39,6 +40,7 @@ fn root(f: &Fixture) -> Root {
 fn cfg(f: &Fixture, r: &Root, template: &str) -> InstallConfig {
     InstallConfig {
         src_bin_dir: r.src.clone(),
+        plugins: DEFAULT_PLUGINS.iter().map(|p| (*p).to_owned()).collect(),
         cni_bin_dir: r.bin.clone(),
         cni_conf_dir: r.conf.clone(),
         host_conf_dir: "/etc/cni/net.d".into(),
@@ -62,8 +64,8 @@ fn installs_binaries_kubeconfig_and_conflist() {
     f.s.set_node("node-1", &["10.99.0.0/24", "fd00:99::/64"]);
     let r = root(&f);
     let report = install(&cfg(&f, &r, DEFAULT_TEMPLATE)).unwrap();
-    assert_eq!(report.binaries, vec!["tern", "tern-tuning"]);
-    for b in ["tern", "tern-tuning"] {
+    assert_eq!(report.binaries, vec!["tern", "tern-tuning", "tern-ipam"]);
+    for b in ["tern", "tern-tuning", "tern-ipam"] {
         assert_eq!(
             std::fs::read(r.bin.join(b)).unwrap(),
             std::fs::read(r.src.join(b)).unwrap()
