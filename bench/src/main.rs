@@ -11,6 +11,12 @@
 //!   `PTRACE_EVENT_EXIT` stop, before its address space is torn down, so a child's memory is not
 //!   counted) and, separately, host-local invoked directly with the same netconf.
 //!
+//! Chains, run as libcni runs a conflist (ADD in order with the previous result as
+//! `prevResult`, DEL in reverse with the cached result), timed from the first spawn to the last
+//! exit: the reference chain (ptp + host-local + tuning), tern + tern-tuning with host-local, and
+//! tern + tern-tuning with tern-ipam (which tern runs in-process); also tern alone with tern-ipam.
+//! tern-tuning and tern-ipam are taken from the directory holding `--tern`.
+//!
 //! Invariants: every pod netns is created before, and deleted after, its timed region; each phase
 //! starts from an empty host (no pods) and ends with every pod deleted; nothing is written outside
 //! the throwaway host netns, the pod netns and a private work dir (host-local `dataDir`, tern
