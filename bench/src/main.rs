@@ -246,9 +246,7 @@ fn subjects(o: &Opts, work: &Path) -> Vec<Subject> {
     // The same three sysctls for both tuning plugins (10-tern.conflist's).
     let sysctl = json!({"net.ipv4.tcp_keepalive_time": "600", "net.ipv4.tcp_keepalive_intvl": "60",
         "net.ipv4.tcp_keepalive_probes": "5"});
-    let tuning = |name: &str, ty: &str, dir: &str| {
-        json!({"cniVersion": "1.0.0", "name": name, "type": ty, "sysctl": sysctl, "dataDir": work.join(dir)})
-    };
+    let tuning = |name: &str, ty: &str, dir: &str| json!({"cniVersion": "1.0.0", "name": name, "type": ty, "sysctl": sysctl, "dataDir": work.join(dir)});
     let ref_path = o.ref_dir.display().to_string();
     let tern_dir = o.tern.parent().unwrap_or(Path::new("."));
     // tern's plugins first, the reference ones after (host-local and tuning are only there).
@@ -809,13 +807,7 @@ fn run(o: &Opts) -> Res<()> {
             kdel.wall += k.wall;
             for j in 0..subs.len() {
                 let i = (j + r) % subs.len();
-                let (add, del) = bench_subject(
-                    &mut env,
-                    &subs[i],
-                    n,
-                    par,
-                    &format!("p{par}r{r}"),
-                )?;
+                let (add, del) = bench_subject(&mut env, &subs[i], n, par, &format!("p{par}r{r}"))?;
                 acc[i].0.lat.extend(add.lat);
                 acc[i].0.wall += add.wall;
                 acc[i].1.lat.extend(del.lat);
@@ -953,7 +945,13 @@ fn run(o: &Opts) -> Res<()> {
         let (steps, hl) = bench_rss(&mut env, s, o.rss_samples, &host_local)?;
         for (step, [add, del]) in s.steps.iter().zip(&steps) {
             if step.binary == o.tern {
-                tern_max = add.iter().chain(del).copied().max().unwrap_or(tern_max).max(tern_max);
+                tern_max = add
+                    .iter()
+                    .chain(del)
+                    .copied()
+                    .max()
+                    .unwrap_or(tern_max)
+                    .max(tern_max);
             }
             let bin = step
                 .binary

@@ -240,7 +240,8 @@ mod tests {
             lines[1]
         );
         assert!(
-            lines[2].ends_with(r#"ERROR cni{command="ADD" container_id="c1"}: after the inner span"#),
+            lines[2]
+                .ends_with(r#"ERROR cni{command="ADD" container_id="c1"}: after the inner span"#),
             "{}",
             lines[2]
         );
