@@ -700,6 +700,9 @@ fn bench_kernel_del(env: &mut Env, pods: usize, par: usize) -> Res<Phase> {
     r
 }
 
+/// Peak RSS samples (KiB) of one binary: ADD, DEL.
+type AddDelKib = [Vec<u64>; 2];
+
 /// Peak RSS (KiB) of `samples` chain ADDs and DELs: per step, its ADD samples and its DEL
 /// samples; then, when the subject asks for it, host-local invoked directly with the first step's
 /// netconf (ADD, DEL). Untimed, sequential, in the host netns.
@@ -708,12 +711,12 @@ fn bench_rss(
     subj: &Subject,
     samples: usize,
     host_local: &Path,
-) -> Res<(Vec<[Vec<u64>; 2]>, Option<[Vec<u64>; 2]>)> {
+) -> Res<(Vec<AddDelKib>, Option<AddDelKib>)> {
     let names = env.make_pods(samples)?;
     let cp = subj.cni_path.as_str();
     let r = env.host_ns.run_in(|| -> Res<_> {
-        let mut steps: Vec<[Vec<u64>; 2]> = subj.steps.iter().map(|_| Default::default()).collect();
-        let mut hl: [Vec<u64>; 2] = Default::default();
+        let mut steps: Vec<AddDelKib> = subj.steps.iter().map(|_| Default::default()).collect();
+        let mut hl: AddDelKib = Default::default();
         for (i, n) in names.iter().enumerate() {
             let ns = format!("/run/netns/{n}");
             let cid = format!("{}-{}-rss-{i}", subj.label.replace('/', "-"), env.tag);
