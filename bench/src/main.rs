@@ -64,7 +64,11 @@ fn parse_opts() -> Res<Opts> {
         rounds: 4,
         parallel: vec![1, 8],
         rss_samples: 20,
-        tern: root.join("target/release/tern"),
+        // tern-bench is built beside tern.
+        tern: std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join("tern")))
+            .unwrap_or_else(|| root.join("target/release/tern")),
         ptp: PathBuf::from("/usr/lib/cni/ptp"),
         ref_dir: PathBuf::from("/usr/lib/cni"),
         state_dir: None,
