@@ -25,8 +25,9 @@
 //!
 //! Usage (root): `tern-bench [--pods N] [--rounds R] [--parallel 1,8] [--rss-samples N] [--tern PATH]
 //! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR]`; `TERN_BENCH_RSS_DETAIL=1` also prints, per
-//! sampled process, its anonymous and file-backed resident memory at exit. tern's `stateDir` defaults to the work dir
-//! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines). `scripts/bench` builds and runs it.
+//! sampled process, its anonymous and file-backed resident memory at exit. IPAM data dirs are in the work dir
+//! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines); tern's
+//! `stateDir` and the tuning plugins' `dataDir` under `/run` (tmpfs), as their defaults are. `scripts/bench` builds and runs it.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -123,6 +124,9 @@ struct Env {
     host: String,
     host_ns: NetNs,
     work: PathBuf,
+    /// Per-attachment state on tmpfs, where the plugins keep it by default (tern's `stateDir`
+    /// `/run/cni/tern`, both tuning plugins' `dataDir` `/run/cni/tuning`).
+    run_work: PathBuf,
     pods: Vec<String>,
 }
 
@@ -132,6 +136,9 @@ impl Env {
         let host = format!("{tag}-host");
         let work = std::env::temp_dir().join(&tag);
         std::fs::create_dir_all(&work).map_err(|e| format!("mkdir {}: {e}", work.display()))?;
+        let run_work = Path::new("/run").join(&tag);
+        std::fs::create_dir_all(&run_work)
+            .map_err(|e| format!("mkdir {}: {e}", run_work.display()))?;
         ip(&["netns", "add", &host])?;
         // A node-like host: lo up and an uplink with a default route (so 169.254.1.1, tern's
         // gateway, is covered by a route as on a real node). No dummy links on these kernels.
@@ -159,6 +166,7 @@ impl Env {
             Err(e) => {
                 let _ = ip(&["netns", "del", &host]);
                 let _ = std::fs::remove_dir_all(&work);
+                let _ = std::fs::remove_dir_all(&run_work);
                 return Err(e);
             }
         };
@@ -167,6 +175,7 @@ impl Env {
             host,
             host_ns,
             work,
+            run_work,
             pods: Vec::new(),
         })
     }
@@ -199,6 +208,7 @@ impl Drop for Env {
         }
         let _ = ip(&["netns", "del", &self.host]);
         let _ = std::fs::remove_dir_all(&self.work);
+        let _ = std::fs::remove_dir_all(&self.run_work);
     }
 }
 
@@ -234,13 +244,13 @@ impl Subject {
     }
 }
 
-fn subjects(o: &Opts, work: &Path) -> Vec<Subject> {
+fn subjects(o: &Opts, work: &Path, run_work: &Path) -> Vec<Subject> {
     let hl = |subnet: &str, dir: &str| json!({"type": "host-local", "ranges": [[{"subnet": subnet}]], "dataDir": work.join(dir)});
     let ti = |subnet: &str, dir: &str| json!({"type": "tern-ipam", "ranges": [[{"subnet": subnet}]], "dataDir": work.join(dir)});
     let state = |dir: &str| {
         o.state_dir
             .clone()
-            .unwrap_or_else(|| work.to_path_buf())
+            .unwrap_or_else(|| run_work.to_path_buf())
             .join(dir)
     };
     let tern_conf = |name: &str, ipam: Value, st: &str| {
@@ -250,7 +260,7 @@ fn subjects(o: &Opts, work: &Path) -> Vec<Subject> {
     // The same three sysctls for both tuning plugins (10-tern.conflist's).
     let sysctl = json!({"net.ipv4.tcp_keepalive_time": "600", "net.ipv4.tcp_keepalive_intvl": "60",
         "net.ipv4.tcp_keepalive_probes": "5"});
-    let tuning = |name: &str, ty: &str, dir: &str| json!({"cniVersion": "1.0.0", "name": name, "type": ty, "sysctl": sysctl, "dataDir": work.join(dir)});
+    let tuning = |name: &str, ty: &str, dir: &str| json!({"cniVersion": "1.0.0", "name": name, "type": ty, "sysctl": sysctl, "dataDir": run_work.join(dir)});
     let ref_path = o.ref_dir.display().to_string();
     let tern_dir = o.tern.parent().unwrap_or(Path::new("."));
     // tern's plugins first, the reference ones after (host-local and tuning are only there).
@@ -781,7 +791,7 @@ fn run(o: &Opts) -> Res<()> {
     let host_local = o.ref_dir.join("host-local");
     let mut env = Env::new()?;
     let cni_path = o.ref_dir.display().to_string();
-    let subs = subjects(o, &env.work);
+    let subs = subjects(o, &env.work, &env.run_work);
     println!(
         "tern-bench: {} pods per subject per parallelism in {} rotating rounds, parallelism {:?}, cniVersion 1.0.0, IPAM host-local ({}), host netns {}",
         o.pods,
