@@ -11,6 +11,12 @@
 //!   `PTRACE_EVENT_EXIT` stop, before its address space is torn down, so a child's memory is not
 //!   counted) and, separately, host-local invoked directly with the same netconf.
 //!
+//! Chains, run as libcni runs a conflist (ADD in order with the previous result as
+//! `prevResult`, DEL in reverse with the cached result), timed from the first spawn to the last
+//! exit: the reference chain (ptp + host-local + tuning), tern + tern-tuning with host-local, and
+//! tern + tern-tuning with tern-ipam (which tern runs in-process); also tern alone with tern-ipam.
+//! tern-tuning and tern-ipam are taken from the directory holding `--tern`.
+//!
 //! Invariants: every pod netns is created before, and deleted after, its timed region; each phase
 //! starts from an empty host (no pods) and ends with every pod deleted; nothing is written outside
 //! the throwaway host netns, the pod netns and a private work dir (host-local `dataDir`, tern
@@ -19,13 +25,15 @@
 //!
 //! Usage (root): `tern-bench [--pods N] [--rounds R] [--parallel 1,8] [--rss-samples N] [--tern PATH]
 //! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR]`; `TERN_BENCH_RSS_DETAIL=1` also prints, per
-//! sampled process, its anonymous and file-backed resident memory at exit. tern's `stateDir` defaults to the work dir
-//! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines). `scripts/bench` builds and runs it.
+//! sampled process, its anonymous and file-backed resident memory at exit. IPAM data dirs are in the work dir
+//! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines); tern's
+//! `stateDir` and the tuning plugins' `dataDir` under `/run` (tmpfs), as their defaults are. `scripts/bench` builds and runs it.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Barrier;
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::ptrace;
@@ -57,7 +65,11 @@ fn parse_opts() -> Res<Opts> {
         rounds: 4,
         parallel: vec![1, 8],
         rss_samples: 20,
-        tern: root.join("target/release/tern"),
+        // tern-bench is built beside tern.
+        tern: std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join("tern")))
+            .unwrap_or_else(|| root.join("target/release/tern")),
         ptp: PathBuf::from("/usr/lib/cni/ptp"),
         ref_dir: PathBuf::from("/usr/lib/cni"),
         state_dir: None,
@@ -112,6 +124,9 @@ struct Env {
     host: String,
     host_ns: NetNs,
     work: PathBuf,
+    /// Per-attachment state on tmpfs, where the plugins keep it by default (tern's `stateDir`
+    /// `/run/cni/tern`, both tuning plugins' `dataDir` `/run/cni/tuning`).
+    run_work: PathBuf,
     pods: Vec<String>,
 }
 
@@ -121,6 +136,9 @@ impl Env {
         let host = format!("{tag}-host");
         let work = std::env::temp_dir().join(&tag);
         std::fs::create_dir_all(&work).map_err(|e| format!("mkdir {}: {e}", work.display()))?;
+        let run_work = Path::new("/run").join(&tag);
+        std::fs::create_dir_all(&run_work)
+            .map_err(|e| format!("mkdir {}: {e}", run_work.display()))?;
         ip(&["netns", "add", &host])?;
         // A node-like host: lo up and an uplink with a default route (so 169.254.1.1, tern's
         // gateway, is covered by a route as on a real node). No dummy links on these kernels.
@@ -148,6 +166,7 @@ impl Env {
             Err(e) => {
                 let _ = ip(&["netns", "del", &host]);
                 let _ = std::fs::remove_dir_all(&work);
+                let _ = std::fs::remove_dir_all(&run_work);
                 return Err(e);
             }
         };
@@ -156,6 +175,7 @@ impl Env {
             host,
             host_ns,
             work,
+            run_work,
             pods: Vec::new(),
         })
     }
@@ -188,41 +208,153 @@ impl Drop for Env {
         }
         let _ = ip(&["netns", "del", &self.host]);
         let _ = std::fs::remove_dir_all(&self.work);
+        let _ = std::fs::remove_dir_all(&self.run_work);
     }
 }
 
-/// One plugin under test.
+/// One plugin of a subject: its binary and its own netconf (with `cniVersion` and `name`).
 #[derive(Clone, Debug)]
-struct Subject {
-    label: &'static str,
+struct Step {
     binary: PathBuf,
     conf: Value,
 }
 
-fn subjects(o: &Opts, work: &Path) -> Vec<Subject> {
-    let ipam = |subnet: &str, dir: &str| json!({"type": "host-local", "ranges": [[{"subnet": subnet}]], "dataDir": work.join(dir)});
-    vec![
+/// One plugin, or one chain of plugins, under test.
+#[derive(Clone, Debug)]
+struct Subject {
+    label: &'static str,
+    /// One step: a plugin alone (DEL without prevResult, as before). More: a chain run as libcni
+    /// runs a conflist — ADD in order, each with the previous result as `prevResult`; DEL in
+    /// reverse, each with the chain's cached result as `prevResult`; timed from the first spawn
+    /// to the last reaped exit.
+    steps: Vec<Step>,
+    cni_path: String,
+    /// Whether its RSS pass also measures host-local exec'd directly.
+    rss_host_local: bool,
+}
+
+impl Subject {
+    fn single(label: &'static str, binary: PathBuf, conf: Value, cni_path: &str) -> Subject {
         Subject {
-            label: "tern",
-            binary: o.tern.clone(),
-            conf: json!({"cniVersion": "1.0.0", "name": "bench-tern", "type": "tern", "mtu": 1500,
-                "stateDir": o.state_dir.clone().unwrap_or_else(|| work.join("tern-state")), "ipam": ipam("10.100.0.0/16", "ipam-tern")}),
+            label,
+            steps: vec![Step { binary, conf }],
+            cni_path: cni_path.to_owned(),
+            rss_host_local: false,
+        }
+    }
+}
+
+fn subjects(o: &Opts, work: &Path, run_work: &Path) -> Vec<Subject> {
+    let hl = |subnet: &str, dir: &str| json!({"type": "host-local", "ranges": [[{"subnet": subnet}]], "dataDir": work.join(dir)});
+    let ti = |subnet: &str, dir: &str| json!({"type": "tern-ipam", "ranges": [[{"subnet": subnet}]], "dataDir": work.join(dir)});
+    let state = |dir: &str| {
+        o.state_dir
+            .clone()
+            .unwrap_or_else(|| run_work.to_path_buf())
+            .join(dir)
+    };
+    let tern_conf = |name: &str, ipam: Value, st: &str| {
+        json!({"cniVersion": "1.0.0", "name": name, "type": "tern", "mtu": 1500,
+            "stateDir": state(st), "ipam": ipam})
+    };
+    // The same three sysctls for both tuning plugins (10-tern.conflist's).
+    let sysctl = json!({"net.ipv4.tcp_keepalive_time": "600", "net.ipv4.tcp_keepalive_intvl": "60",
+        "net.ipv4.tcp_keepalive_probes": "5"});
+    let tuning = |name: &str, ty: &str, dir: &str| json!({"cniVersion": "1.0.0", "name": name, "type": ty, "sysctl": sysctl, "dataDir": run_work.join(dir)});
+    let ref_path = o.ref_dir.display().to_string();
+    let tern_dir = o.tern.parent().unwrap_or(Path::new("."));
+    // tern's plugins first, the reference ones after (host-local and tuning are only there).
+    let both_path = format!("{}:{ref_path}", tern_dir.display());
+    let mut v = vec![
+        Subject {
+            rss_host_local: true,
+            ..Subject::single(
+                "tern",
+                o.tern.clone(),
+                tern_conf("bench-tern", hl("10.100.0.0/16", "ipam-tern"), "tern-state"),
+                &ref_path,
+            )
         },
         Subject {
-            label: "ptp",
-            binary: o.ptp.clone(),
+            rss_host_local: true,
             // ipMasq off: tern does no masquerading, so neither does the reference here.
-            conf: json!({"cniVersion": "1.0.0", "name": "bench-ptp", "type": "ptp", "mtu": 1500,
-                "ipMasq": false, "ipam": ipam("10.101.0.0/16", "ipam-ptp")}),
+            ..Subject::single(
+                "ptp",
+                o.ptp.clone(),
+                json!({"cniVersion": "1.0.0", "name": "bench-ptp", "type": "ptp", "mtu": 1500,
+                    "ipMasq": false, "ipam": hl("10.101.0.0/16", "ipam-ptp")}),
+                &ref_path,
+            )
         },
-        Subject {
-            // IPAM alone, exec'd directly with tern's netconf: the floor under both plugins.
-            label: "hl",
-            binary: o.ref_dir.join("host-local"),
-            conf: json!({"cniVersion": "1.0.0", "name": "bench-hl", "type": "tern",
-                "ipam": ipam("10.102.0.0/16", "ipam-hl")}),
-        },
-    ]
+        // IPAM alone, exec'd directly with tern's netconf: the floor under both plugins.
+        Subject::single(
+            "hl",
+            o.ref_dir.join("host-local"),
+            json!({"cniVersion": "1.0.0", "name": "bench-hl", "type": "tern",
+                "ipam": hl("10.102.0.0/16", "ipam-hl")}),
+            &ref_path,
+        ),
+        // tern with tern-ipam, which it runs in-process.
+        Subject::single(
+            "tern/ti",
+            o.tern.clone(),
+            tern_conf(
+                "bench-tern-ti",
+                ti("10.103.0.0/16", "ipam-tern-ti"),
+                "tern-ti-state",
+            ),
+            &both_path,
+        ),
+    ];
+    v.push(Subject {
+        label: "ref-chain",
+        steps: vec![
+            Step {
+                binary: o.ptp.clone(),
+                conf: json!({"cniVersion": "1.0.0", "name": "bench-ref-chain", "type": "ptp", "mtu": 1500,
+                    "ipMasq": false, "ipam": hl("10.104.0.0/16", "ipam-ref-chain")}),
+            },
+            Step {
+                binary: o.ref_dir.join("tuning"),
+                conf: tuning("bench-ref-chain", "tuning", "tuning-ref"),
+            },
+        ],
+        cni_path: ref_path.clone(),
+        rss_host_local: false,
+    });
+    for (label, name, ipam, st, td) in [
+        (
+            "tt-chain/hl",
+            "bench-tt-hl",
+            hl("10.105.0.0/16", "ipam-tt-hl"),
+            "tt-hl-state",
+            "tuning-tt-hl",
+        ),
+        (
+            "tt-chain/ti",
+            "bench-tt-ti",
+            ti("10.106.0.0/16", "ipam-tt-ti"),
+            "tt-ti-state",
+            "tuning-tt-ti",
+        ),
+    ] {
+        v.push(Subject {
+            label,
+            steps: vec![
+                Step {
+                    binary: o.tern.clone(),
+                    conf: tern_conf(name, ipam, st),
+                },
+                Step {
+                    binary: tern_dir.join("tern-tuning"),
+                    conf: tuning(name, "tern-tuning", td),
+                },
+            ],
+            cni_path: both_path.clone(),
+            rss_host_local: false,
+        });
+    }
+    v
 }
 
 /// The command a runtime would run: a clean environment with the `CNI_*` variables.
@@ -271,6 +403,18 @@ fn invoke(
     cni_path: &str,
     stdin: &[u8],
 ) -> Res<Duration> {
+    invoke_out(bin, verb, cid, netns, cni_path, stdin).map(|(d, _)| d)
+}
+
+/// [`invoke`], also returning the plugin's stdout.
+fn invoke_out(
+    bin: &Path,
+    verb: &str,
+    cid: &str,
+    netns: &str,
+    cni_path: &str,
+    stdin: &[u8],
+) -> Res<(Duration, String)> {
     let t0 = Instant::now();
     let mut child = plugin_cmd(bin, verb, cid, netns, cni_path)
         .spawn()
@@ -280,7 +424,7 @@ fn invoke(
     let status = child.wait().map_err(|e| format!("wait: {e}"))?;
     let took = t0.elapsed();
     if status.success() {
-        Ok(took)
+        Ok((took, out))
     } else {
         Err(format!(
             "{} {verb} {cid}: {status}: {}",
@@ -300,7 +444,7 @@ fn invoke_peak_rss(
     netns: &str,
     cni_path: &str,
     stdin: &[u8],
-) -> Res<u64> {
+) -> Res<(u64, String)> {
     let mut child = plugin_cmd(bin, verb, cid, netns, cni_path)
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
@@ -338,7 +482,8 @@ fn invoke_peak_rss(
             out.trim()
         ));
     }
-    hwm.ok_or_else(|| format!("no VmHWM for {} {verb}", bin.display()))
+    hwm.map(|h| (h, out))
+        .ok_or_else(|| format!("no VmHWM for {} {verb}", bin.display()))
 }
 
 /// `VmHWM` of a live process, in KiB.
@@ -366,6 +511,42 @@ fn vm_hwm_kib(pid: Pid) -> Option<u64> {
     }
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The netconf of chain step `conf` with `prev` as `prevResult`.
+fn with_prev(conf: &Value, prev: Option<&Value>) -> Res<Vec<u8>> {
+    let mut c = conf.clone();
+    if let Some(p) = prev {
+        c["prevResult"] = p.clone();
+    }
+    serde_json::to_vec(&c).map_err(|e| e.to_string())
+}
+
+/// One chain ADD as libcni runs it: returns its wall time and the final result.
+fn chain_add(subj: &Subject, cid: &str, ns: &str) -> Res<(Duration, Value)> {
+    let t0 = Instant::now();
+    let mut prev: Option<Value> = None;
+    for step in &subj.steps {
+        let stdin = with_prev(&step.conf, prev.as_ref())?;
+        let (_, out) = invoke_out(&step.binary, "ADD", cid, ns, &subj.cni_path, &stdin)?;
+        prev = Some(
+            serde_json::from_str(&out)
+                .map_err(|e| format!("{} ADD result: {e}: {out}", step.binary.display()))?,
+        );
+    }
+    let took = t0.elapsed();
+    prev.map(|p| (took, p))
+        .ok_or_else(|| "empty chain".to_owned())
+}
+
+/// One chain DEL as libcni runs it: every step in reverse, with the cached result.
+fn chain_del(subj: &Subject, cid: &str, ns: &str, cached: Option<&Value>) -> Res<Duration> {
+    let t0 = Instant::now();
+    for step in subj.steps.iter().rev() {
+        let stdin = with_prev(&step.conf, cached)?;
+        invoke(&step.binary, "DEL", cid, ns, &subj.cni_path, &stdin)?;
+    }
+    Ok(t0.elapsed())
 }
 
 /// Latencies of one phase plus its wall time.
@@ -460,27 +641,44 @@ impl Row {
 fn bench_subject(
     env: &mut Env,
     subj: &Subject,
-    cni_path: &str,
     pods: usize,
     par: usize,
     round: &str,
 ) -> Res<(Phase, Phase)> {
     let names = env.make_pods(pods)?;
-    let stdin = serde_json::to_vec(&subj.conf).map_err(|e| e.to_string())?;
     let items: Vec<(String, String)> = names
         .iter()
         .enumerate()
         .map(|(i, n)| {
             (
-                format!("{}-{}-{round}-{i}", subj.label, env.tag),
+                format!("{}-{}-{round}-{i}", subj.label.replace('/', "-"), env.tag),
                 format!("/run/netns/{n}"),
             )
         })
         .collect();
-    let add = |(cid, ns): &(String, String)| invoke(&subj.binary, "ADD", cid, ns, cni_path, &stdin);
-    let del = |(cid, ns): &(String, String)| invoke(&subj.binary, "DEL", cid, ns, cni_path, &stdin);
-    let added = run_parallel(&env.host_ns, &items, par, &add);
-    let deleted = run_parallel(&env.host_ns, &items, par, &del);
+    let (added, deleted) = if let [step] = subj.steps.as_slice() {
+        let stdin = serde_json::to_vec(&step.conf).map_err(|e| e.to_string())?;
+        let cp = subj.cni_path.as_str();
+        let add = |(cid, ns): &(String, String)| invoke(&step.binary, "ADD", cid, ns, cp, &stdin);
+        let del = |(cid, ns): &(String, String)| invoke(&step.binary, "DEL", cid, ns, cp, &stdin);
+        (
+            run_parallel(&env.host_ns, &items, par, &add),
+            run_parallel(&env.host_ns, &items, par, &del),
+        )
+    } else {
+        let results: Mutex<HashMap<String, Value>> = Mutex::default();
+        let add = |(cid, ns): &(String, String)| {
+            let (took, res) = chain_add(subj, cid, ns)?;
+            if let Ok(mut m) = results.lock() {
+                m.insert(cid.clone(), res);
+            }
+            Ok(took)
+        };
+        let added = run_parallel(&env.host_ns, &items, par, &add);
+        let cached = results.into_inner().unwrap_or_default();
+        let del = |(cid, ns): &(String, String)| chain_del(subj, cid, ns, cached.get(cid));
+        (added, run_parallel(&env.host_ns, &items, par, &del))
+    };
     env.drop_pods(&names);
     Ok((added?, deleted?))
 }
@@ -516,47 +714,49 @@ fn bench_kernel_del(env: &mut Env, pods: usize, par: usize) -> Res<Phase> {
     r
 }
 
-/// Peak RSS (KiB) of `samples` ADD and DEL invocations of the plugin, and of host-local invoked
-/// directly with the same netconf; untimed, sequential, in the host netns.
+/// Peak RSS samples (KiB) of one binary: ADD, DEL.
+type AddDelKib = [Vec<u64>; 2];
+
+/// Peak RSS (KiB) of `samples` chain ADDs and DELs: per step, its ADD samples and its DEL
+/// samples; then, when the subject asks for it, host-local invoked directly with the first step's
+/// netconf (ADD, DEL). Untimed, sequential, in the host netns.
 fn bench_rss(
     env: &mut Env,
     subj: &Subject,
-    cni_path: &str,
     samples: usize,
     host_local: &Path,
-) -> Res<[Vec<u64>; 4]> {
+) -> Res<(Vec<AddDelKib>, Option<AddDelKib>)> {
     let names = env.make_pods(samples)?;
-    let stdin = serde_json::to_vec(&subj.conf).map_err(|e| e.to_string())?;
-    let r = env.host_ns.run_in(|| -> Res<[Vec<u64>; 4]> {
-        let mut out: [Vec<u64>; 4] = Default::default();
+    let cp = subj.cni_path.as_str();
+    let r = env.host_ns.run_in(|| -> Res<_> {
+        let mut steps: Vec<AddDelKib> = subj.steps.iter().map(|_| Default::default()).collect();
+        let mut hl: AddDelKib = Default::default();
         for (i, n) in names.iter().enumerate() {
             let ns = format!("/run/netns/{n}");
-            let cid = format!("{}-{}-rss-{i}", subj.label, env.tag);
-            out[0].push(invoke_peak_rss(
-                &subj.binary,
-                "ADD",
-                &cid,
-                &ns,
-                cni_path,
-                &stdin,
-            )?);
-            out[1].push(invoke_peak_rss(
-                &subj.binary,
-                "DEL",
-                &cid,
-                &ns,
-                cni_path,
-                &stdin,
-            )?);
-            let hcid = format!("hl-{cid}");
-            out[2].push(invoke_peak_rss(
-                host_local, "ADD", &hcid, &ns, cni_path, &stdin,
-            )?);
-            out[3].push(invoke_peak_rss(
-                host_local, "DEL", &hcid, &ns, cni_path, &stdin,
-            )?);
+            let cid = format!("{}-{}-rss-{i}", subj.label.replace('/', "-"), env.tag);
+            let mut prev: Option<Value> = None;
+            for (k, step) in subj.steps.iter().enumerate() {
+                let stdin = with_prev(&step.conf, prev.as_ref())?;
+                let (kib, out) = invoke_peak_rss(&step.binary, "ADD", &cid, &ns, cp, &stdin)?;
+                steps[k][0].push(kib);
+                prev = Some(serde_json::from_str(&out).map_err(|e| format!("ADD result: {e}"))?);
+            }
+            let cached = prev.filter(|_| subj.steps.len() > 1);
+            for (k, step) in subj.steps.iter().enumerate().rev() {
+                let stdin = with_prev(&step.conf, cached.as_ref())?;
+                let (kib, _) = invoke_peak_rss(&step.binary, "DEL", &cid, &ns, cp, &stdin)?;
+                steps[k][1].push(kib);
+            }
+            if subj.rss_host_local {
+                let stdin = with_prev(&subj.steps[0].conf, None)?;
+                let hcid = format!("hl-{cid}");
+                for (j, verb) in ["ADD", "DEL"].into_iter().enumerate() {
+                    let (kib, _) = invoke_peak_rss(host_local, verb, &hcid, &ns, cp, &stdin)?;
+                    hl[j].push(kib);
+                }
+            }
         }
-        Ok(out)
+        Ok((steps, subj.rss_host_local.then_some(hl)))
     });
     env.drop_pods(&names);
     r.map_err(|e| e.to_string())?
@@ -591,7 +791,7 @@ fn run(o: &Opts) -> Res<()> {
     let host_local = o.ref_dir.join("host-local");
     let mut env = Env::new()?;
     let cni_path = o.ref_dir.display().to_string();
-    let subs = subjects(o, &env.work);
+    let subs = subjects(o, &env.work, &env.run_work);
     println!(
         "tern-bench: {} pods per subject per parallelism in {} rotating rounds, parallelism {:?}, cniVersion 1.0.0, IPAM host-local ({}), host netns {}",
         o.pods,
@@ -608,7 +808,7 @@ fn run(o: &Opts) -> Res<()> {
 
     // Warm-up (page cache, first-exec costs): a few pods through each, untimed.
     for s in &subs {
-        bench_subject(&mut env, s, &cni_path, 4, 1, "warm")?;
+        bench_subject(&mut env, s, 4, 1, "warm")?;
     }
     // Each parallelism runs in rounds, the subjects' order rotating every round, so that load
     // from elsewhere on the machine (drift) falls on all of them alike.
@@ -624,14 +824,7 @@ fn run(o: &Opts) -> Res<()> {
             kdel.wall += k.wall;
             for j in 0..subs.len() {
                 let i = (j + r) % subs.len();
-                let (add, del) = bench_subject(
-                    &mut env,
-                    &subs[i],
-                    &cni_path,
-                    n,
-                    par,
-                    &format!("p{par}r{r}"),
-                )?;
+                let (add, del) = bench_subject(&mut env, &subs[i], n, par, &format!("p{par}r{r}"))?;
                 acc[i].0.lat.extend(add.lat);
                 acc[i].0.wall += add.wall;
                 acc[i].1.lat.extend(del.lat);
@@ -653,7 +846,7 @@ fn run(o: &Opts) -> Res<()> {
 
     println!();
     println!(
-        "{:<6} {:>3} {:>5} | {:>8} {:>8} | {:>8} {:>8} | {:>15} {:>15} | {:>7}",
+        "{:<11} {:>3} {:>5} | {:>8} {:>8} | {:>8} {:>8} | {:>15} {:>15} | {:>7}",
         "plugin",
         "par",
         "pods",
@@ -676,7 +869,7 @@ fn run(o: &Opts) -> Res<()> {
             )
         };
         println!(
-            "{:<6} {:>3} {:>5} | {:>8.3} {:>8.3} | {:>8.3} {:>8.3} | {:>31} | {:>7.1}",
+            "{:<11} {:>3} {:>5} | {:>8.3} {:>8.3} | {:>8.3} {:>8.3} | {:>31} | {:>7.1}",
             r.label,
             r.par,
             r.pods,
@@ -690,6 +883,9 @@ fn run(o: &Opts) -> Res<()> {
     }
     println!("(latencies in ms: spawn to reaped exit; pods/s = pods / (ADD phase wall + DEL phase wall));");
     println!(" hl = host-local exec'd directly with the same kind of netconf: the IPAM floor under both plugins;");
+    println!(" tern/ti = tern with tern-ipam (run in-process by tern); chains, run as libcni runs a conflist:");
+    println!("   ref-chain = ptp + host-local + tuning; tt-chain/hl = tern + tern-tuning with host-local;");
+    println!("   tt-chain/ti = tern + tern-tuning with tern-ipam; both tuning plugins set the same 3 sysctls;");
     println!(
         " kernel vethdel = one RTM_DELLINK of a veth whose peer is in a pod netns, timed alone)"
     );
@@ -708,6 +904,31 @@ fn run(o: &Opts) -> Res<()> {
                 pct(&t.del.lat, 0.99) / pct(&p.del.lat, 0.99),
                 t.pods_per_sec() / p.pods_per_sec()
             );
+        }
+    }
+
+    println!("chains against the reference chain (ptp + host-local + tuning):");
+    for &par in &o.parallel {
+        let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+        let Some(reference) = find("ref-chain") else {
+            continue;
+        };
+        for label in ["tt-chain/hl", "tt-chain/ti"] {
+            if let Some(t) = find(label) {
+                let add = pct(&t.add.lat, 0.5) / pct(&reference.add.lat, 0.5);
+                let target = if label == "tt-chain/ti" {
+                    format!(" (target <= 0.40x: {})", verdict(add <= 0.4))
+                } else {
+                    String::new()
+                };
+                println!(
+                    "  par {par} {label}: ADD p50 {add:.2}x{target}, ADD p99 {:.2}x, DEL p50 {:.2}x, DEL p99 {:.2}x, pods/s {:.2}x",
+                    pct(&t.add.lat, 0.99) / pct(&reference.add.lat, 0.99),
+                    pct(&t.del.lat, 0.5) / pct(&reference.del.lat, 0.5),
+                    pct(&t.del.lat, 0.99) / pct(&reference.del.lat, 0.99),
+                    t.pods_per_sec() / reference.pods_per_sec()
+                );
+            }
         }
     }
 
@@ -738,23 +959,38 @@ fn run(o: &Opts) -> Res<()> {
     );
     let mut tern_max = 0;
     for s in subs.iter().filter(|s| s.label != "hl") {
-        let [add, del, hl_add, hl_del] =
-            bench_rss(&mut env, s, &cni_path, o.rss_samples, &host_local)?;
-        if s.label == "tern" {
-            tern_max = add.iter().chain(&del).copied().max().unwrap_or(0);
+        let (steps, hl) = bench_rss(&mut env, s, o.rss_samples, &host_local)?;
+        for (step, [add, del]) in s.steps.iter().zip(&steps) {
+            if step.binary == o.tern {
+                tern_max = add
+                    .iter()
+                    .chain(del)
+                    .copied()
+                    .max()
+                    .unwrap_or(tern_max)
+                    .max(tern_max);
+            }
+            let bin = step
+                .binary
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            println!(
+                "  {:<11} {:<11} ADD: {}   DEL: {}",
+                s.label,
+                bin,
+                kib_stats(add),
+                kib_stats(del)
+            );
         }
-        println!(
-            "  {:<5} ADD: {}   DEL: {}",
-            s.label,
-            kib_stats(&add),
-            kib_stats(&del)
-        );
-        println!(
-            "  host-local under {:<5} netconf, exec'd directly: ADD: {}   DEL: {}",
-            s.label,
-            kib_stats(&hl_add),
-            kib_stats(&hl_del)
-        );
+        if let Some([add, del]) = hl {
+            println!(
+                "  host-local under {:<5} netconf, exec'd directly: ADD: {}   DEL: {}",
+                s.label,
+                kib_stats(&add),
+                kib_stats(&del)
+            );
+        }
     }
     println!(
         "  target: tern peak RSS < 3 MiB: {} (max {:.2} MiB)",

@@ -1,8 +1,13 @@
 //! Files that must never be seen half-written: plugin state, backups, leases, kubeconfigs.
 //!
 //! Invariant: a reader sees either the old content or the new, never a mix or a truncated file,
-//! also when the writer is killed at any point (temp file in the same directory, fsync, rename,
-//! fsync of the directory).
+//! also when the writer is killed at any point (temp file in the same directory, rename).
+//!
+//! Two strengths: [`write_atomic`] is also *durable* (fsync of the file before the rename and of
+//! the directory after it), for what must survive a power loss (backups of host settings,
+//! kubeconfigs). [`replace_atomic`] is atomic only, for state whose subject does not survive a
+//! reboot anyway (tern's per-attachment state describes a veth; a crash of the kernel takes the
+//! veth with it): it costs no disk flush, which on ext4 is most of the cost of a write.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -12,13 +17,31 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Replaces `path` with `data` atomically, the file mode being `mode` (e.g. `0o600`).
-/// The directory must exist. A leftover temp file (`.<name>.tmp-<pid>-<n>`) can only remain if
-/// the process is killed between create and rename; [`remove_stale_temps`] sweeps them.
+/// Replaces `path` with `data` atomically and durably, the file mode being `mode` (e.g.
+/// `0o600`): temp file, fsync, rename, fsync of the directory. The directory must exist. A
+/// leftover temp file (`.<name>.tmp-<pid>-<n>`) can only remain if the process is killed between
+/// create and rename; [`remove_stale_temps`] sweeps them.
 ///
 /// # Errors
 /// The underlying I/O error; the temp file is removed on every error path.
 pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    write_via_temp(path, data, mode, true)
+}
+
+/// Replaces `path` with `data` atomically but *not durably*: like [`write_atomic`] without the
+/// two fsyncs. A reader (and a process started after a crash of the writer) sees the old content
+/// or the new, never a mix; after a power loss or kernel crash the file may hold the old content,
+/// or be missing. Use it only for state that a reboot makes meaningless anyway — tern's
+/// per-attachment state, which describes a veth (veths do not survive a reboot). On the ext4
+/// disks measured, the fsyncs were ≈1.8 ms of a ≈4 ms ADD.
+///
+/// # Errors
+/// The underlying I/O error; the temp file is removed on every error path.
+pub fn replace_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
+    write_via_temp(path, data, mode, false)
+}
+
+fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -41,9 +64,14 @@ pub fn write_atomic(path: &Path, data: &[u8], mode: u32) -> io::Result<()> {
         // The umask may have narrowed the mode; the caller asked for exactly this one.
         f.set_permissions(fs::Permissions::from_mode(mode))?;
         f.write_all(data)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
         fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
+        if durable {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -125,6 +153,15 @@ mod tests {
         write_atomic(&p, b"one", 0o600).unwrap();
         write_atomic(&p, b"two", 0o600).unwrap();
         assert_eq!(fs::read(&p).unwrap(), b"two");
+        replace_atomic(&p, b"three", 0o640).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"three");
+        assert_eq!(
+            fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        assert_eq!(fs::read_dir(&dir).unwrap().count(), 1, "no temp file left");
+        assert!(replace_atomic(&dir.join("missing/x"), b"x", 0o600).is_err());
+        write_atomic(&p, b"two", 0o600).unwrap();
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o600

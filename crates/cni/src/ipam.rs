@@ -1,12 +1,22 @@
 //! Delegation to another plugin, IPAM above all (SPEC.md section 4, "Plugin Delegation").
 //!
 //! The delegate is looked up in `CNI_PATH`, run with this invocation's environment (only
-//! `CNI_COMMAND` changed) and the complete netconf on stdin. Its stderr is forwarded to ours; its
-//! error result keeps its code. Runs in the calling thread's netns: call it from the host netns.
+//! `CNI_COMMAND` changed) and the complete netconf on stdin. Its stderr is captured and forwarded
+//! to ours, and quoted in the error when it fails without an error result (as the reference
+//! `pkg/invoke` does); its error result keeps its code. Runs in the calling thread's netns: call it
+//! from the host netns.
+//!
+//! A delegate may be *built in* ([`Delegate::builtin`]): a plugin linked into the caller, e.g.
+//! tern-ipam inside tern. It is still looked up in `CNI_PATH` first (a node without the plugin
+//! fails exactly as with exec), then run in this process through the very dispatcher its binary
+//! uses ([`crate::dispatch`]) with the same environment and stdin, and its stdout is parsed the
+//! same way: same code, same effects, no exec.
 
+use std::collections::HashMap;
+use std::fmt;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command as Process, Stdio};
+use std::process::{Command as Process, ExitStatus, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -14,10 +24,21 @@ use serde_json::Value;
 use crate::env::{split_cni_path, Command};
 use crate::error::{code, Error};
 use crate::result::CniResult;
+use crate::skel::{dispatch, Plugin};
 
 /// How often a delegate that is being replaced (`ETXTBSY`) is retried, one second apart, as the
 /// reference `pkg/invoke` does.
 const TEXT_BUSY_RETRIES: u32 = 5;
+
+/// A plugin linked into this binary that stands in for the delegate of the same type.
+#[derive(Clone, Copy)]
+pub struct Builtin<'a>(pub &'a (dyn Plugin + Sync));
+
+impl fmt::Debug for Builtin<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Builtin").field(&self.0.about()).finish()
+    }
+}
 
 /// A delegated plugin and the environment it runs with.
 #[derive(Clone, Debug)]
@@ -34,6 +55,16 @@ pub struct Delegate<'a> {
     pub ifname: Option<&'a str>,
     /// `CNI_ARGS`.
     pub cni_args: Option<&'a str>,
+    /// When set, the plugin runs in this process instead of being exec'd (see the module doc).
+    pub builtin: Option<Builtin<'a>>,
+}
+
+/// What one run of the delegate left: its stdout, its stderr (exec only) and whether it succeeded.
+struct Outcome {
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    /// `None` on success; otherwise how it failed (an exit status, or "exit status 1" in-process).
+    failure: Option<String>,
 }
 
 impl<'a> Delegate<'a> {
@@ -46,6 +77,16 @@ impl<'a> Delegate<'a> {
             netns: None,
             ifname: None,
             cni_args: None,
+            builtin: None,
+        }
+    }
+
+    /// The same delegate, run in-process by `plugin` (which must be the plugin `plugin_type`
+    /// names: same code as its binary) once `CNI_PATH` is found to hold it.
+    pub fn builtin(self, plugin: &'a (dyn Plugin + Sync)) -> Self {
+        Delegate {
+            builtin: Some(Builtin(plugin)),
+            ..self
         }
     }
 
@@ -72,27 +113,58 @@ impl<'a> Delegate<'a> {
         )))
     }
 
-    /// Runs the delegate for `command` with `stdin` and returns its stdout parsed as JSON (`None`
-    /// when it printed nothing).
-    ///
-    /// # Errors
-    /// The delegate's own error result, code kept; code 5 when it cannot be started or exits
-    /// non-zero without an error result (message: `netplugin failed: "<stderr>": <status>`); code 6
-    /// when its stdout is not JSON.
-    pub fn run(&self, command: Command, stdin: &[u8]) -> Result<Option<Value>, Error> {
-        let exe = self.find()?;
+    /// The environment the delegate gets: ours with the `CNI_*` variables of this call.
+    fn cni_env(&self, command: Command) -> [(&'static str, Option<&str>); 6] {
+        [
+            ("CNI_COMMAND", Some(command.as_str())),
+            ("CNI_PATH", Some(self.cni_path)),
+            ("CNI_CONTAINERID", self.container_id),
+            ("CNI_NETNS", self.netns.and_then(Path::to_str)),
+            ("CNI_IFNAME", self.ifname),
+            ("CNI_ARGS", self.cni_args),
+        ]
+    }
+
+    /// Runs the built-in plugin through the dispatcher, as its binary would run.
+    fn run_builtin(&self, plugin: &(dyn Plugin + Sync), command: Command, stdin: &[u8]) -> Outcome {
+        let mut env: HashMap<String, String> = self
+            .cni_env(command)
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned())))
+            .collect();
+        // The only other variable the dispatcher reads; an exec'd delegate inherits it.
+        if let Ok(v) = std::env::var("CNI_NETNS_OVERRIDE") {
+            env.insert("CNI_NETNS_OVERRIDE".into(), v);
+        }
+        let mut stdout = Vec::new();
+        let status = dispatch(
+            plugin,
+            &env,
+            &mut &stdin[..],
+            &mut stdout,
+            &mut std::io::stderr(),
+        );
+        Outcome {
+            stdout,
+            stderr: Vec::new(),
+            failure: (status != 0).then(|| format!("exit status: {status}")),
+        }
+    }
+
+    /// Execs the delegate found at `exe`; its stderr is captured and forwarded to ours.
+    fn run_exec(&self, exe: &Path, command: Command, stdin: &[u8]) -> Result<Outcome, Error> {
         let mut attempt = 0;
         let mut child = loop {
-            let mut p = Process::new(&exe);
-            p.env("CNI_COMMAND", command.as_str())
-                .env("CNI_PATH", self.cni_path)
-                .stdin(Stdio::piped())
+            let mut p = Process::new(exe);
+            p.stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
-            set_or_remove(&mut p, "CNI_CONTAINERID", self.container_id);
-            set_or_remove(&mut p, "CNI_NETNS", self.netns.and_then(Path::to_str));
-            set_or_remove(&mut p, "CNI_IFNAME", self.ifname);
-            set_or_remove(&mut p, "CNI_ARGS", self.cni_args);
+            for (k, v) in self.cni_env(command) {
+                match v {
+                    Some(v) => p.env(k, v),
+                    None => p.env_remove(k),
+                };
+            }
             match p.spawn() {
                 Ok(c) => break c,
                 Err(e)
@@ -110,7 +182,7 @@ impl<'a> Delegate<'a> {
                 }
             }
         };
-        let output = std::thread::scope(|s| {
+        let (out, err) = std::thread::scope(|s| {
             let mut pipe = child.stdin.take();
             // Written from another thread so a delegate that prints before reading cannot block us.
             s.spawn(move || {
@@ -131,27 +203,47 @@ impl<'a> Delegate<'a> {
             if let Some(o) = stdout.as_mut() {
                 let _ = o.read_to_end(&mut out);
             }
-            let err = err_reader.join().unwrap_or_default();
-            (out, err, child.wait())
+            (out, err_reader.join().unwrap_or_default())
         });
-        let (out, err, status) = output;
-        let status =
-            status.map_err(|e| Error::io(format!("wait for {}: {e}", self.plugin_type)))?;
         if !err.is_empty() {
             // Forward the delegate's logs (SPEC.md section 4).
             let _ = std::io::stderr().write_all(&err);
         }
-        let text = String::from_utf8_lossy(&out);
+        let status: ExitStatus = child
+            .wait()
+            .map_err(|e| Error::io(format!("wait for {}: {e}", self.plugin_type)))?;
+        Ok(Outcome {
+            stdout: out,
+            stderr: err,
+            failure: (!status.success()).then(|| status.to_string()),
+        })
+    }
+
+    /// Runs the delegate for `command` with `stdin` and returns its stdout parsed as JSON (`None`
+    /// when it printed nothing).
+    ///
+    /// # Errors
+    /// Code 7 when it is not in `CNI_PATH`; the delegate's own error result, code kept; code 5
+    /// when it cannot be started or exits non-zero without an error result (message: `netplugin
+    /// failed: "<stderr>": <status>`, or `netplugin failed with no error message: <status>`);
+    /// code 6 when its stdout is not JSON.
+    pub fn run(&self, command: Command, stdin: &[u8]) -> Result<Option<Value>, Error> {
+        let exe = self.find()?;
+        let outcome = match self.builtin {
+            Some(Builtin(plugin)) => self.run_builtin(plugin, command, stdin),
+            None => self.run_exec(&exe, command, stdin)?,
+        };
+        let text = String::from_utf8_lossy(&outcome.stdout);
         let parsed: Option<Value> = if text.trim().is_empty() {
             None
         } else {
             serde_json::from_str(&text).ok()
         };
-        if !status.success() {
+        if let Some(status) = outcome.failure {
             if let Some(e) = parsed.as_ref().and_then(Error::from_json) {
                 return Err(e);
             }
-            let stderr_text = String::from_utf8_lossy(&err);
+            let stderr_text = String::from_utf8_lossy(&outcome.stderr);
             let msg = if stderr_text.trim().is_empty() {
                 format!("netplugin failed with no error message: {status}")
             } else {
@@ -203,17 +295,6 @@ impl<'a> Delegate<'a> {
     }
 }
 
-fn set_or_remove(p: &mut Process, key: &str, value: Option<&str>) {
-    match value {
-        Some(v) => {
-            p.env(key, v);
-        }
-        None => {
-            p.env_remove(key);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,6 +343,7 @@ mod tests {
             netns: None,
             ifname: Some("eth0"),
             cni_args: Some(""),
+            builtin: None,
         };
         let r = d.add(b"{stdin}").unwrap();
         assert_eq!(r.ips[0].address.to_string(), "10.0.0.7/24");
@@ -282,11 +364,11 @@ mod tests {
         let e = Delegate::without_attachment("crash", &path)
             .exec(Command::Del, b"")
             .unwrap_err();
+        // Its stderr was captured (and forwarded): the error quotes it, as the reference does.
         assert_eq!(e.code, 5);
-        assert!(
-            e.msg.contains("it broke") && e.msg.contains("exit status: 3"),
-            "{}",
-            e.msg
+        assert_eq!(
+            e.msg,
+            r#"crash: netplugin failed: "it broke": exit status: 3"#
         );
         let e = Delegate::without_attachment("garbage", &path)
             .exec(Command::Del, b"")
@@ -309,5 +391,92 @@ mod tests {
             .find()
             .unwrap_err();
         assert_eq!(e.code, 7);
+    }
+
+    #[test]
+    fn a_large_stdin_is_written_while_stdout_is_read() {
+        let dir = PluginDir::new("big");
+        // Prints before reading: with a 64 KiB stdin this would deadlock a synchronous writer.
+        dir.script(
+            "chatty",
+            r#"head -c 70000 /dev/zero | tr '\0' ' '; n=$(wc -c); printf '{"cniVersion":"1.0.0","ips":[],"dns":{"domain":"%s"}}' "$n""#,
+        );
+        let path = dir.path();
+        let d = Delegate::without_attachment("chatty", &path);
+        let big = vec![b'x'; 65_536];
+        assert_eq!(d.add(&big).unwrap().dns.domain.as_deref(), Some("65536"));
+    }
+
+    /// A built-in plugin that answers from what the dispatcher gave it.
+    struct Echo;
+
+    impl Plugin for Echo {
+        fn about(&self) -> &str {
+            "echo"
+        }
+        fn add(&self, input: &crate::AddInput) -> Result<CniResult, Error> {
+            let mut r = CniResult::default();
+            r.dns.domain = Some(format!(
+                "{}|{}|{}|{}|{}",
+                input.container_id,
+                input.ifname,
+                input.netns.display(),
+                input.args_raw,
+                input.config.name
+            ));
+            Ok(r)
+        }
+        fn del(&self, input: &crate::DelInput) -> Result<(), Error> {
+            Err(Error::new(11, format!("busy {}", input.container_id)))
+        }
+        fn check(&self, _: &crate::CheckInput) -> Result<(), Error> {
+            Ok(())
+        }
+        fn gc(&self, input: &crate::GcInput) -> Result<(), Error> {
+            match &input.valid_attachments {
+                Some(v) if v.len() == 1 => Ok(()),
+                other => Err(Error::new(5, format!("{other:?}"))),
+            }
+        }
+    }
+
+    #[test]
+    fn a_builtin_runs_in_process_through_the_dispatcher_once_found_in_cni_path() {
+        let dir = PluginDir::new("builtin");
+        // The binary is never run: it would fail every verb.
+        dir.script("echo-ipam", "exit 9");
+        let path = dir.path();
+        let ns = Path::new("/run/netns/x");
+        let d = Delegate {
+            plugin_type: "echo-ipam",
+            cni_path: &path,
+            container_id: Some("c1"),
+            netns: Some(ns),
+            ifname: Some("eth0"),
+            cni_args: Some("K8S_POD_NAME=p"),
+            builtin: None,
+        }
+        .builtin(&Echo);
+        let conf = br#"{"cniVersion":"1.0.0","name":"n1","type":"echo-ipam"}"#;
+        let r = d.add(conf).unwrap();
+        assert_eq!(
+            r.dns.domain.as_deref(),
+            Some("c1|eth0|/run/netns/x|K8S_POD_NAME=p|n1")
+        );
+        let e = d.exec(Command::Del, conf).unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (11, "busy c1"));
+        d.exec(Command::Check, conf).unwrap();
+        // The dispatcher's own checks apply, as in the binary: no CHECK before 0.4.0.
+        let old = br#"{"cniVersion":"0.3.1","name":"n1","type":"echo-ipam"}"#;
+        assert_eq!(d.exec(Command::Check, old).unwrap_err().code, 1);
+        let gc = br#"{"cniVersion":"1.1.0","name":"n1","type":"echo-ipam","cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}"#;
+        Delegate::without_attachment("echo-ipam", &path)
+            .builtin(&Echo)
+            .exec(Command::Gc, gc)
+            .unwrap();
+        // Not in CNI_PATH: the same errors as with exec.
+        let missing = Delegate::without_attachment("absent", &path).builtin(&Echo);
+        assert_eq!(missing.exec(Command::Gc, gc).unwrap_err().code, 7);
+        assert_eq!(missing.status(gc).unwrap_err().code, 50);
     }
 }

@@ -1,27 +1,35 @@
 //! Logging per DESIGN.md: `logLevel` and `logFile` from the netconf; never stdout (it carries the
 //! result), never a token. Default: warnings and errors to stderr.
+//!
+//! A plugin runs once and exits, and its whole binary tends to end up resident, so this is a
+//! small [`tracing::Subscriber`] of its own rather than `tracing-subscriber`'s (≈150 KB of code):
+//! one line per event, `<UTC time> <LEVEL> <span>{<fields>}:…: <message> <field>=<value>…`,
+//! written with one `write` call. Spans and events below the level are disabled at the call
+//! site; spans are kept (their formatted fields) until the process ends — a plugin makes a few.
 
+use std::cell::RefCell;
+use std::fmt::{self, Write as _};
 use std::fs::OpenOptions;
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
 
-use tracing::level_filters::LevelFilter;
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Metadata, Subscriber};
 
 /// Installs the global subscriber once. `level` is `error`, `warn`, `info`, `debug` or `trace`
 /// (anything else: `warn`); `file`, when set and openable (append, created 0600), receives the
 /// logs, else stderr does. Safe to call more than once: later calls do nothing.
 pub fn init(level: Option<&str>, file: Option<&str>) {
-    let level = match level.map(str::to_ascii_lowercase).as_deref() {
-        Some("error") => LevelFilter::ERROR,
-        Some("info") => LevelFilter::INFO,
-        Some("debug") => LevelFilter::DEBUG,
-        Some("trace") => LevelFilter::TRACE,
-        _ => LevelFilter::WARN,
+    let max = match level.map(str::to_ascii_lowercase).as_deref() {
+        Some("error") => Level::ERROR,
+        Some("info") => Level::INFO,
+        Some("debug") => Level::DEBUG,
+        Some("trace") => Level::TRACE,
+        _ => Level::WARN,
     };
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_ansi(false)
-        .with_target(false);
     let opened = file.filter(|f| !f.is_empty()).and_then(|f| {
         OpenOptions::new()
             .create(true)
@@ -30,8 +38,227 @@ pub fn init(level: Option<&str>, file: Option<&str>) {
             .open(f)
             .ok()
     });
-    let _ = match opened {
-        Some(f) => builder.with_writer(Mutex::new(f)).try_init(),
-        None => builder.with_writer(std::io::stderr).try_init(),
+    let out: Box<dyn Write + Send> = match opened {
+        Some(f) => Box::new(f),
+        None => Box::new(std::io::stderr()),
     };
+    let _ = tracing::subscriber::set_global_default(LineLogger::new(max, out));
+}
+
+/// The subscriber: events at or above `max` as single lines on `out`.
+pub struct LineLogger {
+    max: Level,
+    out: Mutex<Box<dyn Write + Send>>,
+    /// Formatted spans, `name{k=v …}`; span id n is entry n-1.
+    spans: Mutex<Vec<String>>,
+}
+
+thread_local! {
+    /// The spans this thread has entered, innermost last.
+    static ENTERED: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+impl LineLogger {
+    /// A logger writing events at or above `max` to `out`.
+    pub fn new(max: Level, out: Box<dyn Write + Send>) -> LineLogger {
+        LineLogger {
+            max,
+            out: Mutex::new(out),
+            spans: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// Collects fields as ` k=v` (strings quoted as `Debug` does), the message bare and first.
+#[derive(Default)]
+struct Fields {
+    message: String,
+    rest: String,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.message.push_str(value);
+        } else {
+            let _ = write!(self.rest, " {}={value:?}", field.name());
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            let _ = write!(self.message, "{value:?}");
+        } else {
+            let _ = write!(self.rest, " {}={value:?}", field.name());
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for a time since the epoch (proleptic Gregorian, UTC).
+fn utc(since_epoch: std::time::Duration) -> String {
+    let secs = since_epoch.as_secs();
+    let (days, sod) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60,
+        since_epoch.subsec_micros()
+    )
+}
+
+impl Subscriber for LineLogger {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        *metadata.level() <= self.max
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(self.max.into())
+    }
+
+    fn new_span(&self, span: &Attributes<'_>) -> Id {
+        let mut f = Fields::default();
+        span.record(&mut f);
+        let text = format!("{}{{{}}}", span.metadata().name(), f.rest.trim_start());
+        let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
+        spans.push(text);
+        Id::from_u64(spans.len() as u64)
+    }
+
+    fn record(&self, span: &Id, values: &Record<'_>) {
+        let mut f = Fields::default();
+        values.record(&mut f);
+        let mut spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
+        let idx = span.into_u64().saturating_sub(1) as usize;
+        if let Some(s) = spans.get_mut(idx) {
+            // Insert the new fields before the closing brace.
+            s.pop();
+            s.push_str(&f.rest);
+            s.push('}');
+        }
+    }
+
+    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        let mut f = Fields::default();
+        event.record(&mut f);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let mut line = format!("{} {:>5} ", utc(now), event.metadata().level());
+        {
+            let spans = self.spans.lock().unwrap_or_else(|e| e.into_inner());
+            ENTERED.with(|entered| {
+                for id in entered.borrow().iter() {
+                    if let Some(s) = spans.get((*id as usize).saturating_sub(1)) {
+                        line.push_str(s);
+                        line.push_str(": ");
+                    }
+                }
+            });
+        }
+        line.push_str(&f.message);
+        line.push_str(&f.rest);
+        line.push('\n');
+        let mut out = self.out.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = out.write_all(line.as_bytes());
+    }
+
+    fn enter(&self, span: &Id) {
+        ENTERED.with(|e| e.borrow_mut().push(span.into_u64()));
+    }
+
+    fn exit(&self, span: &Id) {
+        ENTERED.with(|e| {
+            let mut e = e.borrow_mut();
+            if let Some(pos) = e.iter().rposition(|id| *id == span.into_u64()) {
+                e.remove(pos);
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// A writer the test can read back.
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn one_line_per_enabled_event_with_span_context() {
+        let buf = Buf::default();
+        let logger = LineLogger::new(Level::INFO, Box::new(buf.clone()));
+        tracing::subscriber::with_default(logger, || {
+            let span = tracing::info_span!("cni", command = "ADD", container_id = "c1");
+            let _g = span.enter();
+            tracing::warn!(link = "tern0", n = 3, "removing a stale veth");
+            tracing::debug!("not at this level");
+            let inner = tracing::info_span!("ipam", kind = "tern-ipam");
+            inner.in_scope(|| tracing::info!("allocated"));
+            tracing::error!("after the inner span");
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[0].ends_with(
+                r#" WARN cni{command="ADD" container_id="c1"}: removing a stale veth link="tern0" n=3"#
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].ends_with(
+                r#" INFO cni{command="ADD" container_id="c1"}: ipam{kind="tern-ipam"}: allocated"#
+            ),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2]
+                .ends_with(r#"ERROR cni{command="ADD" container_id="c1"}: after the inner span"#),
+            "{}",
+            lines[2]
+        );
+        assert_eq!(lines[0].as_bytes()[10], b'T', "{}", lines[0]);
+    }
+
+    #[test]
+    fn utc_timestamps() {
+        assert_eq!(utc(Duration::ZERO), "1970-01-01T00:00:00.000000Z");
+        // 2024-02-29T12:34:56.5Z, a leap day.
+        assert_eq!(
+            utc(Duration::from_millis(1_709_210_096_500)),
+            "2024-02-29T12:34:56.500000Z"
+        );
+        assert_eq!(
+            utc(Duration::from_secs(4_102_444_799)),
+            "2099-12-31T23:59:59.000000Z"
+        );
+    }
 }

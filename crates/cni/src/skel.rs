@@ -57,6 +57,7 @@ impl<N: NetnsPath> AttachmentInput<N> {
             netns: self.netns.path(),
             ifname: Some(self.ifname.as_str()),
             cni_args: Some(&self.args_raw),
+            builtin: None,
         }
     }
 }
@@ -185,7 +186,7 @@ pub fn plugin_main<P: Plugin>(plugin: &P) -> ! {
 /// container ID and ifname (codes 3/4), stdin (codes 5/6/7), `cniVersion` (code 1), verb allowed
 /// by the version (code 1), `CNI_NETNS` not the plugin's own (code 8), `CNI_ARGS` (code 4). Unlike
 /// the reference, the netns check happens before the handler runs, so nothing is touched.
-pub fn dispatch<P: Plugin>(
+pub fn dispatch<P: Plugin + ?Sized>(
     plugin: &P,
     env: &dyn EnvSource,
     stdin: &mut dyn Read,
@@ -211,7 +212,7 @@ fn non_empty(env: &dyn EnvSource, key: &str) -> Option<String> {
     env.var(key).filter(|v| !v.is_empty())
 }
 
-fn run<P: Plugin>(
+fn run<P: Plugin + ?Sized>(
     plugin: &P,
     env: &dyn EnvSource,
     stdin: &mut dyn Read,

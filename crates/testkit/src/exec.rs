@@ -65,10 +65,18 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or(here)
 }
 
-/// Directory holding the built tern binaries: `$TERN_BIN_DIR`, else `<workspace>/target/release`.
+/// Directory holding the built tern binaries: `$TERN_BIN_DIR`, else the `release` directory
+/// beside the running test's profile directory (`target/<triple>/release` when the build names
+/// its target, as `.cargo/config.toml` does; `target/release` otherwise).
 pub fn bin_dir() -> PathBuf {
-    std::env::var_os("TERN_BIN_DIR")
-        .map(PathBuf::from)
+    if let Some(d) = std::env::var_os("TERN_BIN_DIR") {
+        return PathBuf::from(d);
+    }
+    // A test binary lives in `<target dir>/<profile>/deps/`.
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.join("release")))
+        .filter(|d| d.is_dir())
         .unwrap_or_else(|| workspace_root().join("target/release"))
 }
 

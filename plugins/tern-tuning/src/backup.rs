@@ -1,10 +1,13 @@
 //! The per-attachment backup of everything ADD changed: previous sysctl values and link
 //! attributes, in `<dataDir>/<containerID>_<ifname>.json`.
 //!
-//! Invariants: written atomically (temp file, fsync, rename) with mode 0600 in a 0700 directory,
+//! Invariants: written atomically (temp file, rename) with mode 0600 in a 0700 directory,
 //! *before* the first change, so a DEL after an ADD killed midway still restores; an existing
 //! backup is kept on a repeated ADD so it always holds the values from before tern-tuning first
 //! touched the attachment (the reference overwrites it with already-tuned values).
+//! Not durable (no fsync, `tern_cni::fs::replace_atomic`): the backup restores the pod netns's
+//! sysctls and the pod interface's attributes, none of which survive a reboot, and the default
+//! `dataDir` (`/run/cni/tuning`) is a tmpfs anyway.
 //! The file name is safe: the container ID and ifname were validated by the dispatcher (no `/`).
 
 use std::fs::DirBuilder;
@@ -58,7 +61,7 @@ pub fn save(file: &Path, backup: &Backup) -> Result<(), Error> {
             .map_err(|e| state_err("create backup directory for", &e))?;
     }
     let data = serde_json::to_vec_pretty(backup).map_err(|e| state_err("encode backup", &e))?;
-    tern_cni::fs::write_atomic(file, &data, 0o600).map_err(|e| state_err("save backup", &e))
+    tern_cni::fs::replace_atomic(file, &data, 0o600).map_err(|e| state_err("save backup", &e))
 }
 
 /// Loads a backup; `Ok(None)` when there is none.

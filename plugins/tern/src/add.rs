@@ -80,7 +80,7 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
     }
 
     let ipam_stdin = crate::lookup::ipam_stdin(input, &conf)?;
-    let ipam = input.delegate(&conf.ipam_type);
+    let ipam = crate::ipam::delegate(input.delegate(&conf.ipam_type));
     let host_veth = host_veth_name(input.container_id.as_str(), ifname);
     let store = StateStore::new(&conf.state_dir, &input.config.name);
     let mut undo = Rollback::new();

@@ -41,8 +41,7 @@ pub fn check(input: &CheckInput) -> Result<(), Error> {
             ))
         })?;
 
-    input
-        .delegate(&conf.ipam_type)
+    crate::ipam::delegate(input.delegate(&conf.ipam_type))
         .exec(Command::Check, &input.config.bytes)?;
 
     let netns = NetNs::open(&input.netns).map_err(from_net)?;

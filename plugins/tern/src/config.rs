@@ -13,8 +13,10 @@ pub const DEFAULT_MTU: u32 = 1500;
 pub const MIN_MTU: u32 = 68;
 /// Largest MTU a veth accepts (`ETH_MAX_MTU`), in bytes.
 pub const MAX_MTU: u32 = 65535;
-/// Where per-attachment state lives unless `stateDir` says otherwise.
-pub const DEFAULT_STATE_DIR: &str = "/var/lib/cni/tern";
+/// Where per-attachment state lives unless `stateDir` says otherwise: a tmpfs, like the reference
+/// tuning plugin's `/run/cni/tuning`. The state describes veths, which do not survive a reboot,
+/// so it need not either (DESIGN.md, "Decisions taken while building").
+pub const DEFAULT_STATE_DIR: &str = "/run/cni/tern";
 /// The agent channel unless `agentSocket` says otherwise.
 pub const DEFAULT_AGENT_SOCKET: &str = "/run/tern/agent.sock";
 /// Default deadline for the whole pod lookup on ADD.
@@ -165,7 +167,7 @@ mod tests {
         assert_eq!(c.mtu, 1500);
         assert!(c.kubernetes.is_none());
         assert_eq!(c.agent_socket, PathBuf::from("/run/tern/agent.sock"));
-        assert_eq!(c.state_dir, PathBuf::from("/var/lib/cni/tern"));
+        assert_eq!(c.state_dir, PathBuf::from("/run/cni/tern"));
         assert_eq!(conf(json!({"mtu": 0})).unwrap().mtu, 1500);
     }
 

@@ -1,4 +1,5 @@
-//! DEL: remove the host veth (its pod end goes with it), release IPAM, remove the state.
+//! DEL: remove the host veth (its pod end goes with it) while IPAM releases the addresses, then
+//! remove the state.
 //!
 //! Invariants: never needs the netns (it may be gone or `CNI_NETNS` empty), never needs
 //! `prevResult`, never calls the API server, and keeps going after a failed step; a repeated DEL
@@ -24,22 +25,31 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
     let mut errors: Vec<Error> = Vec::new();
 
     let host_veth = host_veth_name(input.container_id.as_str(), ifname);
-    match Handle::new() {
-        Ok(host) => {
-            if let Err(e) = delete_link_by_name(&host, &host_veth) {
-                errors.push(Error::new(
-                    tern_cni::code::NETLINK,
-                    format!("delete {host_veth}: {e}"),
-                ));
+    let ipam = crate::ipam::delegate(input.delegate(&conf.ipam_type));
+    // IPAM DEL runs beside the host veth deletion (the kernel's part, which waits for RCU grace
+    // periods, is the slowest step): the two touch nothing in common. Both are always waited for.
+    let ipam_result = std::thread::scope(|s| {
+        let released = s.spawn(|| ipam.exec(Command::Del, &input.config.bytes));
+        match Handle::new() {
+            Ok(host) => {
+                if let Err(e) = delete_link_by_name(&host, &host_veth) {
+                    errors.push(Error::new(
+                        tern_cni::code::NETLINK,
+                        format!("delete {host_veth}: {e}"),
+                    ));
+                }
             }
+            Err(e) => errors.push(from_net(e)),
         }
-        Err(e) => errors.push(from_net(e)),
-    }
-    if let Err(e) = input
-        .delegate(&conf.ipam_type)
-        .exec(Command::Del, &input.config.bytes)
-    {
-        errors.push(e);
+        released.join()
+    });
+    match ipam_result {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => errors.push(e),
+        Err(_) => errors.push(Error::io(format!(
+            "IPAM plugin {} panicked during DEL",
+            conf.ipam_type
+        ))),
     }
     let store = StateStore::new(&conf.state_dir, &input.config.name);
     if let Err(e) = store.remove(input.container_id.as_str(), ifname) {

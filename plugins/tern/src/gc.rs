@@ -19,8 +19,7 @@ use crate::state::StateStore;
 pub fn gc(input: &GcInput) -> Result<(), Error> {
     let conf = TernConf::from_netconf(&input.config)?;
     let mut errors: Vec<Error> = Vec::new();
-    if let Err(e) = input
-        .delegate(&conf.ipam_type)
+    if let Err(e) = crate::ipam::delegate(input.delegate(&conf.ipam_type))
         .exec(Command::Gc, &input.config.bytes)
     {
         errors.push(e);

@@ -7,6 +7,7 @@ mod config;
 mod del;
 mod errors;
 mod gc;
+mod ipam;
 mod lookup;
 mod naming;
 mod rollback;

@@ -1,6 +1,11 @@
 //! Per-attachment state: `<stateDir>/<network>/<containerID>_<ifname>.json`, written atomically
 //! (0600) before the first kernel change of ADD and removed by DEL, so DEL (without prevResult) and
 //! GC find every attachment, including one whose ADD was killed midway.
+//!
+//! Atomic but not durable ([`replace_atomic`], no fsync): the state describes a veth, and veths
+//! do not survive a reboot, so a state file lost to a power loss describes nothing that still
+//! exists (the default directory, `/run/cni/tern`, is a tmpfs anyway). A process crash cannot
+//! lose it: the rename is done before ADD makes its first kernel change.
 
 use std::fs;
 use std::io;
@@ -8,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
-use tern_cni::fs::{remove_if_exists, remove_stale_temps, remove_stale_temps_of, write_atomic};
+use tern_cni::fs::{remove_if_exists, remove_stale_temps, remove_stale_temps_of, replace_atomic};
 
 /// What ADD did for one attachment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,7 +56,7 @@ impl StateStore {
     pub fn save(&self, state: &AttachmentState) -> io::Result<()> {
         fs::create_dir_all(&self.dir)?;
         let data = serde_json::to_vec_pretty(state).map_err(io::Error::other)?;
-        write_atomic(&self.path(&state.container_id, &state.ifname), &data, 0o600)
+        replace_atomic(&self.path(&state.container_id, &state.ifname), &data, 0o600)
     }
 
     /// Removes an attachment's state, and the temp file of a writer killed between create and

@@ -17,9 +17,7 @@ use crate::config::TernConf;
 /// unreadable, or its token has expired and the agent socket does not accept a connection.
 pub fn status(input: &StatusInput) -> Result<(), Error> {
     let conf = TernConf::from_netconf(&input.config)?;
-    input
-        .delegate(&conf.ipam_type)
-        .status(&input.config.bytes)?;
+    crate::ipam::delegate(input.delegate(&conf.ipam_type)).status(&input.config.bytes)?;
     let Some(kube) = &conf.kubernetes else {
         return Ok(());
     };

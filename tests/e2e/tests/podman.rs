@@ -1,6 +1,6 @@
 //! tern under a real runtime: podman 4.3 with its CNI backend (`network_backend = "cni"`), runc and
 //! a busybox image this test builds itself, on the network of `cni-conf-examples/10-tern.conflist`
-//! (tern + host-local, plus tern-tuning when `target/release/tern-tuning` is built and answers
+//! (tern + host-local, plus tern-tuning when `tern-tuning` (beside tern) is built and answers
 //! VERSION; otherwise the test says so on stderr and runs without it).
 //!
 //! What it proves: a container gets a /32 from the range with a default route via 169.254.1.1;

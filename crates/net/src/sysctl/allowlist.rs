@@ -42,7 +42,26 @@ pub const DEFAULT_ALLOWLIST: &[&str] = &[
 pub struct Allowlist {
     patterns: Vec<String>,
     regexes: Vec<Regex>,
+    /// Exact keys, for patterns that are plain names with escaped dots (the built-in list):
+    /// compared as strings, no regex compiled (compiling 11 regexes was a visible part of a
+    /// tern-tuning ADD).
+    literals: Vec<String>,
     source: String,
+}
+
+/// The key a pattern matches when it is a plain name with escaped dots (`net\.ipv4\.x` →
+/// `net.ipv4.x`); `None` when it uses any other regex syntax.
+fn literal_of(pattern: &str) -> Option<String> {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.next() == Some('.') => out.push('.'),
+            c if c.is_ascii_alphanumeric() || c == '_' => out.push(c),
+            _ => return None,
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 impl Allowlist {
@@ -76,6 +95,7 @@ impl Allowlist {
         let mut list = Allowlist {
             patterns: Vec::new(),
             regexes: Vec::new(),
+            literals: Vec::new(),
             source: path.display().to_string(),
         };
         for (lineno, pattern) in lines {
@@ -88,11 +108,12 @@ impl Allowlist {
         Ok(list)
     }
 
-    /// The built-in default ([`DEFAULT_ALLOWLIST`]).
+    /// The built-in default ([`DEFAULT_ALLOWLIST`]): exact keys, matched without regexes.
     pub fn builtin() -> Allowlist {
         let mut list = Allowlist {
             patterns: Vec::new(),
             regexes: Vec::new(),
+            literals: Vec::new(),
             source: "the built-in default allowlist (Kubernetes safe sysctls)".into(),
         };
         for p in DEFAULT_ALLOWLIST {
@@ -116,6 +137,7 @@ impl Allowlist {
         let mut list = Allowlist {
             patterns: Vec::new(),
             regexes: Vec::new(),
+            literals: Vec::new(),
             source: source.to_string(),
         };
         for p in patterns {
@@ -129,9 +151,11 @@ impl Allowlist {
     }
 
     fn push(&mut self, pattern: &str) -> std::result::Result<(), regex::Error> {
-        let re = Regex::new(&format!("^(?:{pattern})$"))?;
+        match literal_of(pattern) {
+            Some(key) => self.literals.push(key),
+            None => self.regexes.push(Regex::new(&format!("^(?:{pattern})$"))?),
+        }
         self.patterns.push(pattern.to_string());
-        self.regexes.push(re);
         Ok(())
     }
 
@@ -147,7 +171,8 @@ impl Allowlist {
 
     /// True when some pattern matches the whole of `raw_key`, as written.
     pub fn is_allowed(&self, raw_key: &str) -> bool {
-        self.regexes.iter().any(|re| re.is_match(raw_key))
+        self.literals.iter().any(|k| k == raw_key)
+            || self.regexes.iter().any(|re| re.is_match(raw_key))
     }
 
     /// `Ok` when allowed, else [`Error::SysctlNotAllowed`] naming the key and the source.
@@ -174,6 +199,41 @@ impl Allowlist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn literal_patterns_match_exactly_what_their_regex_matches() {
+        assert_eq!(
+            literal_of(r"net\.ipv4\.tcp_fin_timeout").as_deref(),
+            Some("net.ipv4.tcp_fin_timeout")
+        );
+        for p in [
+            r"net\.ipv4\..*",
+            "net.ipv4.x",
+            r"net\.ipv[46]\.x",
+            "a|b",
+            r"a\d",
+            "",
+            "a$",
+        ] {
+            assert_eq!(literal_of(p), None, "{p}");
+        }
+        let probes = [
+            "net.ipv4.tcp_fin_timeout",
+            "net.ipv4.tcp_fin_timeouts",
+            "net.ipv4xtcp_fin_timeout",
+            "net/ipv4/tcp_fin_timeout",
+            "xnet.ipv4.tcp_fin_timeout",
+            "net.ipv4.tcp_rmem",
+            "",
+        ];
+        for p in DEFAULT_ALLOWLIST {
+            let key = literal_of(p).expect("every built-in pattern is a literal key");
+            let re = Regex::new(&format!("^(?:{p})$")).unwrap();
+            for probe in probes.iter().copied().chain([key.as_str()]) {
+                assert_eq!(re.is_match(probe), probe == key, "{p} vs {probe}");
+            }
+        }
+    }
 
     #[test]
     fn builtin_has_keepalive_and_not_everything() {
