@@ -182,29 +182,41 @@ impl<'a> Delegate<'a> {
                 }
             }
         };
-        let (out, err) = std::thread::scope(|s| {
+        let io = std::thread::scope(|s| -> std::io::Result<(Vec<u8>, Vec<u8>)> {
             let mut pipe = child.stdin.take();
             // Written from another thread so a delegate that prints before reading cannot block us.
-            s.spawn(move || {
+            std::thread::Builder::new().spawn_scoped(s, move || {
                 if let Some(p) = pipe.as_mut() {
                     let _ = p.write_all(stdin);
                 }
-            });
+            })?;
             let mut out = Vec::new();
             let mut err = Vec::new();
             let mut stdout = child.stdout.take();
             let mut stderr = child.stderr.take();
-            let err_reader = s.spawn(move || {
+            let err_reader = std::thread::Builder::new().spawn_scoped(s, move || {
                 if let Some(e) = stderr.as_mut() {
                     let _ = e.read_to_end(&mut err);
                 }
                 err
-            });
+            })?;
             if let Some(o) = stdout.as_mut() {
                 let _ = o.read_to_end(&mut out);
             }
-            (out, err_reader.join().unwrap_or_default())
+            Ok((out, err_reader.join().unwrap_or_default()))
         });
+        let (out, err) = match io {
+            Ok(v) => v,
+            Err(e) => {
+                // No thread to feed or drain the delegate (the node is out of processes): stop it.
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Error::try_again_later(format!(
+                    "run {} {command}: cannot start a thread: {e}",
+                    self.plugin_type
+                )));
+            }
+        };
         if !err.is_empty() {
             // Forward the delegate's logs (SPEC.md section 4).
             let _ = std::io::stderr().write_all(&err);

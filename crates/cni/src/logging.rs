@@ -39,10 +39,21 @@ pub fn init(level: Option<&str>, file: Option<&str>) {
             .ok()
     });
     let out: Box<dyn Write + Send> = match opened {
-        Some(f) => Box::new(f),
-        None => Box::new(std::io::stderr()),
+        // Logs never go to stdout, which carries the result: a logFile that is our stdout
+        // (`/dev/stdout`, `/proc/self/fd/1`) is replaced by stderr.
+        Some(f) if !is_stdout(&f) => Box::new(f),
+        _ => Box::new(std::io::stderr()),
     };
     let _ = tracing::subscriber::set_global_default(LineLogger::new(max, out));
+}
+
+/// Whether `f` is the same open file as this process's stdout (same device and inode).
+fn is_stdout(f: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(a), Ok(b)) = (f.metadata(), std::fs::metadata("/proc/self/fd/1")) else {
+        return false;
+    };
+    a.dev() == b.dev() && a.ino() == b.ino()
 }
 
 /// The subscriber: events at or above `max` as single lines on `out`.

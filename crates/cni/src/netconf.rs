@@ -145,6 +145,22 @@ impl NetConf {
         let plugin_type = string_field("type")?.unwrap_or_default();
         let log_level = string_field("logLevel")?;
         let log_file = string_field("logFile")?;
+        if let Some(f) = log_file.as_deref().filter(|f| !f.is_empty()) {
+            if !f.starts_with('/') {
+                return Err(Error::invalid_config(format!(
+                    "logFile {f:?} is not an absolute path: a plugin's working directory is the runtime's"
+                )));
+            }
+        }
+        if let Some(l) = log_level.as_deref() {
+            if !["error", "warn", "info", "debug", "trace", ""]
+                .contains(&l.to_ascii_lowercase().as_str())
+            {
+                return Err(Error::invalid_config(format!(
+                    "logLevel {l:?} is not one of error, warn, info, debug, trace"
+                )));
+            }
+        }
         let runtime_config = object_or_empty(raw.get("runtimeConfig"), "runtimeConfig")?;
         let mut args = object_or_empty(raw.get("args"), "args")?;
         normalize_keys(&mut args, &["cni"]);

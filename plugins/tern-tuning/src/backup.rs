@@ -87,11 +87,13 @@ pub fn load(file: &Path) -> Result<Option<Backup>, Error> {
     })
 }
 
-/// Removes a backup; a missing file is fine.
+/// Removes a backup, and the temp file of a writer killed between create and rename (an ADD
+/// killed midway); a missing file is fine.
 ///
 /// # Errors
 /// Code 104 when it exists and cannot be removed.
 pub fn remove(file: &Path) -> Result<(), Error> {
+    tern_cni::fs::remove_stale_temps_of(file);
     tern_cni::fs::remove_if_exists(file).map_err(|e| {
         Error::new(
             code::STATE_IO,

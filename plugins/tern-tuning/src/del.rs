@@ -45,7 +45,8 @@ pub fn del(_plugin: &TuningPlugin, input: &DelInput) -> Result<(), Error> {
     let file = backup::path(&data_dir, input.container_id.as_str(), ifname);
     let saved = match backup::load(&file) {
         Ok(Some(b)) => b,
-        Ok(None) => return Ok(()),
+        // No backup; a temp file of an ADD killed while writing the first one may remain.
+        Ok(None) => return backup::remove(&file),
         Err(e) => {
             // A corrupt backup cannot be fixed by retrying: drop it rather than block DEL.
             tracing::warn!(error = %e, "dropping an unreadable backup");

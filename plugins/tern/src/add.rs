@@ -14,7 +14,7 @@ use tern_net::sysctl::{self, SysctlKey, SysctlValue};
 
 use crate::config::TernConf;
 use crate::errors::{from_net, state_io};
-use crate::naming::host_veth_name;
+use crate::naming::{host_veth_name, HOST_VETH_PREFIX};
 use crate::rollback::Rollback;
 use crate::state::{AttachmentState, StateStore};
 
@@ -97,6 +97,9 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
         )
         .with_details(format!("{} returned no address", conf.ipam_type)));
     }
+    for a in &addrs {
+        check_pod_address(a, &conf.ipam_type)?;
+    }
     let has_v4 = addrs.iter().any(IpAddr::is_ipv4);
     let has_v6 = addrs.iter().any(IpAddr::is_ipv6);
 
@@ -124,7 +127,7 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
         ensure_host_sysctl("net.ipv6.conf.all.forwarding", "", "1")?;
     }
 
-    create_veth(&host, &host_veth, ifname, &netns, conf.mtu, input)?;
+    create_veth(&host, &host_veth, ifname, &netns, conf.mtu, input, &store)?;
     undo.push("delete host veth", || {
         delete_link_by_name(&host, &host_veth)
     });
@@ -190,12 +193,25 @@ fn create_veth(
     netns: &NetNs,
     mtu: u32,
     input: &AddInput,
+    store: &StateStore,
 ) -> Result<(), Error> {
     match host.create_veth(host_veth, ifname, netns, Some(mtu), None) {
         Ok(()) => Ok(()),
         Err(e) if e.errno() == Some(libc::EEXIST) => {
-            // The host name is derived from (container ID, ifname): a link of that name is a
-            // leftover of an earlier ADD of this very attachment that was killed before DEL.
+            // The host name is derived from (container ID, ifname). If another network's state
+            // claims that pair, the link is its live veth (a runtime sent one container ID to two
+            // networks): refuse. Otherwise it is a leftover of an earlier ADD of this very
+            // attachment that was killed before DEL: replace it.
+            if let Some(other) = store.claimed_elsewhere(input.container_id.as_str(), ifname) {
+                return Err(Error::new(
+                    code::INTERFACE_EXISTS,
+                    format!(
+                        "host veth {host_veth} belongs to container {} ifname {ifname} in network {other:?}",
+                        input.container_id
+                    ),
+                )
+                .with_details("a container ID and ifname can be attached to one network at a time"));
+            }
             match host.link_by_name(host_veth).map_err(from_net)? {
                 Some(stale) => {
                     tracing::warn!(
@@ -212,6 +228,36 @@ fn create_veth(
         }
         Err(e) => Err(from_net(e)),
     }
+}
+
+/// Refuses addresses no pod may have: unspecified, loopback, multicast, broadcast, link-local
+/// (169.254.0.0/16 holds the pod's gateway; fe80::/10 is per link).
+fn check_pod_address(addr: &IpAddr, ipam_type: &str) -> Result<(), Error> {
+    let bad = match addr {
+        IpAddr::V4(a) => {
+            a.is_unspecified()
+                || a.is_loopback()
+                || a.is_multicast()
+                || a.is_broadcast()
+                || a.is_link_local()
+        }
+        IpAddr::V6(a) => {
+            a.is_unspecified()
+                || a.is_loopback()
+                || a.is_multicast()
+                || (a.segments()[0] & 0xffc0) == 0xfe80
+        }
+    };
+    if bad {
+        return Err(Error::new(
+            code::IPAM_NO_ADDRESS,
+            format!("IPAM plugin {ipam_type} returned {addr}, which cannot be a pod address"),
+        )
+        .with_details(
+            "unspecified, loopback, multicast, broadcast and link-local addresses are refused",
+        ));
+    }
+    Ok(())
 }
 
 fn required_link(h: &Handle, name: &str, side: &str) -> Result<Link, Error> {
@@ -334,12 +380,34 @@ fn add_host_route(host: &Handle, oif: u32, addr: IpAddr) -> Result<(), Error> {
     r.scope = RouteScope::Link;
     match host.add_route(&r) {
         Err(e) if e.errno() == Some(libc::EEXIST) => {
-            // IPAM gave us this address, so a route to it is stale (its veth was not cleaned up):
-            // replace it.
-            let mut stale = KernelRoute::new(host_prefix(addr));
-            stale.scope = RouteScope::Link;
-            host.del_route(&stale).map_err(from_net)?;
-            host.add_route(&r).map_err(from_net)
+            // A route to this very address exists. Through a tern veth it is stale (that veth's
+            // DEL never came, and IPAM has since handed the address to us): replace it. Through
+            // anything else it is the host's own: never hijack it.
+            let fam = tern_net::netlink::Family::of(&addr);
+            let existing = host
+                .routes(fam)
+                .map_err(from_net)?
+                .into_iter()
+                .find(|x| x.dst == host_prefix(addr));
+            let dev = match existing.as_ref().and_then(|x| x.oif) {
+                Some(i) => host.link_by_index(i).map_err(from_net)?.map(|l| l.name),
+                None => None,
+            };
+            match dev {
+                Some(d) if d.starts_with(HOST_VETH_PREFIX) => {
+                    let mut stale = KernelRoute::new(host_prefix(addr));
+                    stale.scope = RouteScope::Link;
+                    host.del_route(&stale).map_err(from_net)?;
+                    host.add_route(&r).map_err(from_net)
+                }
+                other => Err(Error::new(
+                    code::IPAM_NO_ADDRESS,
+                    format!(
+                        "pod address {addr} is already routed on this host via {}: refusing to take it over",
+                        other.unwrap_or_else(|| "another route".into())
+                    ),
+                )),
+            }
         }
         other => other.map_err(from_net),
     }

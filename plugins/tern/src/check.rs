@@ -13,14 +13,28 @@ use crate::errors::from_net;
 use crate::naming::host_veth_name;
 
 fn failed(msg: String) -> Error {
-    Error::new(code::NETLINK, msg)
+    Error::new(code::CHECK_MISMATCH, msg)
+}
+
+/// A host sysctl must still hold `want` (`IFNAME` stands for `ifname`).
+fn expect_host_sysctl(raw: &str, ifname: &str, want: &str, why: &str) -> Result<(), Error> {
+    let key = tern_net::sysctl::SysctlKey::parse(raw, ifname).map_err(from_net)?;
+    let have = tern_net::sysctl::read_host(&key).map_err(from_net)?;
+    if have.trim() != want {
+        return Err(failed(format!(
+            "host sysctl {} is {}, expected {want} ({why})",
+            key.relative(),
+            have.trim()
+        )));
+    }
+    Ok(())
 }
 
 /// Runs CHECK for one attachment.
 ///
 /// # Errors
 /// Code 7 without prevResult or when it does not name this attachment's interface; the IPAM
-/// plugin's error; code 101 naming the first thing that is missing or different.
+/// plugin's error; code 106 naming the first thing that is missing or different.
 pub fn check(input: &CheckInput) -> Result<(), Error> {
     let conf = TernConf::from_netconf(&input.config)?;
     let prev = input
@@ -88,6 +102,32 @@ pub fn check(input: &CheckInput) -> Result<(), Error> {
         .ok_or_else(|| failed(format!("host veth {host_veth} not found")))?;
     if !host_link.up {
         return Err(failed(format!("host veth {host_veth} is down")));
+    }
+    let fams: Vec<Family> = pod_ips
+        .iter()
+        .map(|ip| Family::of(&ip.address.ip()))
+        .collect();
+    if fams.contains(&Family::V4) {
+        expect_host_sysctl(
+            "net.ipv4.ip_forward",
+            "",
+            "1",
+            "pods are routed through the host",
+        )?;
+        expect_host_sysctl(
+            "net.ipv4.conf.IFNAME.proxy_arp",
+            &host_veth,
+            "1",
+            "the host veth answers the pod's ARP for 169.254.1.1",
+        )?;
+    }
+    if fams.contains(&Family::V6) {
+        expect_host_sysctl(
+            "net.ipv6.conf.all.forwarding",
+            "",
+            "1",
+            "pods are routed through the host",
+        )?;
     }
     for fam in [Family::V4, Family::V6] {
         let wanted: Vec<IpAddr> = pod_ips

@@ -99,9 +99,7 @@ impl TernConf {
                 kubeconfig: Some(path),
                 lookup_timeout_seconds,
             }) => {
-                if path.is_empty() {
-                    return Err(Error::invalid_config("kubernetes.kubeconfig is empty"));
-                }
+                absolute("kubernetes.kubeconfig", &path)?;
                 let lookup_timeout = match lookup_timeout_seconds {
                     None => DEFAULT_LOOKUP_TIMEOUT,
                     Some(s) if s.is_finite() && s > 0.0 && s <= 300.0 => Duration::from_secs_f64(s),
@@ -118,17 +116,42 @@ impl TernConf {
             }
         };
         let ipam_type = conf.ipam_type()?.to_owned();
+        // tern as its own IPAM would exec itself with the same input, forever.
+        if ipam_type == conf.plugin_type || SELF_TYPES.contains(&ipam_type.as_str()) {
+            return Err(Error::invalid_config(format!(
+                "ipam.type {ipam_type:?} is not an IPAM plugin: tern would delegate to itself"
+            ))
+            .with_details("use host-local, tern-ipam or another IPAM plugin"));
+        }
+        let agent_socket = wire
+            .agent_socket
+            .unwrap_or_else(|| DEFAULT_AGENT_SOCKET.into());
+        absolute("agentSocket", &agent_socket)?;
+        let state_dir = wire.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into());
+        absolute("stateDir", &state_dir)?;
         Ok(TernConf {
             mtu,
             kubernetes,
-            agent_socket: PathBuf::from(
-                wire.agent_socket
-                    .unwrap_or_else(|| DEFAULT_AGENT_SOCKET.into()),
-            ),
-            state_dir: PathBuf::from(wire.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into())),
+            agent_socket: PathBuf::from(agent_socket),
+            state_dir: PathBuf::from(state_dir),
             ipam_type,
             dns_override: dns_override(conf)?,
         })
+    }
+}
+
+/// Plugin types that are not IPAM plugins and must never be delegated to.
+const SELF_TYPES: &[&str] = &["tern", "tern-tuning"];
+
+/// Refuses an empty or relative path: a plugin runs in the runtime's working directory, so a
+/// relative path would land somewhere arbitrary.
+fn absolute(key: &str, path: &str) -> Result<(), Error> {
+    if path.starts_with('/') {
+        Ok(())
+    } else {
+        Err(Error::invalid_config(format!(
+            "{key} {path:?} must be an absolute path"
+        )))
     }
 }
 
@@ -180,6 +203,21 @@ mod tests {
         }
         assert_eq!(conf(json!({"mtu": -1})).unwrap_err().code, 6);
         assert_eq!(conf(json!({"MTU": 9000})).unwrap().mtu, 9000);
+    }
+
+    #[test]
+    fn paths_must_be_absolute_and_ipam_must_not_be_tern() {
+        for bad in [
+            json!({"stateDir": "rel/state"}),
+            json!({"agentSocket": "agent.sock"}),
+        ] {
+            assert_eq!(conf(bad.clone()).unwrap_err().code, 7, "{bad}");
+        }
+        for t in ["tern", "tern-tuning"] {
+            let e = conf(json!({"ipam": {"type": t}})).unwrap_err();
+            assert_eq!(e.code, 7, "{t}");
+            assert!(e.msg.contains("delegate to itself"), "{}", e.msg);
+        }
     }
 
     #[test]

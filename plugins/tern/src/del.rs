@@ -25,12 +25,23 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
     let mut errors: Vec<Error> = Vec::new();
 
     let host_veth = host_veth_name(input.container_id.as_str(), ifname);
+    let store = StateStore::new(&conf.state_dir, &input.config.name);
+    // Another network's live attachment with the same (container ID, ifname) owns the veth of
+    // that name; without state of our own, this DEL has no veth to remove.
+    let foreign = if store.exists(input.container_id.as_str(), ifname) {
+        None
+    } else {
+        store.claimed_elsewhere(input.container_id.as_str(), ifname)
+    };
     let ipam = crate::ipam::delegate(input.delegate(&conf.ipam_type));
     // IPAM DEL runs beside the host veth deletion (the kernel's part, which waits for RCU grace
     // periods, is the slowest step): the two touch nothing in common. Both are always waited for.
     let ipam_result = std::thread::scope(|s| {
         let released = s.spawn(|| ipam.exec(Command::Del, &input.config.bytes));
         match Handle::new() {
+            Ok(_) if foreign.is_some() => {
+                tracing::warn!(link = %host_veth, network = ?foreign, "host veth belongs to another network: left alone");
+            }
             Ok(host) => {
                 if let Err(e) = delete_link_by_name(&host, &host_veth) {
                     errors.push(Error::new(
@@ -51,7 +62,6 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
             conf.ipam_type
         ))),
     }
-    let store = StateStore::new(&conf.state_dir, &input.config.name);
     if let Err(e) = store.remove(input.container_id.as_str(), ifname) {
         errors.push(state_io("remove attachment state", e));
     }

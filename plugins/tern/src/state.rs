@@ -34,6 +34,8 @@ pub struct AttachmentState {
 /// The state directory of one network.
 #[derive(Clone, Debug)]
 pub struct StateStore {
+    root: PathBuf,
+    network: String,
     dir: PathBuf,
 }
 
@@ -41,6 +43,8 @@ impl StateStore {
     /// The store for `network` under `state_dir`.
     pub fn new(state_dir: &Path, network: &str) -> StateStore {
         StateStore {
+            root: state_dir.to_path_buf(),
+            network: network.to_owned(),
             dir: state_dir.join(network),
         }
     }
@@ -63,11 +67,35 @@ impl StateStore {
     /// rename (an ADD killed midway); already gone is fine.
     ///
     /// # Errors
-    /// I/O errors other than "not found".
+    /// I/O errors other than those that mean the file cannot exist: not found, a path component
+    /// that is not a directory (`stateDir` is a file), a name too long for the file system (ADD
+    /// could not have written it either).
     pub fn remove(&self, container_id: &str, ifname: &str) -> io::Result<()> {
         let path = self.path(container_id, ifname);
         remove_stale_temps_of(&path);
-        remove_if_exists(&path)
+        match remove_if_exists(&path) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ENAMETOOLONG)) => {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// Whether this network holds state for the attachment.
+    pub fn exists(&self, container_id: &str, ifname: &str) -> bool {
+        self.path(container_id, ifname).is_file()
+    }
+
+    /// The other network, if any, whose state claims the same (container ID, ifname) — and so the
+    /// same host veth name. A buggy runtime can send one container's ID to two networks; tern
+    /// then must not touch the other network's live veth.
+    pub fn claimed_elsewhere(&self, container_id: &str, ifname: &str) -> Option<String> {
+        let file = format!("{container_id}_{ifname}.json");
+        fs::read_dir(&self.root)
+            .ok()?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|net| *net != self.network && self.root.join(net).join(&file).is_file())
     }
 
     /// Every attachment with state in this network (unparseable files are skipped), after
@@ -104,6 +132,18 @@ mod tests {
             addresses: vec!["10.99.0.2/32".parse().unwrap()],
         };
         store.save(&s).unwrap();
+        assert!(store.exists("c1", "eth0"));
+        let other = StateStore::new(&root, "net2");
+        assert_eq!(
+            other.claimed_elsewhere("c1", "eth0").as_deref(),
+            Some("net1")
+        );
+        assert_eq!(store.claimed_elsewhere("c1", "eth0"), None);
+        assert_eq!(other.claimed_elsewhere("c2", "eth0"), None);
+        // A stateDir that is a file cannot hold state: DEL's remove finds nothing to do.
+        let file = root.join("a-file");
+        fs::write(&file, b"x").unwrap();
+        StateStore::new(&file, "net1").remove("c1", "eth0").unwrap();
         assert_eq!(store.list(), vec![s]);
         store.remove("c1", "eth0").unwrap();
         store.remove("c1", "eth0").unwrap();

@@ -129,7 +129,7 @@ fn v1_1_0_add_check_status_gc_del() {
     pod.ip(&["route", "del", "10.200.0.0/16"]);
     failed_with(
         &tern(&node, "CHECK", cid, &pod, &chk),
-        101,
+        106,
         "10.200.0.0/16",
         "CHECK without the IPAM route",
     );

@@ -60,10 +60,10 @@ fn ipam_exhausted() {
     node.assert_nothing_left(&a1);
 }
 
-/// The kernel refuses an address IPAM handed out (IPv6 multicast, EADDRNOTAVAIL) after the
-/// IPv4 one was configured: everything is unwound, the reservations released.
+/// IPAM hands out an address no pod may have (IPv6 multicast) beside a good IPv4 one: tern
+/// refuses it (code 102) before wiring anything, and the reservations are released.
 #[test]
-fn kernel_refuses_address() {
+fn unusable_ipam_address_is_refused() {
     let mut node = Node::new("kref");
     let t = node.tern(json!([[{"subnet": C0_SUBNET}], [{"subnet": "ff0e::/120"}]]));
     node.tool
@@ -76,7 +76,7 @@ fn kernel_refuses_address() {
         "ADD with a multicast pod address succeeded:\n{}",
         out.describe()
     );
-    assert_eq!(out.error_code(), Some(101), "{}", out.describe());
+    assert_eq!(out.error_code(), Some(102), "{}", out.describe());
     assert!(
         out.error_msg().unwrap().contains("ff0e::"),
         "{}",
