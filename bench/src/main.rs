@@ -17,6 +17,17 @@
 //! tern + tern-tuning with tern-ipam (which tern runs in-process); also tern alone with tern-ipam.
 //! tern-tuning and tern-ipam are taken from the directory holding `--tern`.
 //!
+//! Pod lookup ("tern+lookup"): tern exactly as the "tern" row, plus `kubernetes.kubeconfig`
+//! pointing at the Kubernetes API server stand-in (`tern-apiserver`, HTTPS on loopback inside the
+//! host netns, a token it issued); every container ID is registered as pod `default/<cid>` with a
+//! fresh UID before its timed region, and every invocation carries `CNI_ARGS` naming it
+//! (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`, `K8S_POD_UID`). The lookup cost is its ADD p50 minus
+//! tern's; the run fails unless the stand-in saw exactly one GET of each pod per ADD phase.
+//!
+//! Tuning plugins alone ("tern-tuning", "tuning", issue 4): each exec'd on a pod netns whose
+//! `eth0` (a veth pair inside the pod) was made untimed, with the same three sysctls and a
+//! `prevResult` naming `eth0`, on ADD and DEL.
+//!
 //! Invariants: every pod netns is created before, and deleted after, its timed region; each phase
 //! starts from an empty host (no pods) and ends with every pod deleted; nothing is written outside
 //! the throwaway host netns, the pod netns and a private work dir (host-local `dataDir`, tern
@@ -33,6 +44,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,6 +52,8 @@ use nix::sys::ptrace;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
+use tern_apiserver::ApiServer;
+use tern_kube::token::BearerToken;
 use tern_net::netlink::Handle;
 use tern_net::netns::NetNs;
 
@@ -128,6 +142,12 @@ struct Env {
     /// `/run/cni/tern`, both tuning plugins' `dataDir` `/run/cni/tuning`).
     run_work: PathBuf,
     pods: Vec<String>,
+    /// The API server stand-in, listening on loopback inside the host netns (started by
+    /// [`Env::start_api`]); stopped from inside that netns on drop.
+    api: Option<ApiServer>,
+    /// Pod GETs the stand-in saw during lookup ADD phases, and those ADDs (checked equal per phase).
+    lookup_gets: AtomicUsize,
+    lookup_adds: AtomicUsize,
 }
 
 impl Env {
@@ -177,7 +197,76 @@ impl Env {
             work,
             run_work,
             pods: Vec::new(),
+            api: None,
+            lookup_gets: AtomicUsize::new(0),
+            lookup_adds: AtomicUsize::new(0),
         })
+    }
+
+    /// Starts the API server stand-in in the host netns and writes a kubeconfig for it (a bearer
+    /// token it issued, its CA) to `<work>/kubeconfig`, returned.
+    fn start_api(&mut self) -> Res<PathBuf> {
+        let api = self
+            .host_ns
+            .run_in(ApiServer::start)
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("API server stand-in: {e}"))?;
+        let token = api.issue_token("kube-system", "tern-cni", 24 * 3600);
+        let kc = tern_kube::kubeconfig::render(
+            &api.url(),
+            api.ca_pem().as_bytes(),
+            &BearerToken::new(token),
+        );
+        let path = self.work.join("kubeconfig");
+        std::fs::write(&path, kc).map_err(|e| format!("write {}: {e}", path.display()))?;
+        self.api = Some(api);
+        Ok(path)
+    }
+
+    /// Registers pod `default/<cid>` with a fresh UID in the stand-in and returns the `CNI_ARGS`
+    /// a runtime would pass for it.
+    fn pod_args(&self, cid: &str) -> Res<String> {
+        let api = self.api.as_ref().ok_or("API server stand-in not started")?;
+        let uid = tern_apiserver::uuid();
+        api.set_pod("default", cid, &uid, &[], false);
+        Ok(format!(
+            "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME={cid};K8S_POD_UID={uid}"
+        ))
+    }
+
+    /// GETs of pods the stand-in has seen since the last call, and the paths not seen exactly
+    /// once among them. Resets its log.
+    fn take_pod_gets(&self) -> (usize, Vec<String>) {
+        let Some(api) = &self.api else {
+            return (0, Vec::new());
+        };
+        let mut per: HashMap<String, usize> = HashMap::new();
+        for r in api.requests() {
+            if r.method == "GET" && r.path.starts_with("/api/v1/namespaces/default/pods/") {
+                *per.entry(r.path).or_default() += 1;
+            }
+        }
+        api.reset_counts();
+        let total = per.values().sum();
+        (
+            total,
+            per.into_iter()
+                .filter(|(_, n)| *n != 1)
+                .map(|(p, _)| p)
+                .collect(),
+        )
+    }
+
+    /// Gives every pod netns in `names` an `eth0` (one end of a veth pair whose other end stays
+    /// in the pod too), untimed: what a meta plugin alone finds after the main plugin's ADD.
+    fn add_ifaces(&self, names: &[String]) -> Res<()> {
+        for n in names {
+            ip(&[
+                "-n", n, "link", "add", "eth0", "type", "veth", "peer", "name", "peer0",
+            ])?;
+            ip(&["-n", n, "link", "set", "eth0", "up"])?;
+        }
+        Ok(())
     }
 
     /// Creates `n` fresh pod netns (outside any timed region) and returns their names.
@@ -203,6 +292,10 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
+        if let Some(api) = self.api.take() {
+            // Its shutdown connects to its own loopback address, which exists only there.
+            let _ = self.host_ns.run_in(move || drop(api));
+        }
         for p in std::mem::take(&mut self.pods) {
             let _ = ip(&["netns", "del", &p]);
         }
@@ -231,6 +324,12 @@ struct Subject {
     cni_path: String,
     /// Whether its RSS pass also measures host-local exec'd directly.
     rss_host_local: bool,
+    /// Pod lookup: every invocation carries `CNI_ARGS` naming a pod (`default/<cid>`, fresh UID)
+    /// registered in the stand-in before the timed region.
+    lookup: bool,
+    /// A meta plugin alone: every pod netns gets `eth0` untimed ([`Env::add_ifaces`]) and every
+    /// invocation (ADD and DEL) a `prevResult` naming it ([`iface_prev`]).
+    on_iface: bool,
 }
 
 impl Subject {
@@ -240,11 +339,27 @@ impl Subject {
             steps: vec![Step { binary, conf }],
             cni_path: cni_path.to_owned(),
             rss_host_local: false,
+            lookup: false,
+            on_iface: false,
         }
+    }
+
+    /// The previous result its first step gets on ADD (and a single step on DEL) in pod `ns`.
+    fn first_prev(&self, ns: &str) -> Option<Value> {
+        self.on_iface.then(|| iface_prev(ns))
     }
 }
 
-fn subjects(o: &Opts, work: &Path, run_work: &Path) -> Vec<Subject> {
+/// The result a main plugin would have returned for `eth0` in pod netns `ns` (path).
+fn iface_prev(ns: &str) -> Value {
+    json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0", "sandbox": ns}],
+        "ips": [{"address": "10.107.0.2/32", "interface": 0, "gateway": "169.254.1.1"}],
+        "routes": [{"dst": "0.0.0.0/0", "gw": "169.254.1.1"}]})
+}
+
+/// Every subject; `kubeconfig` (the stand-in's) adds the "tern+lookup" row.
+fn subjects(o: &Opts, work: &Path, run_work: &Path, kubeconfig: Option<&Path>) -> Vec<Subject> {
     let hl = |subnet: &str, dir: &str| json!({"type": "host-local", "ranges": [[{"subnet": subnet}]], "dataDir": work.join(dir)});
     let ti = |subnet: &str, dir: &str| json!({"type": "tern-ipam", "ranges": [[{"subnet": subnet}]], "dataDir": work.join(dir)});
     let state = |dir: &str| {
@@ -321,6 +436,8 @@ fn subjects(o: &Opts, work: &Path, run_work: &Path) -> Vec<Subject> {
         ],
         cni_path: ref_path.clone(),
         rss_host_local: false,
+        lookup: false,
+        on_iface: false,
     });
     for (label, name, ipam, st, td) in [
         (
@@ -352,13 +469,57 @@ fn subjects(o: &Opts, work: &Path, run_work: &Path) -> Vec<Subject> {
             ],
             cni_path: both_path.clone(),
             rss_host_local: false,
+            lookup: false,
+            on_iface: false,
         });
     }
+    // tern exactly as the "tern" row, plus the pod lookup against the stand-in (issue 5).
+    if let Some(kc) = kubeconfig {
+        let mut conf = tern_conf(
+            "bench-tern-lookup",
+            hl("10.108.0.0/16", "ipam-tern-lookup"),
+            "tern-lookup-state",
+        );
+        conf["kubernetes"] = json!({"kubeconfig": kc});
+        // No agent runs here; the token is valid for the whole run, so none is needed.
+        conf["agentSocket"] = json!(run_work.join("agent.sock"));
+        v.push(Subject {
+            lookup: true,
+            ..Subject::single("tern+lookup", o.tern.clone(), conf, &ref_path)
+        });
+    }
+    // The tuning plugins alone on a pod that already has eth0 (issue 4).
+    v.push(Subject {
+        on_iface: true,
+        ..Subject::single(
+            "tern-tuning",
+            tern_dir.join("tern-tuning"),
+            tuning("bench-tt-alone", "tern-tuning", "tuning-tt-alone"),
+            &both_path,
+        )
+    });
+    v.push(Subject {
+        on_iface: true,
+        ..Subject::single(
+            "tuning",
+            o.ref_dir.join("tuning"),
+            tuning("bench-tuning-alone", "tuning", "tuning-ref-alone"),
+            &ref_path,
+        )
+    });
     v
 }
 
 /// The command a runtime would run: a clean environment with the `CNI_*` variables.
-fn plugin_cmd(bin: &Path, verb: &str, cid: &str, netns: &str, cni_path: &str) -> Command {
+/// `args` is `CNI_ARGS`, not set when empty.
+fn plugin_cmd(
+    bin: &Path,
+    verb: &str,
+    cid: &str,
+    netns: &str,
+    cni_path: &str,
+    args: &str,
+) -> Command {
     let mut cmd = Command::new(bin);
     cmd.env_clear()
         .env("CNI_COMMAND", verb)
@@ -369,6 +530,9 @@ fn plugin_cmd(bin: &Path, verb: &str, cid: &str, netns: &str, cni_path: &str) ->
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
+    if !args.is_empty() {
+        cmd.env("CNI_ARGS", args);
+    }
     cmd
 }
 
@@ -401,9 +565,10 @@ fn invoke(
     cid: &str,
     netns: &str,
     cni_path: &str,
+    args: &str,
     stdin: &[u8],
 ) -> Res<Duration> {
-    invoke_out(bin, verb, cid, netns, cni_path, stdin).map(|(d, _)| d)
+    invoke_out(bin, verb, cid, netns, cni_path, args, stdin).map(|(d, _)| d)
 }
 
 /// [`invoke`], also returning the plugin's stdout.
@@ -413,10 +578,11 @@ fn invoke_out(
     cid: &str,
     netns: &str,
     cni_path: &str,
+    args: &str,
     stdin: &[u8],
 ) -> Res<(Duration, String)> {
     let t0 = Instant::now();
-    let mut child = plugin_cmd(bin, verb, cid, netns, cni_path)
+    let mut child = plugin_cmd(bin, verb, cid, netns, cni_path, args)
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
     feed(&mut child, stdin)?;
@@ -443,9 +609,10 @@ fn invoke_peak_rss(
     cid: &str,
     netns: &str,
     cni_path: &str,
+    args: &str,
     stdin: &[u8],
 ) -> Res<(u64, String)> {
-    let mut child = plugin_cmd(bin, verb, cid, netns, cni_path)
+    let mut child = plugin_cmd(bin, verb, cid, netns, cni_path, args)
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
     let raw = i32::try_from(child.id()).map_err(|e| format!("pid: {e}"))?;
@@ -523,12 +690,12 @@ fn with_prev(conf: &Value, prev: Option<&Value>) -> Res<Vec<u8>> {
 }
 
 /// One chain ADD as libcni runs it: returns its wall time and the final result.
-fn chain_add(subj: &Subject, cid: &str, ns: &str) -> Res<(Duration, Value)> {
+fn chain_add(subj: &Subject, cid: &str, ns: &str, args: &str) -> Res<(Duration, Value)> {
     let t0 = Instant::now();
-    let mut prev: Option<Value> = None;
+    let mut prev: Option<Value> = subj.first_prev(ns);
     for step in &subj.steps {
         let stdin = with_prev(&step.conf, prev.as_ref())?;
-        let (_, out) = invoke_out(&step.binary, "ADD", cid, ns, &subj.cni_path, &stdin)?;
+        let (_, out) = invoke_out(&step.binary, "ADD", cid, ns, &subj.cni_path, args, &stdin)?;
         prev = Some(
             serde_json::from_str(&out)
                 .map_err(|e| format!("{} ADD result: {e}: {out}", step.binary.display()))?,
@@ -540,11 +707,17 @@ fn chain_add(subj: &Subject, cid: &str, ns: &str) -> Res<(Duration, Value)> {
 }
 
 /// One chain DEL as libcni runs it: every step in reverse, with the cached result.
-fn chain_del(subj: &Subject, cid: &str, ns: &str, cached: Option<&Value>) -> Res<Duration> {
+fn chain_del(
+    subj: &Subject,
+    cid: &str,
+    ns: &str,
+    args: &str,
+    cached: Option<&Value>,
+) -> Res<Duration> {
     let t0 = Instant::now();
     for step in subj.steps.iter().rev() {
         let stdin = with_prev(&step.conf, cached)?;
-        invoke(&step.binary, "DEL", cid, ns, &subj.cni_path, &stdin)?;
+        invoke(&step.binary, "DEL", cid, ns, &subj.cni_path, args, &stdin)?;
     }
     Ok(t0.elapsed())
 }
@@ -646,41 +819,89 @@ fn bench_subject(
     round: &str,
 ) -> Res<(Phase, Phase)> {
     let names = env.make_pods(pods)?;
-    let items: Vec<(String, String)> = names
+    let r = bench_subject_on(env, subj, &names, par, round);
+    env.drop_pods(&names);
+    r
+}
+
+/// The container ID of pod `i` of `round` for `subj` (also the pod name in the stand-in).
+fn container_id(subj: &Subject, tag: &str, round: &str, i: usize) -> String {
+    format!("{}-{tag}-{round}-{i}", subj.label.replace(['/', '+'], "-"))
+}
+
+/// [`bench_subject`] on pod netns `names`, made by the caller. For a lookup subject, checks that
+/// the stand-in saw exactly one GET of each pod during the ADD phase.
+fn bench_subject_on(
+    env: &Env,
+    subj: &Subject,
+    names: &[String],
+    par: usize,
+    round: &str,
+) -> Res<(Phase, Phase)> {
+    if subj.on_iface {
+        env.add_ifaces(names)?;
+    }
+    // (container ID, netns path, CNI_ARGS)
+    let items: Vec<(String, String, String)> = names
         .iter()
         .enumerate()
-        .map(|(i, n)| {
-            (
-                format!("{}-{}-{round}-{i}", subj.label.replace('/', "-"), env.tag),
-                format!("/run/netns/{n}"),
-            )
+        .map(|(i, n)| -> Res<_> {
+            let cid = container_id(subj, &env.tag, round, i);
+            let args = if subj.lookup {
+                env.pod_args(&cid)?
+            } else {
+                String::new()
+            };
+            Ok((cid, format!("/run/netns/{n}"), args))
         })
-        .collect();
-    let (added, deleted) = if let [step] = subj.steps.as_slice() {
-        let stdin = serde_json::to_vec(&step.conf).map_err(|e| e.to_string())?;
+        .collect::<Res<_>>()?;
+    if subj.lookup {
+        env.take_pod_gets();
+    }
+    let (added, gets, deleted) = if let [step] = subj.steps.as_slice() {
         let cp = subj.cni_path.as_str();
-        let add = |(cid, ns): &(String, String)| invoke(&step.binary, "ADD", cid, ns, cp, &stdin);
-        let del = |(cid, ns): &(String, String)| invoke(&step.binary, "DEL", cid, ns, cp, &stdin);
-        (
-            run_parallel(&env.host_ns, &items, par, &add),
-            run_parallel(&env.host_ns, &items, par, &del),
-        )
+        let add = |(cid, ns, args): &(String, String, String)| {
+            let stdin = with_prev(&step.conf, subj.first_prev(ns).as_ref())?;
+            invoke(&step.binary, "ADD", cid, ns, cp, args, &stdin)
+        };
+        let del = |(cid, ns, args): &(String, String, String)| {
+            let stdin = with_prev(&step.conf, subj.first_prev(ns).as_ref())?;
+            invoke(&step.binary, "DEL", cid, ns, cp, args, &stdin)
+        };
+        let added = run_parallel(&env.host_ns, &items, par, &add);
+        let gets = env.take_pod_gets();
+        (added, gets, run_parallel(&env.host_ns, &items, par, &del))
     } else {
         let results: Mutex<HashMap<String, Value>> = Mutex::default();
-        let add = |(cid, ns): &(String, String)| {
-            let (took, res) = chain_add(subj, cid, ns)?;
+        let add = |(cid, ns, args): &(String, String, String)| {
+            let (took, res) = chain_add(subj, cid, ns, args)?;
             if let Ok(mut m) = results.lock() {
                 m.insert(cid.clone(), res);
             }
             Ok(took)
         };
         let added = run_parallel(&env.host_ns, &items, par, &add);
+        let gets = env.take_pod_gets();
         let cached = results.into_inner().unwrap_or_default();
-        let del = |(cid, ns): &(String, String)| chain_del(subj, cid, ns, cached.get(cid));
-        (added, run_parallel(&env.host_ns, &items, par, &del))
+        let del = |(cid, ns, args): &(String, String, String)| {
+            chain_del(subj, cid, ns, args, cached.get(cid))
+        };
+        (added, gets, run_parallel(&env.host_ns, &items, par, &del))
     };
-    env.drop_pods(&names);
-    Ok((added?, deleted?))
+    let (added, deleted) = (added?, deleted?);
+    if subj.lookup {
+        let (total, odd) = gets;
+        env.lookup_gets.fetch_add(total, Ordering::Relaxed);
+        env.lookup_adds.fetch_add(items.len(), Ordering::Relaxed);
+        if total != items.len() || !odd.is_empty() {
+            return Err(format!(
+                "{} round {round}: the stand-in saw {total} pod GETs for {} ADDs (paths not GET exactly once: {odd:?})",
+                subj.label,
+                items.len()
+            ));
+        }
+    }
+    Ok((added, deleted))
 }
 
 /// The kernel's own veth deletion: per pod, a veth pair (host end here, `eth0` in a fresh pod
@@ -727,39 +948,70 @@ fn bench_rss(
     host_local: &Path,
 ) -> Res<(Vec<AddDelKib>, Option<AddDelKib>)> {
     let names = env.make_pods(samples)?;
+    let r = rss_on(env, subj, &names, host_local);
+    env.drop_pods(&names);
+    r
+}
+
+/// [`bench_rss`] on pod netns `names`, made by the caller.
+fn rss_on(
+    env: &Env,
+    subj: &Subject,
+    names: &[String],
+    host_local: &Path,
+) -> Res<(Vec<AddDelKib>, Option<AddDelKib>)> {
+    if subj.on_iface {
+        env.add_ifaces(names)?;
+    }
     let cp = subj.cni_path.as_str();
     let r = env.host_ns.run_in(|| -> Res<_> {
         let mut steps: Vec<AddDelKib> = subj.steps.iter().map(|_| Default::default()).collect();
         let mut hl: AddDelKib = Default::default();
         for (i, n) in names.iter().enumerate() {
             let ns = format!("/run/netns/{n}");
-            let cid = format!("{}-{}-rss-{i}", subj.label.replace('/', "-"), env.tag);
-            let mut prev: Option<Value> = None;
+            let cid = container_id(subj, &env.tag, "rss", i);
+            let args = if subj.lookup {
+                env.pod_args(&cid)?
+            } else {
+                String::new()
+            };
+            let mut prev: Option<Value> = subj.first_prev(&ns);
             for (k, step) in subj.steps.iter().enumerate() {
                 let stdin = with_prev(&step.conf, prev.as_ref())?;
-                let (kib, out) = invoke_peak_rss(&step.binary, "ADD", &cid, &ns, cp, &stdin)?;
+                let (kib, out) =
+                    invoke_peak_rss(&step.binary, "ADD", &cid, &ns, cp, &args, &stdin)?;
                 steps[k][0].push(kib);
                 prev = Some(serde_json::from_str(&out).map_err(|e| format!("ADD result: {e}"))?);
             }
-            let cached = prev.filter(|_| subj.steps.len() > 1);
+            let cached = if subj.steps.len() > 1 {
+                prev
+            } else {
+                subj.first_prev(&ns)
+            };
             for (k, step) in subj.steps.iter().enumerate().rev() {
                 let stdin = with_prev(&step.conf, cached.as_ref())?;
-                let (kib, _) = invoke_peak_rss(&step.binary, "DEL", &cid, &ns, cp, &stdin)?;
+                let (kib, _) = invoke_peak_rss(&step.binary, "DEL", &cid, &ns, cp, &args, &stdin)?;
                 steps[k][1].push(kib);
             }
             if subj.rss_host_local {
                 let stdin = with_prev(&subj.steps[0].conf, None)?;
                 let hcid = format!("hl-{cid}");
                 for (j, verb) in ["ADD", "DEL"].into_iter().enumerate() {
-                    let (kib, _) = invoke_peak_rss(host_local, verb, &hcid, &ns, cp, &stdin)?;
+                    let (kib, _) = invoke_peak_rss(host_local, verb, &hcid, &ns, cp, "", &stdin)?;
                     hl[j].push(kib);
                 }
             }
         }
         Ok((steps, subj.rss_host_local.then_some(hl)))
     });
-    env.drop_pods(&names);
     r.map_err(|e| e.to_string())?
+}
+
+/// Median (upper) of KiB samples, 0 when empty.
+fn median(v: &[u64]) -> u64 {
+    let mut s = v.to_vec();
+    s.sort_unstable();
+    s.get(s.len() / 2).copied().unwrap_or(0)
 }
 
 fn kib_stats(v: &[u64]) -> String {
@@ -791,7 +1043,8 @@ fn run(o: &Opts) -> Res<()> {
     let host_local = o.ref_dir.join("host-local");
     let mut env = Env::new()?;
     let cni_path = o.ref_dir.display().to_string();
-    let subs = subjects(o, &env.work, &env.run_work);
+    let kubeconfig = env.start_api()?;
+    let subs = subjects(o, &env.work, &env.run_work, Some(&kubeconfig));
     println!(
         "tern-bench: {} pods per subject per parallelism in {} rotating rounds, parallelism {:?}, cniVersion 1.0.0, IPAM host-local ({}), host netns {}",
         o.pods,
@@ -883,7 +1136,11 @@ fn run(o: &Opts) -> Res<()> {
     }
     println!("(latencies in ms: spawn to reaped exit; pods/s = pods / (ADD phase wall + DEL phase wall));");
     println!(" hl = host-local exec'd directly with the same kind of netconf: the IPAM floor under both plugins;");
-    println!(" tern/ti = tern with tern-ipam (run in-process by tern); chains, run as libcni runs a conflist:");
+    println!(" tern/ti = tern with tern-ipam (run in-process by tern); tern+lookup = tern as in the tern row plus");
+    println!("   the pod lookup (kubeconfig, CNI_ARGS K8S_POD_NAMESPACE/NAME/UID) against the API server stand-in");
+    println!("   in the host netns (HTTPS on loopback, one GET per ADD); tern-tuning, tuning = each tuning plugin");
+    println!("   alone with a prevResult on a pod netns whose eth0 was made untimed (pods/s meaningless there);");
+    println!(" chains, run as libcni runs a conflist:");
     println!("   ref-chain = ptp + host-local + tuning; tt-chain/hl = tern + tern-tuning with host-local;");
     println!("   tt-chain/ti = tern + tern-tuning with tern-ipam; both tuning plugins set the same 3 sysctls;");
     println!(
@@ -932,6 +1189,40 @@ fn run(o: &Opts) -> Res<()> {
         }
     }
 
+    println!("kube lookup cost on ADD p50 = tern+lookup - tern (goal: at most 3 ms):");
+    for &par in &o.parallel {
+        let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+        if let (Some(t), Some(l)) = (find("tern"), find("tern+lookup")) {
+            let d50 = pct(&l.add.lat, 0.5) - pct(&t.add.lat, 0.5);
+            println!(
+                "  par {par}: {d50:.3} ms ({}); ADD p99 tern+lookup - tern = {:.3} ms",
+                verdict(d50 <= 3.0),
+                pct(&l.add.lat, 0.99) - pct(&t.add.lat, 0.99)
+            );
+        }
+    }
+    println!(
+        "  stand-in: {} pod GETs for {} timed tern+lookup ADDs (exactly one GET of each pod per ADD, checked per phase)",
+        env.lookup_gets.load(Ordering::Relaxed),
+        env.lookup_adds.load(Ordering::Relaxed)
+    );
+
+    println!(
+        "tern-tuning alone / tuning alone (same 3 sysctls, with prevResult, eth0 already there):"
+    );
+    for &par in &o.parallel {
+        let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+        if let (Some(t), Some(r)) = (find("tern-tuning"), find("tuning")) {
+            println!(
+                "  par {par}: ADD p50 {:.2}x, ADD p99 {:.2}x, DEL p50 {:.2}x, DEL p99 {:.2}x",
+                pct(&t.add.lat, 0.5) / pct(&r.add.lat, 0.5),
+                pct(&t.add.lat, 0.99) / pct(&r.add.lat, 0.99),
+                pct(&t.del.lat, 0.5) / pct(&r.del.lat, 0.5),
+                pct(&t.del.lat, 0.99) / pct(&r.del.lat, 0.99),
+            );
+        }
+    }
+
     // Start-up floor: VERSION does no work, so its latency is exec + runtime start + exit.
     println!(
         "\nstart-up floor (VERSION, {} runs each, par 1): p50 / p99 ms",
@@ -944,7 +1235,7 @@ fn run(o: &Opts) -> Res<()> {
         ("host-local", host_local.clone()),
     ] {
         let items: Vec<usize> = (0..o.pods).collect();
-        let work = |_: &usize| invoke(&bin, "VERSION", "v", "", &cni_path, version);
+        let work = |_: &usize| invoke(&bin, "VERSION", "v", "", &cni_path, "", version);
         let ph = run_parallel(&env.host_ns, &items, 1, &work)?;
         println!(
             "  {label:<10} {:>7.3} / {:>7.3}",
@@ -958,10 +1249,24 @@ fn run(o: &Opts) -> Res<()> {
         o.rss_samples
     );
     let mut tern_max = 0;
+    let mut tuning_alone: HashMap<&str, [u64; 2]> = HashMap::new();
     for s in subs.iter().filter(|s| s.label != "hl") {
         let (steps, hl) = bench_rss(&mut env, s, o.rss_samples, &host_local)?;
+        if s.lookup {
+            let (gets, odd) = env.take_pod_gets();
+            if gets != o.rss_samples || !odd.is_empty() {
+                return Err(format!(
+                    "RSS pass: the stand-in saw {gets} pod GETs for {} tern+lookup ADDs ({odd:?})",
+                    o.rss_samples
+                ));
+            }
+        }
+        if let (true, [[add, del]]) = (s.on_iface, steps.as_slice()) {
+            tuning_alone.insert(s.label, [median(add), median(del)]);
+        }
         for (step, [add, del]) in s.steps.iter().zip(&steps) {
-            if step.binary == o.tern {
+            // The 3 MiB target is tern's own; the lookup row (TLS client) is shown beside it.
+            if step.binary == o.tern && !s.lookup {
                 tern_max = add
                     .iter()
                     .chain(del)
@@ -997,6 +1302,17 @@ fn run(o: &Opts) -> Res<()> {
         verdict(tern_max < 3 * 1024),
         tern_max as f64 / 1024.0
     );
+    if let (Some(t), Some(r)) = (tuning_alone.get("tern-tuning"), tuning_alone.get("tuning")) {
+        println!(
+            "  tern-tuning / tuning alone, median peak RSS: ADD {:.2}x ({:.2} / {:.2} MiB), DEL {:.2}x ({:.2} / {:.2} MiB)",
+            t[0] as f64 / r[0] as f64,
+            t[0] as f64 / 1024.0,
+            r[0] as f64 / 1024.0,
+            t[1] as f64 / r[1] as f64,
+            t[1] as f64 / 1024.0,
+            r[1] as f64 / 1024.0
+        );
+    }
     Ok(())
 }
 
