@@ -1202,7 +1202,7 @@ fn run(o: &Opts) -> Res<()> {
         }
     }
     println!(
-        "  stand-in: {} pod GETs for {} timed tern+lookup ADDs (exactly one GET of each pod per ADD, checked per phase)",
+        "  stand-in: {} pod GETs for {} tern+lookup ADDs, warm-up included (exactly one GET of each pod per ADD, checked per phase; the RSS pass is checked apart)",
         env.lookup_gets.load(Ordering::Relaxed),
         env.lookup_adds.load(Ordering::Relaxed)
     );
