@@ -13,6 +13,7 @@ pub mod logging;
 pub mod netconf;
 pub mod result;
 pub mod skel;
+pub mod time;
 pub mod version;
 
 pub use env::{CniArgs, Command, ContainerId, IfName};

@@ -4,6 +4,8 @@
 //! Invariant: [`format_rfc3339`] always produces the `Z` form with whole seconds, and
 //! [`parse_rfc3339`] accepts that form plus fractional seconds and numeric offsets.
 
+use tern_cni::time::civil_from_days;
+
 use crate::error::KubeError;
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
@@ -17,21 +19,9 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The date (year, month, day) of a day count since 1970-01-01 (`civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
 /// Formats Unix seconds as `YYYY-MM-DDTHH:MM:SSZ` (UTC, whole seconds), the `metav1.Time` form.
+///
+/// Delegates the calendar to [`tern_cni::time::civil_from_days`].
 pub fn format_rfc3339(unix: i64) -> String {
     let days = unix.div_euclid(86_400);
     let secs = unix.rem_euclid(86_400);

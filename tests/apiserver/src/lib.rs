@@ -139,24 +139,9 @@ fn unix_now() -> i64 {
         .unwrap_or(0)
 }
 
-/// Unix seconds → `YYYY-MM-DDTHH:MM:SSZ`.
+/// Unix seconds → `YYYY-MM-DDTHH:MM:SSZ` (the project's one calendar, in tern-kube).
 pub fn rfc3339(unix: i64) -> String {
-    let (days, secs) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    tern_kube::time::format_rfc3339(unix)
 }
 
 impl ApiServer {
