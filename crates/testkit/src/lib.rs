@@ -3,3 +3,16 @@
 
 pub mod exec;
 pub mod netns;
+
+/// The host veth name tern must give the attachment (`container_id`, `ifname`): `tern` + the first
+/// 11 hex characters of SHA-256(container ID, NUL, ifname) (DESIGN.md). Computed here, apart from
+/// the plugin, so a change of scheme fails the tests that use it.
+pub fn tern_host_veth(container_id: &str, ifname: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(container_id.as_bytes());
+    h.update([0u8]);
+    h.update(ifname.as_bytes());
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!("tern{}", &hex[..11])
+}

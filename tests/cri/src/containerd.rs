@@ -618,15 +618,7 @@ pub fn shim_socket_name(address: &str, ns: &str, id: &str) -> String {
         .collect()
 }
 
-/// tern's host-side veth name: `tern` + 11 hex of sha256(containerID NUL ifname).
-pub fn tern_host_veth(container_id: &str, ifname: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(container_id.as_bytes());
-    h.update([0u8]);
-    h.update(ifname.as_bytes());
-    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    format!("tern{}", &hex[..11])
-}
+pub use tern_testkit::tern_host_veth;
 
 /// PIDs of containerd shims started for the containerd at `address` (`-address <address>` on
 /// their command line).

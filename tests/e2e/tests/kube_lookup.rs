@@ -170,10 +170,7 @@ impl Fixture {
 
 /// tern's host veth name for `cid` on eth0 (DESIGN.md).
 fn host_veth_name(cid: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("{cid}\0eth0").as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("tern{}", &hex[..11])
+    tern_testkit::tern_host_veth(cid, "eth0")
 }
 
 #[test]

@@ -12,7 +12,6 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use tern_testkit::exec::{conflist, default_cni_path, Cnitool, PluginCall, RunOutput};
 use tern_testkit::netns::TestNetns;
 
@@ -62,15 +61,9 @@ pub fn machine_keepalive() -> Vec<String> {
         .collect()
 }
 
-/// The host veth name tern must use: `tern` + 11 hex of sha256(containerID NUL ifname).
-/// Computed here independently of the plugin, so a change of scheme fails the tests.
+/// The host veth name tern must use (computed in the test kit, apart from the plugin).
 pub fn host_veth(container_id: &str, ifname: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(container_id.as_bytes());
-    h.update([0u8]);
-    h.update(ifname.as_bytes());
-    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    format!("tern{}", &hex[..11])
+    tern_testkit::tern_host_veth(container_id, ifname)
 }
 
 /// IPAM address families of a test.
