@@ -33,6 +33,38 @@ fn ip(args: &[&str]) -> Output {
     out
 }
 
+/// Routes in the calling process's netns whose destination lies inside `subnet` (any prefix
+/// within it), as `(dev, dst)` pairs, from `ip -j route show root SUBNET`.
+///
+/// # Errors
+/// `ip` cannot run, fails, or prints something that is not its JSON.
+pub fn routes_into(subnet: &str) -> std::io::Result<Vec<(String, String)>> {
+    let out = Command::new("ip")
+        .args(["-j", "route", "show", "root", subnet])
+        .output()?;
+    if !out.status.success() {
+        return Err(std::io::Error::other(format!(
+            "ip route show root {subnet}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let routes: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| std::io::Error::other(format!("ip -j route: {e}")))?;
+    Ok(routes
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| {
+                    (
+                        r["dev"].as_str().unwrap_or_default().to_owned(),
+                        r["dst"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
 /// A uniquely named network namespace, deleted on drop.
 #[derive(Debug)]
 pub struct TestNetns {

@@ -36,12 +36,13 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
     let ipam = crate::ipam::delegate(input.delegate(&conf.ipam_type));
     // IPAM DEL runs beside the host veth deletion (the kernel's part, which waits for RCU grace
     // periods, is the slowest step): the two touch nothing in common. Both are always waited for.
-    let ipam_result = std::thread::scope(|s| {
-        let released = s.spawn(|| ipam.exec(Command::Del, &input.config.bytes));
+    let release = || ipam.exec(Command::Del, &input.config.bytes);
+    let delete_veth = |errors: &mut Vec<Error>| {
+        if let Some(other) = &foreign {
+            tracing::warn!(link = %host_veth, network = %other, "host veth belongs to another network: left alone");
+            return;
+        }
         match Handle::new() {
-            Ok(_) if foreign.is_some() => {
-                tracing::warn!(link = %host_veth, network = ?foreign, "host veth belongs to another network: left alone");
-            }
             Ok(host) => {
                 if let Err(e) = delete_link_by_name(&host, &host_veth) {
                     errors.push(Error::new(
@@ -52,15 +53,27 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
             }
             Err(e) => errors.push(from_net(e)),
         }
-        released.join()
+    };
+    let ipam_result = std::thread::scope(|s| {
+        match std::thread::Builder::new().spawn_scoped(s, release) {
+            Ok(released) => {
+                delete_veth(&mut errors);
+                released.join().unwrap_or_else(|_| {
+                    Err(Error::io(format!(
+                        "IPAM plugin {} panicked during DEL",
+                        conf.ipam_type
+                    )))
+                })
+            }
+            // No thread to spare (the node is out of processes): one step after the other.
+            Err(_) => {
+                delete_veth(&mut errors);
+                release()
+            }
+        }
     });
-    match ipam_result {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => errors.push(e),
-        Err(_) => errors.push(Error::io(format!(
-            "IPAM plugin {} panicked during DEL",
-            conf.ipam_type
-        ))),
+    if let Err(e) = ipam_result {
+        errors.push(e);
     }
     if let Err(e) = store.remove(input.container_id.as_str(), ifname) {
         errors.push(state_io("remove attachment state", e));

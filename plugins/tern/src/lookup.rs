@@ -3,6 +3,8 @@
 //! Invariant: runs before anything is created, so a refused or failed lookup leaves nothing. DEL,
 //! CHECK, STATUS and GC never come here (they make no API call).
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 use tern_cni::{code, AddInput, Error};
 use tern_kube::lookup::{pod_lookup, LookupError, LookupRequest};
@@ -21,16 +23,16 @@ use crate::config::TernConf;
 /// unreadable kubeconfig); code 3 when the pod is gone, terminating or has another UID (nothing
 /// was wired, so the runtime needs no DEL); code 7 for a malformed annotation; code 105 for a
 /// 403 (not retried: RBAC must be fixed); code 5 otherwise.
-pub fn ipam_stdin(input: &AddInput, conf: &TernConf) -> Result<Vec<u8>, Error> {
+pub fn ipam_stdin<'a>(input: &'a AddInput, conf: &TernConf) -> Result<Cow<'a, [u8]>, Error> {
     let Some(kube) = &conf.kubernetes else {
-        return Ok(input.config.bytes.clone());
+        return Ok(Cow::Borrowed(&input.config.bytes));
     };
     let (Some(namespace), Some(name)) = (
         input.args.get("K8S_POD_NAMESPACE"),
         input.args.get("K8S_POD_NAME"),
     ) else {
         tracing::debug!("CNI_ARGS names no pod: no lookup");
-        return Ok(input.config.bytes.clone());
+        return Ok(Cow::Borrowed(&input.config.bytes));
     };
     let req = LookupRequest {
         kubeconfig: &kube.kubeconfig,
@@ -42,7 +44,7 @@ pub fn ipam_stdin(input: &AddInput, conf: &TernConf) -> Result<Vec<u8>, Error> {
     };
     let info = pod_lookup(&req).map_err(lookup_error)?;
     if info.ip_addrs.is_empty() {
-        return Ok(input.config.bytes.clone());
+        return Ok(Cow::Borrowed(&input.config.bytes));
     }
     let ips: Vec<Value> = info
         .ip_addrs
@@ -52,6 +54,7 @@ pub fn ipam_stdin(input: &AddInput, conf: &TernConf) -> Result<Vec<u8>, Error> {
     input
         .config
         .bytes_with_runtime_config("ips", Value::Array(ips))
+        .map(Cow::Owned)
 }
 
 fn lookup_error(e: LookupError) -> Error {

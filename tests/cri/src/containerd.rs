@@ -722,26 +722,8 @@ pub fn mount_points() -> Vec<String> {
         .collect()
 }
 
-/// Routes in the root netns into `subnet` (any prefix inside it): `(dev, dst)` pairs.
+/// Routes in the root netns into `subnet` (any prefix inside it): `(dev, dst)` pairs; none when
+/// `ip` fails (this also serves the drop guard, which must not panic).
 pub fn host_routes_into(subnet: &str) -> Vec<(String, String)> {
-    let Ok(out) = Command::new("ip")
-        .args(["-j", "route", "show", "root", subnet])
-        .output()
-    else {
-        return Vec::new();
-    };
-    let routes: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    routes
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|r| {
-                    (
-                        r["dev"].as_str().unwrap_or_default().to_owned(),
-                        r["dst"].as_str().unwrap_or_default().to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    tern_testkit::netns::routes_into(subnet).unwrap_or_default()
 }

@@ -333,21 +333,7 @@ fn plugin_answers_version(bin: &Path) -> bool {
 
 /// Routes in the root netns into [`SUBNET`] (any prefix inside it): `(dev, dst)` pairs.
 fn host_routes_into_subnet() -> Vec<(String, String)> {
-    let out = run(Command::new("ip").args(["-j", "route", "show", "root", SUBNET]));
-    let routes: Value = serde_json::from_slice(&out.stdout).unwrap_or(json!([]));
-    routes
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|r| {
-                    (
-                        r["dev"].as_str().unwrap_or_default().to_owned(),
-                        r["dst"].as_str().unwrap_or_default().to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    tern_testkit::netns::routes_into(SUBNET).expect("ip route show")
 }
 
 fn host_link_exists(name: &str) -> bool {
