@@ -167,15 +167,14 @@ pub trait Plugin {
 
 /// Runs `plugin` in this process: reads the real environment and stdin, writes stdout, and exits.
 pub fn plugin_main<P: Plugin>(plugin: &P) -> ! {
-    let stdin = std::io::stdin();
-    let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
+    // Unlocked handles: a handler's helper threads (tern's IPAM thread forwards its delegate's
+    // stderr) write to the same streams; each write takes the lock for itself only.
     let status = dispatch(
         plugin,
         &ProcessEnv,
-        &mut stdin.lock(),
-        &mut stdout.lock(),
-        &mut stderr.lock(),
+        &mut std::io::stdin(),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
     );
     std::process::exit(status)
 }

@@ -167,3 +167,83 @@ fn netns_vanishes_mid_add() {
     ok(&del, "DEL after the netns vanished");
     node.assert_nothing_left(&addrs);
 }
+
+/// An IPAM plugin that logs to stderr on every verb (test-only script around host-local).
+fn write_chatty_ipam(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = format!(
+        "#!/bin/sh\n# test-script-ipam-chatty: host-local, with a log line on stderr.\n\
+         echo \"chatty ipam: $CNI_COMMAND\" >&2\nexec {hl}\n",
+        hl = tern_testkit::exec::ref_plugin_dir()
+            .join("host-local")
+            .display()
+    );
+    let p = dir.join("test-script-ipam-chatty");
+    std::fs::write(&p, script).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Runs `cmd`, killing it and failing the test when it has not ended within 20 s.
+fn output_within(mut cmd: std::process::Command, what: &str) -> std::process::Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let t0 = Instant::now();
+    while !waiter.is_finished() {
+        if t0.elapsed() > Duration::from_secs(20) {
+            let _ = std::process::Command::new("pkill")
+                .args(["-KILL", "-P", &pid.to_string()])
+                .status();
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("{what} hung (a delegate's stderr must never block tern)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    waiter.join().unwrap()
+}
+
+/// A delegate that writes to stderr while tern runs it from a helper thread (DEL runs IPAM beside
+/// the veth deletion) is forwarded, never blocks: tern must not hold the stderr lock meanwhile.
+#[test]
+fn ipam_logging_to_stderr_never_blocks() {
+    let mut node = Node::new("chat");
+    let bin = node.tool.scratch().join("ipam-bin");
+    write_chatty_ipam(&bin);
+    let mut t = node.tern(Fam::V4.ranges());
+    t["ipam"]["type"] = json!("test-script-ipam-chatty");
+    node.tool
+        .write_conflist(&conflist(C0_NAME, "1.0.0", vec![t]))
+        .unwrap();
+    node.tool.cni_path(&cni_path_with(&bin));
+    let pod = node.pod("chat");
+    let path = pod.path();
+
+    let add = output_within(node.tool.command("add", Some(&path)), "ADD");
+    assert!(
+        add.status.success(),
+        "ADD: {}",
+        String::from_utf8_lossy(&add.stdout)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&add.stdout).unwrap();
+    let addrs = result_addrs(&r);
+    for _ in 0..2 {
+        let del = output_within(node.tool.command("del", Some(&path)), "DEL");
+        assert!(
+            del.status.success(),
+            "DEL: {}",
+            String::from_utf8_lossy(&del.stdout)
+        );
+        assert!(
+            String::from_utf8_lossy(&del.stderr).contains("chatty ipam: DEL"),
+            "the delegate's stderr is forwarded: {}",
+            String::from_utf8_lossy(&del.stderr)
+        );
+    }
+    node.assert_nothing_left(&addrs);
+}
