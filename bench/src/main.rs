@@ -1229,6 +1229,7 @@ fn run(o: &Opts) -> Res<()> {
         o.pods
     );
     let version = br#"{"cniVersion":"1.0.0"}"#;
+    let mut tern_startup = None;
     for (label, bin) in [
         ("tern", o.tern.clone()),
         ("ptp", o.ptp.clone()),
@@ -1241,6 +1242,19 @@ fn run(o: &Opts) -> Res<()> {
             "  {label:<10} {:>7.3} / {:>7.3}",
             pct(&ph.lat, 0.5),
             pct(&ph.lat, 0.99)
+        );
+        if label == "tern" {
+            tern_startup = Some(pct(&ph.lat, 0.5));
+        }
+    }
+    // What no tern ADD with an exec'd host-local can beat at parallelism 1: host-local's own
+    // ADD (hl row) plus tern's own process start-up, before any kernel work of tern's.
+    let find = |l: &str| rows.iter().find(|r| r.par == 1 && r.label == l);
+    if let (Some(hl), Some(p), Some(start)) = (find("hl"), find("ptp"), tern_startup) {
+        let floor = pct(&hl.add.lat, 0.5) + start;
+        println!(
+            "  tern ADD floor with host-local at par 1 = hl ADD p50 + tern start-up p50 = {floor:.3} ms = {:.2}x ptp ADD p50 (tern's kernel work comes on top)",
+            floor / pct(&p.add.lat, 0.5)
         );
     }
 
