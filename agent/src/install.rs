@@ -38,8 +38,9 @@ pub const NODE_NAME_PLACEHOLDER: &str = "__NODE_NAME__";
 /// Placeholder replaced by host-local `ranges` built from the node's `spec.podCIDRs` (a JSON value).
 pub const RANGES_PLACEHOLDER: &str = "__POD_CIDR_RANGES__";
 
-/// The CNI plugins tern ships, copied by default (`--plugins`).
-pub const DEFAULT_PLUGINS: &[&str] = &["tern", "tern-tuning", "tern-ipam"];
+/// The CNI plugins tern ships, and `tern-lookup` (the helper that makes their API calls), copied
+/// by default (`--plugins`).
+pub const DEFAULT_PLUGINS: &[&str] = &["tern", "tern-tuning", "tern-ipam", "tern-lookup"];
 
 /// The conflist template used when none is given.
 pub const DEFAULT_TEMPLATE: &str = r#"{
@@ -186,7 +187,7 @@ pub fn install_flags() -> Vec<FlagSpec> {
         FlagSpec {
             name: "plugins",
             value: "LIST",
-            default: "tern,tern-tuning,tern-ipam",
+            default: "tern,tern-tuning,tern-ipam,tern-lookup",
             env: "",
             help:
                 "comma-separated plugin file names to copy; each must exist, nothing else is copied",

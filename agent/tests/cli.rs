@@ -75,7 +75,7 @@ fn help_for_each_subcommand_exits_zero_and_lists_flags_defaults_and_env() {
         "--src-bin-dir",
         "/opt/tern/bin",
         "--plugins",
-        "tern,tern-tuning,tern-ipam",
+        "tern,tern-tuning,tern-ipam,tern-lookup",
         "--cni-bin-dir",
         "--pod-cidrs-from-node",
         "--template",
@@ -192,6 +192,7 @@ fn image(f: &Fixture) -> (PathBuf, PathBuf, PathBuf) {
         "tern",
         "tern-tuning",
         "tern-ipam",
+        "tern-lookup",
         "tern-agent",
         "tern-apiserver",
         "tern-bench",
@@ -241,7 +242,10 @@ fn install_copies_only_the_plugins() {
     let (src, bin, conf) = image(&f);
     let out = install_cmd(&f, &src, &bin, &conf, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(names(&bin), ["tern", "tern-ipam", "tern-tuning"]);
+    assert_eq!(
+        names(&bin),
+        ["tern", "tern-ipam", "tern-lookup", "tern-tuning"]
+    );
     for b in names(&bin) {
         let m = std::fs::metadata(bin.join(&b))
             .unwrap()

@@ -26,6 +26,7 @@ fn root(f: &Fixture) -> Root {
         ("tern", "#!/bin/sh\necho tern\n"),
         ("tern-tuning", "#!/bin/sh\necho tuning\n"),
         ("tern-ipam", "#!/bin/sh\necho ipam\n"),
+        ("tern-lookup", "#!/bin/sh\necho lookup\n"),
     ] {
         std::fs::write(src.join(name), body).unwrap();
     }
@@ -64,8 +65,11 @@ fn installs_binaries_kubeconfig_and_conflist() {
     f.s.set_node("node-1", &["10.99.0.0/24", "fd00:99::/64"]);
     let r = root(&f);
     let report = install(&cfg(&f, &r, DEFAULT_TEMPLATE)).unwrap();
-    assert_eq!(report.binaries, vec!["tern", "tern-tuning", "tern-ipam"]);
-    for b in ["tern", "tern-tuning", "tern-ipam"] {
+    assert_eq!(
+        report.binaries,
+        vec!["tern", "tern-tuning", "tern-ipam", "tern-lookup"]
+    );
+    for b in ["tern", "tern-tuning", "tern-ipam", "tern-lookup"] {
         assert_eq!(
             std::fs::read(r.bin.join(b)).unwrap(),
             std::fs::read(r.src.join(b)).unwrap()

@@ -22,7 +22,9 @@
 //! host netns, a token it issued); every container ID is registered as pod `default/<cid>` with a
 //! fresh UID before its timed region, and every invocation carries `CNI_ARGS` naming it
 //! (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`, `K8S_POD_UID`). The lookup cost is its ADD p50 minus
-//! tern's; the run fails unless the stand-in saw exactly one GET of each pod per ADD phase.
+//! tern's; the run fails unless the stand-in saw exactly one GET of each pod per ADD phase. tern
+//! makes the GET through `tern-lookup` (its API helper, exec'd from `CNI_PATH`), whose peak RSS
+//! the RSS pass measures apart: exec'd directly with the same pod call, for another pod.
 //!
 //! Tuning plugins alone ("tern-tuning", "tuning", issue 4): each exec'd on a pod netns whose
 //! `eth0` (a veth pair inside the pod) was made untimed, with the same three sysctls and a
@@ -485,7 +487,7 @@ fn subjects(o: &Opts, work: &Path, run_work: &Path, kubeconfig: Option<&Path>) -
         conf["agentSocket"] = json!(run_work.join("agent.sock"));
         v.push(Subject {
             lookup: true,
-            ..Subject::single("tern+lookup", o.tern.clone(), conf, &ref_path)
+            ..Subject::single("tern+lookup", o.tern.clone(), conf, &both_path)
         });
     }
     // The tuning plugins alone on a pod that already has eth0 (issue 4).
@@ -938,15 +940,15 @@ fn bench_kernel_del(env: &mut Env, pods: usize, par: usize) -> Res<Phase> {
 /// Peak RSS samples (KiB) of one binary: ADD, DEL.
 type AddDelKib = [Vec<u64>; 2];
 
+/// What [`bench_rss`] measured: per chain step; host-local exec'd directly; and for a lookup
+/// subject, `tern-lookup` exec'd directly with the pod call tern makes (another pod of the
+/// stand-in, so each pod is still read exactly once).
+type RssSamples = (Vec<AddDelKib>, Option<AddDelKib>, Option<Vec<u64>>);
+
 /// Peak RSS (KiB) of `samples` chain ADDs and DELs: per step, its ADD samples and its DEL
 /// samples; then, when the subject asks for it, host-local invoked directly with the first step's
 /// netconf (ADD, DEL). Untimed, sequential, in the host netns.
-fn bench_rss(
-    env: &mut Env,
-    subj: &Subject,
-    samples: usize,
-    host_local: &Path,
-) -> Res<(Vec<AddDelKib>, Option<AddDelKib>)> {
+fn bench_rss(env: &mut Env, subj: &Subject, samples: usize, host_local: &Path) -> Res<RssSamples> {
     let names = env.make_pods(samples)?;
     let r = rss_on(env, subj, &names, host_local);
     env.drop_pods(&names);
@@ -954,12 +956,7 @@ fn bench_rss(
 }
 
 /// [`bench_rss`] on pod netns `names`, made by the caller.
-fn rss_on(
-    env: &Env,
-    subj: &Subject,
-    names: &[String],
-    host_local: &Path,
-) -> Res<(Vec<AddDelKib>, Option<AddDelKib>)> {
+fn rss_on(env: &Env, subj: &Subject, names: &[String], host_local: &Path) -> Res<RssSamples> {
     if subj.on_iface {
         env.add_ifaces(names)?;
     }
@@ -967,6 +964,7 @@ fn rss_on(
     let r = env.host_ns.run_in(|| -> Res<_> {
         let mut steps: Vec<AddDelKib> = subj.steps.iter().map(|_| Default::default()).collect();
         let mut hl: AddDelKib = Default::default();
+        let mut helper: Vec<u64> = Vec::new();
         for (i, n) in names.iter().enumerate() {
             let ns = format!("/run/netns/{n}");
             let cid = container_id(subj, &env.tag, "rss", i);
@@ -993,6 +991,10 @@ fn rss_on(
                 let (kib, _) = invoke_peak_rss(&step.binary, "DEL", &cid, &ns, cp, &args, &stdin)?;
                 steps[k][1].push(kib);
             }
+            if subj.lookup {
+                let (kib, _) = lookup_helper_peak_rss(env, &subj.steps[0], &cid, cp)?;
+                helper.push(kib);
+            }
             if subj.rss_host_local {
                 let stdin = with_prev(&subj.steps[0].conf, None)?;
                 let hcid = format!("hl-{cid}");
@@ -1002,9 +1004,39 @@ fn rss_on(
                 }
             }
         }
-        Ok((steps, subj.rss_host_local.then_some(hl)))
+        Ok((
+            steps,
+            subj.rss_host_local.then_some(hl),
+            subj.lookup.then_some(helper),
+        ))
     });
     r.map_err(|e| e.to_string())?
+}
+
+/// Peak RSS of `tern-lookup` (beside `step`'s binary) exec'd directly with the pod call tern
+/// makes for `step`'s netconf, for a fresh pod named after `cid`.
+fn lookup_helper_peak_rss(env: &Env, step: &Step, cid: &str, cni_path: &str) -> Res<(u64, String)> {
+    let name = format!("lk-{cid}");
+    let args = env.pod_args(&name)?;
+    let uid = args
+        .split(';')
+        .find_map(|kv| kv.strip_prefix("K8S_POD_UID="))
+        .ok_or("pod args without a UID")?;
+    let call = json!({"pod": {
+        "kubeconfig": step.conf["kubernetes"]["kubeconfig"],
+        "agentSocket": step.conf["agentSocket"],
+        "namespace": "default",
+        "name": name,
+        "uid": uid,
+        "deadlineMs": 5000,
+    }});
+    let helper = step.binary.with_file_name("tern-lookup");
+    let stdin = serde_json::to_vec(&call).map_err(|e| e.to_string())?;
+    let (kib, out) = invoke_peak_rss(&helper, "ADD", cid, "", cni_path, "", &stdin)?;
+    if !out.contains("ipAddrs") {
+        return Err(format!("tern-lookup answered {out}"));
+    }
+    Ok((kib, out))
 }
 
 /// Median (upper) of KiB samples, 0 when empty.
@@ -1265,12 +1297,13 @@ fn run(o: &Opts) -> Res<()> {
     let mut tern_max = 0;
     let mut tuning_alone: HashMap<&str, [u64; 2]> = HashMap::new();
     for s in subs.iter().filter(|s| s.label != "hl") {
-        let (steps, hl) = bench_rss(&mut env, s, o.rss_samples, &host_local)?;
+        let (steps, hl, helper) = bench_rss(&mut env, s, o.rss_samples, &host_local)?;
         if s.lookup {
+            // One GET per tern ADD, one per direct tern-lookup run, each of its own pod.
             let (gets, odd) = env.take_pod_gets();
-            if gets != o.rss_samples || !odd.is_empty() {
+            if gets != 2 * o.rss_samples || !odd.is_empty() {
                 return Err(format!(
-                    "RSS pass: the stand-in saw {gets} pod GETs for {} tern+lookup ADDs ({odd:?})",
+                    "RSS pass: the stand-in saw {gets} pod GETs for {} tern+lookup ADDs and as many tern-lookup runs ({odd:?})",
                     o.rss_samples
                 ));
             }
@@ -1279,8 +1312,9 @@ fn run(o: &Opts) -> Res<()> {
             tuning_alone.insert(s.label, [median(add), median(del)]);
         }
         for (step, [add, del]) in s.steps.iter().zip(&steps) {
-            // The 3 MiB target is tern's own; the lookup row (TLS client) is shown beside it.
-            if step.binary == o.tern && !s.lookup {
+            // The 3 MiB target is tern's own, with or without the lookup (whose TLS client runs in
+            // tern-lookup, shown below it).
+            if step.binary == o.tern {
                 tern_max = add
                     .iter()
                     .chain(del)
@@ -1300,6 +1334,12 @@ fn run(o: &Opts) -> Res<()> {
                 bin,
                 kib_stats(add),
                 kib_stats(del)
+            );
+        }
+        if let Some(h) = helper {
+            println!(
+                "  tern-lookup (the helper tern execs for the lookup), exec'd directly: {}",
+                kib_stats(&h)
             );
         }
         if let Some([add, del]) = hl {

@@ -23,7 +23,7 @@ use crate::store::Store;
 pub fn add(input: &AddInput) -> Result<CniResult, IpamError> {
     let loc = StoreLocation::load(&input.config)?;
     let cfg = IpamConfig::load_with(&input.config, &input.args, &mut || {
-        podcidr::resolve(&input.config, &loc, Fetch::Allowed)
+        podcidr::resolve(&input.config, &loc, Fetch::Allowed, &input.cni_path)
     })?;
     let dns = match &cfg.resolv_conf {
         Some(p) => read_resolv_conf(p)?,

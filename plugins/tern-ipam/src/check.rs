@@ -19,7 +19,7 @@ use crate::store::Store;
 pub fn check(input: &CheckInput) -> Result<(), IpamError> {
     let loc = StoreLocation::load(&input.config)?;
     let cfg = IpamConfig::load_with(&input.config, &input.args, &mut || {
-        podcidr::resolve(&input.config, &loc, Fetch::CacheOnly)
+        podcidr::resolve(&input.config, &loc, Fetch::CacheOnly, &input.cni_path)
     })?;
     let id = input.container_id.as_str();
     let ifname = input.ifname.as_str();

@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tern_cni::NetConf;
+use tern_kube::helper::{self, Call, NodeCall, NodeReply};
 
 use crate::config::StoreLocation;
 use crate::error::IpamError;
@@ -105,13 +106,15 @@ fn read_cache(path: &Path, node: &str) -> Option<Vec<String>> {
 /// The node's pod CIDRs, as the API lists them (at most one per family).
 ///
 /// # Errors
-/// [`IpamError::PodCidr`] (code 11) when the API cannot be asked or answers badly, when the node
+/// [`IpamError::PodCidr`] (code 11) when the API cannot be asked (through `tern-lookup` in
+/// `cni_path`) or answers badly, when the node
 /// has no podCIDRs yet, or with [`Fetch::CacheOnly`] when nothing is cached;
 /// [`IpamError::Config`] when `kubernetes.kubeconfig` is missing.
 pub fn resolve(
     conf: &NetConf,
     loc: &StoreLocation,
     fetch: Fetch,
+    cni_path: &str,
 ) -> Result<Vec<String>, IpamError> {
     let k = KubeSettings::load(conf)?;
     let path = cache_path(loc);
@@ -129,12 +132,15 @@ pub fn resolve(
             "usePodCidr needs kubernetes.kubeconfig in the network configuration".into(),
         ));
     };
-    let api_err = |e: tern_kube::KubeError| {
-        IpamError::PodCidr(format!("usePodCidr: get node {}: {e}", k.node_name))
-    };
-    let cfg = tern_kube::kubeconfig::load(kubeconfig).map_err(api_err)?;
-    let client = tern_kube::Client::new(&cfg).map_err(api_err)?;
-    let node = client.get_node(&k.node_name, k.timeout).map_err(api_err)?;
+    // The GET runs in tern-lookup: this library, linked into tern, carries no HTTP or TLS.
+    let call = Call::Node(NodeCall {
+        kubeconfig: kubeconfig.clone(),
+        name: k.node_name.clone(),
+        timeout_ms: u64::try_from(k.timeout.as_millis()).unwrap_or(u64::MAX),
+    });
+    let node: NodeReply = helper::call(cni_path, &call).map_err(|e| {
+        IpamError::PodCidr(format!("usePodCidr: get node {}: {}", k.node_name, e.msg))
+    })?;
     if node.pod_cidrs.is_empty() {
         return Err(IpamError::PodCidr(format!(
             "usePodCidr: node {} has no spec.podCIDRs yet",
@@ -188,7 +194,7 @@ mod tests {
             name: "n".into(),
             data_dir: tmp.path().into(),
         };
-        let e = resolve(&c, &loc, Fetch::CacheOnly).unwrap_err();
+        let e = resolve(&c, &loc, Fetch::CacheOnly, "/nonexistent").unwrap_err();
         assert_eq!(e.to_cni().code, 11);
         std::fs::create_dir_all(tmp.path().join("n")).unwrap();
         std::fs::write(
@@ -197,16 +203,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            resolve(&c, &loc, Fetch::CacheOnly).unwrap(),
+            resolve(&c, &loc, Fetch::CacheOnly, "/nonexistent").unwrap(),
             ["10.1.0.0/24"]
         );
         let other =
             conf(json!({"cniVersion": "1.1.0", "name": "n", "kubernetes": {"nodeName": "node-b"}}));
         assert!(
-            resolve(&other, &loc, Fetch::CacheOnly).is_err(),
+            resolve(&other, &loc, Fetch::CacheOnly, "/nonexistent").is_err(),
             "a cache of another node is ignored"
         );
-        let e = resolve(&other, &loc, Fetch::Allowed).unwrap_err();
+        let e = resolve(&other, &loc, Fetch::Allowed, "/nonexistent").unwrap_err();
         assert_eq!(e.to_cni().code, 7, "{e}");
     }
 }

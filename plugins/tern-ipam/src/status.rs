@@ -21,7 +21,7 @@ use crate::store::Store;
 pub fn status(input: &StatusInput) -> Result<(), IpamError> {
     let loc = StoreLocation::load(&input.config)?;
     let cfg = match IpamConfig::load_with(&input.config, &tern_cni::CniArgs::default(), &mut || {
-        podcidr::resolve(&input.config, &loc, Fetch::CacheOnly)
+        podcidr::resolve(&input.config, &loc, Fetch::CacheOnly, &input.cni_path)
     }) {
         Ok(c) => Some(c),
         // usePodCidr before the first ADD: STATUS must not call the API, and a node that says

@@ -1,13 +1,16 @@
 //! Pod lookup on ADD (DESIGN.md, "Pod lookup"): what IPAM is asked for.
 //!
+//! The API call itself runs in `tern-lookup` (found in `CNI_PATH`), so tern links no HTTP or TLS
+//! (DESIGN.md, "Kubernetes client out of the plugins").
+//!
 //! Invariant: runs before anything is created, so a refused or failed lookup leaves nothing. DEL,
 //! CHECK, STATUS and GC never come here (they make no API call).
 
 use std::borrow::Cow;
 
 use serde_json::Value;
-use tern_cni::{code, AddInput, Error};
-use tern_kube::lookup::{pod_lookup, LookupError, LookupRequest};
+use tern_cni::{AddInput, Error};
+use tern_kube::helper::{self, Call, PodCall, PodReply};
 
 use crate::config::TernConf;
 
@@ -22,7 +25,8 @@ use crate::config::TernConf;
 /// unreachable with an expired token, timeouts, 5xx, 429, connection or TLS failures, an
 /// unreadable kubeconfig); code 3 when the pod is gone, terminating or has another UID (nothing
 /// was wired, so the runtime needs no DEL); code 7 for a malformed annotation; code 105 for a
-/// 403 (not retried: RBAC must be fixed); code 5 otherwise.
+/// 403 (not retried: RBAC must be fixed); code 5 otherwise; code 7 when `tern-lookup` is not in
+/// `CNI_PATH`.
 pub fn ipam_stdin<'a>(input: &'a AddInput, conf: &TernConf) -> Result<Cow<'a, [u8]>, Error> {
     let Some(kube) = &conf.kubernetes else {
         return Ok(Cow::Borrowed(&input.config.bytes));
@@ -34,15 +38,19 @@ pub fn ipam_stdin<'a>(input: &'a AddInput, conf: &TernConf) -> Result<Cow<'a, [u
         tracing::debug!("CNI_ARGS names no pod: no lookup");
         return Ok(Cow::Borrowed(&input.config.bytes));
     };
-    let req = LookupRequest {
-        kubeconfig: &kube.kubeconfig,
-        agent_socket: &conf.agent_socket,
-        namespace,
-        name,
-        uid: input.args.get("K8S_POD_UID").filter(|u| !u.is_empty()),
-        deadline: kube.lookup_timeout,
-    };
-    let info = pod_lookup(&req).map_err(lookup_error)?;
+    let call = Call::Pod(PodCall {
+        kubeconfig: kube.kubeconfig.clone(),
+        agent_socket: conf.agent_socket.clone(),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        uid: input
+            .args
+            .get("K8S_POD_UID")
+            .filter(|u| !u.is_empty())
+            .map(ToOwned::to_owned),
+        deadline_ms: u64::try_from(kube.lookup_timeout.as_millis()).unwrap_or(u64::MAX),
+    });
+    let info: PodReply = helper::call(&input.cni_path, &call)?;
     if info.ip_addrs.is_empty() {
         return Ok(Cow::Borrowed(&input.config.bytes));
     }
@@ -55,18 +63,4 @@ pub fn ipam_stdin<'a>(input: &'a AddInput, conf: &TernConf) -> Result<Cow<'a, [u
         .config
         .bytes_with_runtime_config("ips", Value::Array(ips))
         .map(Cow::Owned)
-}
-
-fn lookup_error(e: LookupError) -> Error {
-    let code = match &e {
-        e if e.try_again_later() => code::TRY_AGAIN_LATER,
-        LookupError::Kubeconfig(_) => code::TRY_AGAIN_LATER,
-        LookupError::PodGone { .. }
-        | LookupError::Terminating { .. }
-        | LookupError::UidMismatch { .. } => code::UNKNOWN_CONTAINER,
-        LookupError::BadAnnotation { .. } => code::INVALID_NETWORK_CONFIG,
-        LookupError::Forbidden { .. } => code::API_FORBIDDEN,
-        _ => code::IO_FAILURE,
-    };
-    Error::new(code, e.to_string())
 }

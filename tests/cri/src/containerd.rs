@@ -50,7 +50,7 @@ const SHIM_SOCKET_DIR: &str = "/run/containerd/s";
 /// libcni's result cache (go-cni in containerd 1.6 keeps libcni's default cache dir).
 pub const LIBCNI_CACHE: &str = "/var/lib/cni/results";
 /// The tern binaries linked into the CNI bin dir when built.
-const TERN_PLUGINS: [&str; 3] = ["tern", "tern-tuning", "tern-ipam"];
+const TERN_PLUGINS: [&str; 4] = ["tern", "tern-tuning", "tern-ipam", "tern-lookup"];
 
 /// Instances alive in this process, and whether `/run/containerd` existed before the first.
 static RUN_DIR: Mutex<(usize, bool)> = Mutex::new((0, false));

@@ -434,7 +434,7 @@ fn installed_conflist_wires_a_pod() {
     c.api().set_node("node-9", &["10.99.0.0/24"]);
     let src = c.dir("image/bin");
     std::fs::create_dir_all(&src).unwrap();
-    for b in ["tern", "tern-tuning", "tern-ipam"] {
+    for b in ["tern", "tern-tuning", "tern-ipam", "tern-lookup"] {
         std::fs::copy(bin_dir().join(b), src.join(b)).unwrap();
     }
     let (bin, conf) = (c.dir("root/opt/cni/bin"), c.dir("root/etc/cni/net.d"));

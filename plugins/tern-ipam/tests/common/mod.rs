@@ -138,7 +138,8 @@ impl<'a> Call<'a> {
             .ifname(self.ifname)
             // host-local never opens the netns; a path that does not exist is not "our own".
             .netns("/var/run/netns/tern-ipam-test-absent")
-            .path("/nonexistent")
+            // tern-lookup (usePodCidr's node read) is found there.
+            .path(&bin_dir().display().to_string())
             .netconf(conf)
             .expect("serialize conf");
         if let Some(a) = self.args {
