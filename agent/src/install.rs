@@ -321,6 +321,22 @@ fn read_plugins(cfg: &InstallConfig) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     Ok(out)
 }
 
+/// A conflist whose plugins call the API (`kubernetes.kubeconfig` on a plugin, or on its `ipam`)
+/// needs `tern-lookup` installed beside them: without it every such ADD fails (code 7).
+///
+/// # Errors
+/// When the conflist needs it and `plugins` does not list it.
+pub fn require_lookup_helper(conflist: &Value, plugins: &[String]) -> anyhow::Result<()> {
+    let calls_api = |v: &Value| v.pointer("/kubernetes/kubeconfig").is_some();
+    let needs = conflist["plugins"]
+        .as_array()
+        .is_some_and(|ps| ps.iter().any(|p| calls_api(p) || calls_api(&p["ipam"])));
+    if needs && !plugins.iter().any(|p| p == "tern-lookup") {
+        bail!("the conflist sets kubernetes.kubeconfig, so its plugins call the API through tern-lookup: add tern-lookup to --plugins (now {})", plugins.join(","));
+    }
+    Ok(())
+}
+
 /// host-local `ranges` for `cidrs`: one range set per CIDR (one per family).
 pub fn ranges_for(cidrs: &[String]) -> Value {
     Value::Array(
@@ -449,6 +465,7 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     )?;
     let allowlist = Allowlist::load(&cfg.allowlist)?;
     validate_tuning(&conflist, &allowlist)?;
+    require_lookup_helper(&conflist, &cfg.plugins)?;
     let conflist_text = serde_json::to_string_pretty(&conflist)? + "\n";
     let plugins = read_plugins(cfg)?;
 
@@ -498,6 +515,24 @@ pub fn main(args: &[String]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_conflist_that_calls_the_api_needs_tern_lookup() {
+        let plugins = |l: &str| l.split(',').map(str::to_owned).collect::<Vec<_>>();
+        let c = render(
+            DEFAULT_TEMPLATE,
+            Path::new("/k"),
+            "n1",
+            Some(&ranges_for(&["10.0.0.0/24".into()])),
+        )
+        .unwrap();
+        let e = require_lookup_helper(&c, &plugins("tern,tern-tuning")).unwrap_err();
+        assert!(e.to_string().contains("add tern-lookup"), "{e}");
+        require_lookup_helper(&c, &plugins("tern,tern-tuning,tern-lookup")).unwrap();
+        let plain =
+            serde_json::json!({"plugins": [{"type": "tern", "ipam": {"type": "host-local"}}]});
+        require_lookup_helper(&plain, &plugins("tern")).unwrap();
+    }
 
     #[test]
     fn renders_placeholders_as_json() {

@@ -263,9 +263,24 @@ fn install_copies_only_the_plugins() {
     let f = Fixture::new();
     f.s.set_node("node-1", &["10.99.0.0/24"]);
     let (src, bin, conf) = image(&f);
+    // The default conflist calls the API (kubernetes.kubeconfig): tern-lookup cannot be left out.
     let out = install_cmd(&f, &src, &bin, &conf, &["--plugins", "tern,tern-tuning"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("add tern-lookup"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(names(&bin), Vec::<String>::new(), "nothing installed");
+    let out = install_cmd(
+        &f,
+        &src,
+        &bin,
+        &conf,
+        &["--plugins", "tern,tern-tuning,tern-lookup"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(names(&bin), ["tern", "tern-tuning"]);
+    assert_eq!(names(&bin), ["tern", "tern-lookup", "tern-tuning"]);
     for bad in ["", "tern,,tern-ipam", "../tern", "tern,tern"] {
         let out = install_cmd(&f, &src, &bin, &conf, &["--plugins", bad]);
         assert!(!out.status.success(), "--plugins {bad:?} accepted");

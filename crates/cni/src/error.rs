@@ -123,7 +123,10 @@ impl Error {
     /// Parses an error result printed by another plugin (a delegated IPAM plugin), keeping its
     /// code. `None` when `v` is not an error object.
     pub fn from_json(v: &Value) -> Option<Error> {
-        let code = u32::try_from(v.get("code")?.as_u64()?).ok()?;
+        // Code 0 is no error at all (SPEC.md "Error"): such an object is not an error result.
+        let code = u32::try_from(v.get("code")?.as_u64()?)
+            .ok()
+            .filter(|c| *c != 0)?;
         let msg = v.get("msg").and_then(Value::as_str).unwrap_or_default();
         let details = v.get("details").and_then(Value::as_str).unwrap_or_default();
         Some(Error::new(code, msg).with_details(details))

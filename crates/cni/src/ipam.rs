@@ -15,8 +15,10 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, ExitStatus, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -57,6 +59,40 @@ pub struct Delegate<'a> {
     pub cni_args: Option<&'a str>,
     /// When set, the plugin runs in this process instead of being exec'd (see the module doc).
     pub builtin: Option<Builtin<'a>>,
+    /// When set, an exec'd delegate still running this long after its start is killed with its
+    /// whole process group (children that kept its pipes open included) and the call fails with
+    /// code 11. `None`: no limit (IPAM, as the reference `pkg/invoke`; the runtime's own timeout
+    /// applies).
+    pub deadline: Option<Duration>,
+}
+
+/// The most of a delegate's stdout read: a result is a few KiB; the netconf limit is 1 MiB.
+const MAX_STDOUT: usize = 1 << 20;
+/// The most of a delegate's stderr kept (and forwarded); the rest is read and dropped.
+const MAX_STDERR: usize = 64 << 10;
+
+/// Reads `r` to its end, keeping at most `cap` bytes in `buf` (the rest is read and dropped, so
+/// the writer never blocks). Returns whether anything was dropped.
+fn read_capped(r: &mut impl Read, buf: &mut Vec<u8>, cap: usize) -> bool {
+    let cap64 = u64::try_from(cap).unwrap_or(u64::MAX);
+    let _ = r.by_ref().take(cap64).read_to_end(buf);
+    matches!(std::io::copy(r, &mut std::io::sink()), Ok(n) if n > 0)
+}
+
+/// SIGKILL to process `pid`.
+fn kill_pid(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+    }
+}
+
+/// SIGKILL to the process group `pid` leads (a delegate started with a deadline); nothing when
+/// `pid` leads no group.
+fn kill_group(pid: u32) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ =
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+    }
 }
 
 /// What one run of the delegate left: its stdout, its stderr (exec only) and whether it succeeded.
@@ -78,6 +114,15 @@ impl<'a> Delegate<'a> {
             ifname: None,
             cni_args: None,
             builtin: None,
+            deadline: None,
+        }
+    }
+
+    /// The same delegate, killed when it has not ended `deadline` after its start.
+    pub fn with_deadline(self, deadline: Duration) -> Self {
+        Delegate {
+            deadline: Some(deadline),
+            ..self
         }
     }
 
@@ -165,6 +210,10 @@ impl<'a> Delegate<'a> {
                     None => p.env_remove(k),
                 };
             }
+            if self.deadline.is_some() {
+                // Its own process group, so the deadline can end its children too.
+                p.process_group(0);
+            }
             match p.spawn() {
                 Ok(c) => break c,
                 Err(e)
@@ -182,7 +231,19 @@ impl<'a> Delegate<'a> {
                 }
             }
         };
+        let pid = child.id();
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let timed_out = std::sync::atomic::AtomicBool::new(false);
         let io = std::thread::scope(|s| -> std::io::Result<(Vec<u8>, Vec<u8>)> {
+            if let Some(deadline) = self.deadline {
+                let timed_out = &timed_out;
+                std::thread::Builder::new().spawn_scoped(s, move || {
+                    if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(deadline) {
+                        timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
+                        kill_group(pid);
+                    }
+                })?;
+            }
             let mut pipe = child.stdin.take();
             // Written from another thread so a delegate that prints before reading cannot block us.
             std::thread::Builder::new().spawn_scoped(s, move || {
@@ -196,17 +257,53 @@ impl<'a> Delegate<'a> {
             let mut stderr = child.stderr.take();
             let err_reader = std::thread::Builder::new().spawn_scoped(s, move || {
                 if let Some(e) = stderr.as_mut() {
-                    let _ = e.read_to_end(&mut err);
+                    read_capped(e, &mut err, MAX_STDERR);
                 }
                 err
             })?;
+            let mut too_long = false;
             if let Some(o) = stdout.as_mut() {
-                let _ = o.read_to_end(&mut out);
+                let limit = u64::try_from(MAX_STDOUT)
+                    .unwrap_or(u64::MAX)
+                    .saturating_add(1);
+                let _ = o.take(limit).read_to_end(&mut out);
+                too_long = out.len() > MAX_STDOUT;
             }
-            Ok((out, err_reader.join().unwrap_or_default()))
+            if too_long {
+                // Nothing valid is that long: stop it rather than buffer it. Closing our end
+                // also ends whatever of its children still writes there (EPIPE).
+                drop(stdout.take());
+                kill_pid(pid);
+                kill_group(pid);
+            }
+            let err = err_reader.join().unwrap_or_default();
+            drop(done);
+            if too_long {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("printed more than {MAX_STDOUT} bytes"),
+                ));
+            }
+            Ok((out, err))
         });
+        if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = child.wait();
+            return Err(Error::try_again_later(format!(
+                "{} did not answer within {:?}: killed",
+                self.plugin_type,
+                self.deadline.unwrap_or_default()
+            )));
+        }
         let (out, err) = match io {
             Ok(v) => v,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Error::decode(format!(
+                    "{} {command}: {e}",
+                    self.plugin_type
+                )));
+            }
             Err(e) => {
                 // No thread to feed or drain the delegate (the node is out of processes): stop it.
                 let _ = child.kill();
@@ -356,6 +453,7 @@ mod tests {
             ifname: Some("eth0"),
             cni_args: Some(""),
             builtin: None,
+            deadline: None,
         };
         let r = d.add(b"{stdin}").unwrap();
         assert_eq!(r.ips[0].address.to_string(), "10.0.0.7/24");
@@ -403,6 +501,62 @@ mod tests {
             .find()
             .unwrap_err();
         assert_eq!(e.code, 7);
+    }
+
+    #[test]
+    fn a_deadline_kills_the_delegate_and_its_children() {
+        let dir = PluginDir::new("deadline");
+        let marker = dir.0.join("child-lived");
+        // A child that keeps the pipes open and would leave a marker if it outlived the kill.
+        dir.script(
+            "stuck",
+            &format!("(sleep 3; touch {}) & sleep 30", marker.display()),
+        );
+        let path = dir.path();
+        let t0 = std::time::Instant::now();
+        let e = Delegate::without_attachment("stuck", &path)
+            .with_deadline(Duration::from_millis(300))
+            .exec(Command::Add, b"{}")
+            .unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert_eq!(e.code, 11, "{e}");
+        assert!(e.msg.contains("did not answer within"), "{}", e.msg);
+        std::thread::sleep(Duration::from_millis(3500));
+        assert!(!marker.exists(), "the delegate's child was killed with it");
+    }
+
+    #[test]
+    fn oversized_output_is_refused_and_code_0_is_no_error() {
+        let dir = PluginDir::new("big-out");
+        dir.script(
+            "flood",
+            "head -c 3000000 /dev/zero | tr '\\0' ' '; echo '{}'",
+        );
+        dir.script(
+            "code0",
+            r#"echo '{"code": 0, "msg": "weird"}'; echo 'it said 0' >&2; exit 1"#,
+        );
+        dir.script(
+            "loud",
+            "head -c 1000000 /dev/zero | tr '\\0' x >&2; echo '{}'",
+        );
+        let path = dir.path();
+        let e = Delegate::without_attachment("flood", &path)
+            .exec(Command::Add, b"{}")
+            .unwrap_err();
+        assert_eq!(e.code, 6, "{e}");
+        assert!(e.msg.contains("more than"), "{}", e.msg);
+        let e = Delegate::without_attachment("code0", &path)
+            .exec(Command::Del, b"")
+            .unwrap_err();
+        assert_eq!(
+            e.code, 5,
+            "an error object with code 0 is not an error result: {e}"
+        );
+        // A delegate that floods stderr is drained (never blocked) and still succeeds.
+        Delegate::without_attachment("loud", &path)
+            .exec(Command::Del, b"")
+            .unwrap();
     }
 
     #[test]
@@ -467,6 +621,7 @@ mod tests {
             ifname: Some("eth0"),
             cni_args: Some("K8S_POD_NAME=p"),
             builtin: None,
+            deadline: None,
         }
         .builtin(&Echo);
         let conf = br#"{"cniVersion":"1.0.0","name":"n1","type":"echo-ipam"}"#;

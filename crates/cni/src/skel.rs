@@ -58,6 +58,7 @@ impl<N: NetnsPath> AttachmentInput<N> {
             ifname: Some(self.ifname.as_str()),
             cni_args: Some(&self.args_raw),
             builtin: None,
+            deadline: None,
         }
     }
 }

@@ -24,6 +24,10 @@ use crate::lookup::{pod_lookup, LookupError, LookupRequest};
 /// The helper's binary name, looked up in `CNI_PATH`.
 pub const HELPER: &str = "tern-lookup";
 
+/// How long the helper may take beyond the call's own budget (its start-up, the kubeconfig read)
+/// before the plugin kills it, with its children, and fails with code 11.
+pub const HELPER_GRACE: Duration = Duration::from_secs(1);
+
 /// One API read, as the plugin asks for it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -32,6 +36,16 @@ pub enum Call {
     Pod(PodCall),
     /// tern-ipam's `usePodCidr` read of the node (`GET /api/v1/nodes/{name}`).
     Node(NodeCall),
+}
+
+impl Call {
+    /// The time the call itself may take (its `deadlineMs` or `timeoutMs`).
+    pub fn budget(&self) -> Duration {
+        Duration::from_millis(match self {
+            Call::Pod(p) => p.deadline_ms,
+            Call::Node(n) => n.timeout_ms,
+        })
+    }
 }
 
 /// A pod lookup: the fields of [`LookupRequest`], owned.
@@ -98,17 +112,40 @@ pub fn lookup_error(e: &LookupError) -> Error {
     Error::new(code, e.to_string())
 }
 
+/// Refuses what no namespace, pod or node can be named (RFC 1123 subdomain: lowercase letters,
+/// digits, `-` and `.`, at most 253), since names become URL path segments: `code` 4 for pod
+/// names (from `CNI_ARGS`), 7 for the node name (from the netconf or the host name).
+fn object_name(what: &str, name: &str, code: u32) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && !name.starts_with(['-', '.'])
+        && !name.ends_with(['-', '.']);
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::new(
+            code,
+            format!("{what} {name:?} is not a Kubernetes object name"),
+        ))
+    }
+}
+
 /// Serves one call in this process (the helper's `main`): the reply as JSON.
 ///
 /// # Errors
-/// For a pod: [`lookup_error`]'s code. For a node: code 11 with the client's message (the
-/// plugin words it).
+/// For a pod: [`lookup_error`]'s code. For a node: code 105 for a 403, otherwise 11, with the
+/// client's message (the plugin words it).
 pub fn serve(call: &Call) -> Result<serde_json::Value, Error> {
     let json = |v: Result<serde_json::Value, serde_json::Error>| {
         v.map_err(|e| Error::io(format!("encode the reply: {e}")))
     };
     match call {
         Call::Pod(p) => {
+            object_name("namespace", &p.namespace, code::INVALID_ENVIRONMENT)?;
+            object_name("pod name", &p.name, code::INVALID_ENVIRONMENT)?;
             let req = LookupRequest {
                 kubeconfig: &p.kubeconfig,
                 agent_socket: &p.agent_socket,
@@ -123,10 +160,20 @@ pub fn serve(call: &Call) -> Result<serde_json::Value, Error> {
             }))
         }
         Call::Node(n) => {
+            object_name("node name", &n.name, code::INVALID_NETWORK_CONFIG)?;
             let node = crate::kubeconfig::load(&n.kubeconfig)
                 .and_then(|cfg| crate::Client::new(&cfg))
                 .and_then(|client| client.get_node(&n.name, Duration::from_millis(n.timeout_ms)))
-                .map_err(|e| Error::try_again_later(e.to_string()))?;
+                .map_err(|e| match e {
+                    // Not retried: RBAC must be fixed (as the pod lookup's 403).
+                    crate::KubeError::Forbidden { .. } => Error::new(
+                        code::API_FORBIDDEN,
+                        format!(
+                            "{e}; grant the CNI service account \"get\" on \"nodes\" (see deploy/rbac.yaml)"
+                        ),
+                    ),
+                    e => Error::try_again_later(e.to_string()),
+                })?;
             json(serde_json::to_value(NodeReply {
                 pod_cidrs: node.pod_cidrs,
             }))
@@ -138,13 +185,15 @@ pub fn serve(call: &Call) -> Result<serde_json::Value, Error> {
 ///
 /// # Errors
 /// The helper's error with its code; code 7 when `tern-lookup` is not in `CNI_PATH`; code 5 or 6
-/// when it cannot be run or answers something that is not a reply.
+/// when it cannot be run or answers something that is not a reply; code 11 when it has not ended
+/// [`HELPER_GRACE`] after the call's budget (it is then killed with its children).
 pub fn call<R: for<'de> Deserialize<'de>>(cni_path: &str, call: &Call) -> Result<R, Error> {
     let stdin =
         serde_json::to_vec(call).map_err(|e| Error::io(format!("encode {HELPER} call: {e}")))?;
     // The delegation machinery (CNI_PATH lookup, ETXTBSY retries, stderr forwarded, error
     // objects kept with their code); the CNI_COMMAND it sets means nothing to the helper.
     let reply = Delegate::without_attachment(HELPER, cni_path)
+        .with_deadline(call.budget() + HELPER_GRACE)
         .run(Command::Add, &stdin)?
         .ok_or_else(|| Error::decode(format!("{HELPER} printed no reply")))?;
     serde_json::from_value(reply).map_err(|e| Error::decode(format!("{HELPER} reply: {e}")))
@@ -170,6 +219,37 @@ mod tests {
         assert_eq!(serde_json::from_value::<Call>(v).unwrap(), call);
         let r: NodeReply = serde_json::from_str(r#"{"podCIDRs":["10.1.0.0/24"]}"#).unwrap();
         assert_eq!(r.pod_cidrs, vec!["10.1.0.0/24".to_string()]);
+    }
+
+    #[test]
+    fn names_that_are_not_object_names_never_reach_a_url() {
+        for bad in [
+            "",
+            "p1?x=1",
+            "p1#frag",
+            "../../nodes/n",
+            "p 1",
+            "P1",
+            "-p",
+            "p.",
+        ] {
+            let call = Call::Node(NodeCall {
+                kubeconfig: "/nonexistent".into(),
+                name: bad.into(),
+                timeout_ms: 1,
+            });
+            assert_eq!(serve(&call).unwrap_err().code, 7, "{bad:?}");
+        }
+        let call = Call::Node(NodeCall {
+            kubeconfig: "/nonexistent".into(),
+            name: "node-a.example".into(),
+            timeout_ms: 1,
+        });
+        assert_eq!(
+            serve(&call).unwrap_err().code,
+            11,
+            "a valid name reaches the kubeconfig"
+        );
     }
 
     #[test]

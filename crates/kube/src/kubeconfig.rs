@@ -108,11 +108,23 @@ fn err(path: &Path, reason: impl Into<String>) -> KubeError {
 /// # Errors
 /// [`KubeError::Kubeconfig`] naming `path` when the file is missing, unreadable, not YAML/JSON,
 /// lacks a usable context/cluster/user, names an http server, has CA data that is not base64,
-/// combines a CA with `insecure-skip-tls-verify`, or has no token.
+/// combines a CA with `insecure-skip-tls-verify`, has no token, or is larger than
+/// [`MAX_KUBECONFIG`].
 pub fn load(path: &Path) -> Result<ClientConfig, KubeError> {
-    let text = std::fs::read_to_string(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_KUBECONFIG + 1).read_to_string(&mut text))
+        .map_err(|e| err(path, format!("cannot read: {e}")))?;
+    if text.len() as u64 > MAX_KUBECONFIG {
+        return Err(err(path, format!("larger than {MAX_KUBECONFIG} bytes")));
+    }
     parse(&text, path)
 }
+
+/// The largest kubeconfig read (a real one is a few KiB); a path to a device or a runaway file
+/// must not make a plugin, the helper or the agent read without end.
+pub const MAX_KUBECONFIG: u64 = 1 << 20;
 
 /// Resolves kubeconfig text; `path` is used for messages and to resolve relative file references.
 ///
@@ -269,6 +281,12 @@ mod tests {
 
     fn p() -> PathBuf {
         PathBuf::from("/nonexistent/dir/kc")
+    }
+
+    #[test]
+    fn a_kubeconfig_without_end_is_refused_after_a_mebibyte() {
+        let e = load(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("larger than"), "{e}");
     }
 
     #[test]

@@ -49,6 +49,16 @@ pub enum IpamError {
     /// yet, or not cached for a verb that must not call the API).
     #[error("{0}")]
     PodCidr(String),
+    /// usePodCidr: `tern-lookup`, which reads the node, failed; its CNI code is kept (7 when it
+    /// is not in `CNI_PATH`, 5/6 when it cannot run or answers nonsense, 11 when the API cannot
+    /// answer or it was killed at its deadline).
+    #[error("{msg}")]
+    Lookup {
+        /// The helper's (or the delegation's) CNI code.
+        code: u32,
+        /// The message, naming the node.
+        msg: String,
+    },
     /// STATUS: the plugin cannot serve ADD now.
     #[error("{0}")]
     NotAvailable(String),
@@ -69,6 +79,7 @@ impl IpamError {
 
     /// The CNI error for this failure. Codes: 4 bad `CNI_ARGS`; 5 unreadable `resolvConf`; 6 wrong
     /// JSON types; 7 invalid configuration; 11 the node's podCIDRs are not known yet (usePodCidr);
+    /// `tern-lookup`'s own code when it failed to read the node;
     /// 50 STATUS not available; 102 no address could be
     /// allocated, or CHECK found none; 104 the data directory could not be used.
     pub fn to_cni(&self) -> Error {
@@ -81,6 +92,7 @@ impl IpamError {
             IpamError::Store { .. } | IpamError::Teardown(_) => code::STATE_IO,
             IpamError::NotAvailable(_) => code::NOT_AVAILABLE,
             IpamError::PodCidr(_) => code::TRY_AGAIN_LATER,
+            IpamError::Lookup { code, .. } => *code,
         };
         Error::new(c, self.to_string())
     }

@@ -138,8 +138,9 @@ pub fn resolve(
         name: k.node_name.clone(),
         timeout_ms: u64::try_from(k.timeout.as_millis()).unwrap_or(u64::MAX),
     });
-    let node: NodeReply = helper::call(cni_path, &call).map_err(|e| {
-        IpamError::PodCidr(format!("usePodCidr: get node {}: {}", k.node_name, e.msg))
+    let node: NodeReply = helper::call(cni_path, &call).map_err(|e| IpamError::Lookup {
+        code: e.code,
+        msg: format!("usePodCidr: get node {}: {}", k.node_name, e.msg),
     })?;
     if node.pod_cidrs.is_empty() {
         return Err(IpamError::PodCidr(format!(

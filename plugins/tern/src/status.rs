@@ -1,10 +1,11 @@
 //! STATUS (CNI 1.1.0): ready when the IPAM delegate is, and — with a pod lookup configured — when
-//! the kubeconfig is readable and its token is valid or the agent is there to renew it. Makes no
+//! `tern-lookup` is in `CNI_PATH`, the kubeconfig is readable and its token is valid or the agent is there to renew it. Makes no
 //! API call.
 
 use std::os::unix::net::UnixStream;
 
-use tern_cni::{code, Error, StatusInput};
+use tern_cni::{code, Delegate, Error, StatusInput};
+use tern_kube::helper::HELPER;
 use tern_kube::kubeconfig;
 use tern_kube::time::unix_now;
 
@@ -13,8 +14,9 @@ use crate::config::TernConf;
 /// Runs STATUS.
 ///
 /// # Errors
-/// The IPAM plugin's error (50 when it is missing); code 50 when the kubeconfig is configured but
-/// unreadable, or its token has expired and the agent socket does not accept a connection.
+/// The IPAM plugin's error (50 when it is missing); code 50, with a kubeconfig configured, when
+/// `tern-lookup` is not in `CNI_PATH`, the kubeconfig is unreadable, or its token has expired and
+/// the agent socket does not accept a connection.
 pub fn status(input: &StatusInput) -> Result<(), Error> {
     let conf = TernConf::from_netconf(&input.config)?;
     crate::ipam::delegate(input.delegate(&conf.ipam_type)).status(&input.config.bytes)?;
@@ -22,6 +24,13 @@ pub fn status(input: &StatusInput) -> Result<(), Error> {
         return Ok(());
     };
     let not_available = |msg: String| Error::new(code::NOT_AVAILABLE, msg);
+    // ADD's lookup runs in tern-lookup: without it every looked-up ADD would fail (code 7).
+    if let Err(e) = Delegate::without_attachment(HELPER, &input.cni_path).find() {
+        return Err(not_available(format!(
+            "{}: the pod lookup needs {HELPER} beside the plugins",
+            e.msg
+        )));
+    }
     let cfg = kubeconfig::load(&kube.kubeconfig).map_err(|e| {
         not_available(format!(
             "kubeconfig {} is not usable: {e}; is tern-agent running?",
