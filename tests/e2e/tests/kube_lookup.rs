@@ -99,8 +99,22 @@ impl Fixture {
 
     /// Runs tern as a runtime does, in the fake host netns.
     fn run(&self, command: &str, cid: &str, pod: &Path, args: &str) -> Outcome {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", self.hp.host.name()])
+        let path = format!("{}:{}", bin_dir().display(), ref_plugin_dir().display());
+        self.run_with(command, cid, pod, args, &path, &self.netconf())
+    }
+
+    /// [`Fixture::run`] with another `CNI_PATH` and netconf.
+    fn run_with(
+        &self,
+        command: &str,
+        cid: &str,
+        pod: &Path,
+        args: &str,
+        cni_path: &str,
+        conf: &Value,
+    ) -> Outcome {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", self.hp.host.name()])
             .arg(bin_dir().join("tern"))
             .env_clear()
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
@@ -109,21 +123,23 @@ impl Fixture {
             .env("CNI_NETNS", pod)
             .env("CNI_IFNAME", "eth0")
             .env("CNI_ARGS", args)
-            .env(
-                "CNI_PATH",
-                format!("{}:{}", bin_dir().display(), ref_plugin_dir().display()),
-            )
+            .env("CNI_PATH", cni_path)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::piped());
+        if command == "STATUS" {
+            // As libcni runs STATUS: no attachment variables.
+            for v in ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS"] {
+                cmd.env_remove(v);
+            }
+        }
+        let mut child = cmd.spawn().unwrap();
         let start = Instant::now();
         child
             .stdin
             .take()
             .unwrap()
-            .write_all(&serde_json::to_vec(&self.netconf()).unwrap())
+            .write_all(&serde_json::to_vec(conf).unwrap())
             .unwrap();
         let out = child.wait_with_output().unwrap();
         Outcome {
@@ -353,4 +369,61 @@ fn no_lookup_without_pod_args_and_no_api_call_on_del_check() {
     );
     assert!(d.ok);
     assert!(f.api().requests().is_empty(), "DEL called the API server");
+}
+
+/// A `tern-lookup` that never answers (and leaves a child holding its pipes) is killed a second
+/// after the lookup deadline: ADD fails with 11 and leaves nothing. Without `tern-lookup` in
+/// `CNI_PATH`, ADD fails with 7 naming it and STATUS reports 50.
+#[test]
+fn a_stuck_or_missing_tern_lookup_fails_add_in_time_and_status_says_so() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new("klstuck");
+    f.api().set_pod("default", "web", "uid-1", &[], false);
+    let stuck = f.path("stuck-bin");
+    std::fs::create_dir_all(&stuck).unwrap();
+    let script = stuck.join("tern-lookup");
+    std::fs::write(&script, "#!/bin/sh\n(sleep 30) &\nsleep 30\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for name in ["tern", "tern-ipam"] {
+        std::fs::copy(bin_dir().join(name), stuck.join(name)).unwrap();
+    }
+    let path = format!("{}:{}", stuck.display(), ref_plugin_dir().display());
+    let args = Fixture::pod_args("web", "uid-1");
+    let o = f.run_with(
+        "ADD",
+        "cstuck",
+        &f.hp.pod.path(),
+        &args,
+        &path,
+        &f.netconf(),
+    );
+    assert!(!o.ok);
+    assert_eq!(o.json["code"], 11, "{}", o.json);
+    assert!(
+        o.elapsed < DEADLINE + Duration::from_secs(1) + SLACK,
+        "ADD took {:?}",
+        o.elapsed
+    );
+    f.assert_nothing_left("cstuck");
+
+    std::fs::remove_file(&script).unwrap();
+    let o = f.run_with("ADD", "cmiss", &f.hp.pod.path(), &args, &path, &f.netconf());
+    assert_eq!(o.json["code"], 7, "{}", o.json);
+    assert!(
+        o.json["msg"].as_str().unwrap().contains("tern-lookup"),
+        "{}",
+        o.json
+    );
+    f.assert_nothing_left("cmiss");
+    let mut conf = f.netconf();
+    conf["cniVersion"] = json!("1.1.0");
+    // Debian's host-local predates STATUS; tern-ipam answers it.
+    conf["ipam"]["type"] = json!("tern-ipam");
+    let o = f.run_with("STATUS", "", Path::new(""), "", &path, &conf);
+    assert_eq!(o.json["code"], 50, "{} {}", o.json, o.stderr);
+    assert!(
+        o.json["msg"].as_str().unwrap().contains("tern-lookup"),
+        "{}",
+        o.json
+    );
 }
