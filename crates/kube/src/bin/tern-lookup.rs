@@ -5,10 +5,22 @@
 use std::io::{Read, Write};
 
 use tern_cni::Error;
-use tern_kube::helper::{serve, Call};
+use tern_kube::helper::{serve, Call, HELPER_GRACE};
 
 /// The largest call read; a real one is a few hundred bytes.
 const MAX_CALL: u64 = 1 << 20;
+
+/// Ends this process with code 11 once `limit` has passed, whatever it is blocked on (a
+/// kubeconfig that is a FIFO, a stalled resolver): the plugin that started it kills it at the same
+/// time, but a plugin that was itself killed cannot, and no helper may outlive its call for long.
+fn give_up_after(limit: std::time::Duration) {
+    let _ = std::thread::Builder::new().spawn(move || {
+        std::thread::sleep(limit);
+        let e = Error::try_again_later(format!("tern-lookup: no answer within {limit:?}"));
+        let _ = writeln!(std::io::stdout(), "{}", e.to_json("1.1.0"));
+        std::process::exit(1);
+    });
+}
 
 fn main() {
     let mut input = Vec::new();
@@ -16,7 +28,10 @@ fn main() {
         Err(e) => Err(Error::io(format!("read the call: {e}"))),
         Ok(_) => serde_json::from_slice::<Call>(&input)
             .map_err(|e| Error::decode(format!("tern-lookup: not a call: {e}")))
-            .and_then(|call| serve(&call)),
+            .and_then(|call| {
+                give_up_after(call.budget() + HELPER_GRACE);
+                serve(&call)
+            }),
     };
     let (out, status) = match reply {
         Ok(v) => (v, 0),
