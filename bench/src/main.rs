@@ -55,6 +55,7 @@ use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use tern_apiserver::ApiServer;
+use tern_kube::helper::{Call, PodCall, PodReply, HELPER};
 use tern_kube::token::BearerToken;
 use tern_net::netlink::Handle;
 use tern_net::netns::NetNs;
@@ -1022,20 +1023,19 @@ fn lookup_helper_peak_rss(env: &Env, step: &Step, cid: &str, cni_path: &str) -> 
         .split(';')
         .find_map(|kv| kv.strip_prefix("K8S_POD_UID="))
         .ok_or("pod args without a UID")?;
-    let call = json!({"pod": {
-        "kubeconfig": step.conf["kubernetes"]["kubeconfig"],
-        "agentSocket": step.conf["agentSocket"],
-        "namespace": "default",
-        "name": name,
-        "uid": uid,
-        "deadlineMs": 5000,
-    }});
-    let helper = step.binary.with_file_name("tern-lookup");
+    let path = |v: &Value| v.as_str().map(PathBuf::from).ok_or("netconf path missing");
+    let call = Call::Pod(PodCall {
+        kubeconfig: path(&step.conf["kubernetes"]["kubeconfig"])?,
+        agent_socket: path(&step.conf["agentSocket"])?,
+        namespace: "default".into(),
+        name,
+        uid: Some(uid.to_owned()),
+        deadline_ms: 5000,
+    });
+    let helper = step.binary.with_file_name(HELPER);
     let stdin = serde_json::to_vec(&call).map_err(|e| e.to_string())?;
     let (kib, out) = invoke_peak_rss(&helper, "ADD", cid, "", cni_path, "", &stdin)?;
-    if !out.contains("ipAddrs") {
-        return Err(format!("tern-lookup answered {out}"));
-    }
+    serde_json::from_str::<PodReply>(&out).map_err(|e| format!("{HELPER} answered {out}: {e}"))?;
     Ok((kib, out))
 }
 

@@ -72,11 +72,11 @@ const MAX_STDOUT: usize = 1 << 20;
 const MAX_STDERR: usize = 64 << 10;
 
 /// Reads `r` to its end, keeping at most `cap` bytes in `buf` (the rest is read and dropped, so
-/// the writer never blocks). Returns whether anything was dropped.
-fn read_capped(r: &mut impl Read, buf: &mut Vec<u8>, cap: usize) -> bool {
+/// the writer never blocks).
+fn read_capped(r: &mut impl Read, buf: &mut Vec<u8>, cap: usize) {
     let cap64 = u64::try_from(cap).unwrap_or(u64::MAX);
     let _ = r.by_ref().take(cap64).read_to_end(buf);
-    matches!(std::io::copy(r, &mut std::io::sink()), Ok(n) if n > 0)
+    let _ = std::io::copy(r, &mut std::io::sink());
 }
 
 /// SIGKILL to process `pid`.
