@@ -79,6 +79,32 @@ fn read_capped(r: &mut impl Read, buf: &mut Vec<u8>, cap: usize) {
     let _ = std::io::copy(r, &mut std::io::sink());
 }
 
+/// Writes what `pipe` takes without blocking and returns the rest of `data`, with `pipe` back in
+/// blocking mode; nothing is left when the reader is gone (EPIPE) or the pipe fails.
+fn write_without_blocking<'d>(pipe: &mut std::process::ChildStdin, data: &'d [u8]) -> &'d [u8] {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let Ok(flags) = fcntl(&*pipe, FcntlArg::F_GETFL).map(OFlag::from_bits_truncate) else {
+        return data;
+    };
+    if fcntl(&*pipe, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).is_err() {
+        return data;
+    }
+    let mut rest = data;
+    while !rest.is_empty() {
+        match pipe.write(rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(_) => return &[],
+        }
+    }
+    if fcntl(&*pipe, FcntlArg::F_SETFL(flags)).is_err() {
+        // A non-blocking pipe would make the writer thread give up early: write nothing more.
+        return &[];
+    }
+    rest
+}
+
 /// SIGKILL to process `pid`.
 fn kill_pid(pid: u32) {
     if let Ok(pid) = i32::try_from(pid) {
@@ -244,13 +270,23 @@ impl<'a> Delegate<'a> {
                     }
                 })?;
             }
+            // What the empty pipe takes at once is written here (a netconf, nearly always: no
+            // thread to start while the delegate starts); any rest from another thread, so a
+            // delegate that prints before reading cannot block us.
             let mut pipe = child.stdin.take();
-            // Written from another thread so a delegate that prints before reading cannot block us.
-            std::thread::Builder::new().spawn_scoped(s, move || {
-                if let Some(p) = pipe.as_mut() {
-                    let _ = p.write_all(stdin);
-                }
-            })?;
+            let rest = match pipe.as_mut() {
+                Some(p) => write_without_blocking(p, stdin),
+                None => &[],
+            };
+            if rest.is_empty() {
+                drop(pipe); // EOF: the delegate has its whole stdin
+            } else {
+                std::thread::Builder::new().spawn_scoped(s, move || {
+                    if let Some(p) = pipe.as_mut() {
+                        let _ = p.write_all(rest);
+                    }
+                })?;
+            }
             let mut out = Vec::new();
             let mut err = Vec::new();
             let mut stdout = child.stdout.take();
@@ -562,15 +598,16 @@ mod tests {
     #[test]
     fn a_large_stdin_is_written_while_stdout_is_read() {
         let dir = PluginDir::new("big");
-        // Prints before reading: with a 64 KiB stdin this would deadlock a synchronous writer.
+        // Prints before reading: with a stdin larger than the pipe (64 KiB) this would deadlock a
+        // synchronous writer; what the pipe takes at once is written before the rest.
         dir.script(
             "chatty",
             r#"head -c 70000 /dev/zero | tr '\0' ' '; n=$(wc -c); printf '{"cniVersion":"1.0.0","ips":[],"dns":{"domain":"%s"}}' "$n""#,
         );
         let path = dir.path();
         let d = Delegate::without_attachment("chatty", &path);
-        let big = vec![b'x'; 65_536];
-        assert_eq!(d.add(&big).unwrap().dns.domain.as_deref(), Some("65536"));
+        let big = vec![b'x'; 200_000];
+        assert_eq!(d.add(&big).unwrap().dns.domain.as_deref(), Some("200000"));
     }
 
     /// A built-in plugin that answers from what the dispatcher gave it.
