@@ -6,7 +6,8 @@
 //! - ADD and DEL latency (p50, p99, in ms): wall time from spawn to reaped exit, stdout read;
 //! - pods per second: pods / (wall time of the ADD phase + wall time of the DEL phase);
 //! - the kernel's own veth-deletion time (one `RTM_DELLINK` over netlink, timed alone) at the same
-//!   parallelism, beside DEL;
+//!   parallelism, beside DEL; and its veth-creation time (one `RTM_NEWLINK` of a pair whose peer
+//!   is made in a pod netns, as tern makes it), in the ADD floor at parallelism 1;
 //! - peak RSS per invocation, untimed pass: the plugin process alone (`VmHWM` read at its
 //!   `PTRACE_EVENT_EXIT` stop, before its address space is torn down, so a child's memory is not
 //!   counted) and, separately, host-local invoked directly with the same netconf.
@@ -843,6 +844,8 @@ struct Row {
     add: Phase,
     del: Phase,
     kdel: Phase,
+    /// The kernel's veth creation timed alone (first row of each parallelism only).
+    kadd: Phase,
 }
 
 impl Row {
@@ -946,23 +949,37 @@ fn bench_subject_on(
     Ok((added, deleted))
 }
 
-/// The kernel's own veth deletion: per pod, a veth pair (host end here, `eth0` in a fresh pod
-/// netns, both up) made untimed, then one `RTM_DELLINK` of the host end over netlink, timed.
-fn bench_kernel_del(env: &mut Env, pods: usize, par: usize) -> Res<Phase> {
+/// The kernel's own veth work, timed alone: per pod, one `RTM_NEWLINK` making a veth pair whose
+/// peer (`eth0`) is created directly in a fresh pod netns, as tern makes it (timed; both ends
+/// then set up, untimed), and later one `RTM_DELLINK` of the host end (timed). Returns the
+/// creation and the deletion phases.
+fn bench_kernel_veth(env: &mut Env, pods: usize, par: usize) -> Res<(Phase, Phase)> {
     let names = env.make_pods(pods)?;
-    let mut items = Vec::with_capacity(pods);
-    for (i, n) in names.iter().enumerate() {
-        let veth = format!("kdel{i}");
-        ip(&[
-            "-n", &env.host, "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns",
-            n,
-        ])?;
-        ip(&["-n", &env.host, "link", "set", &veth, "up"])?;
-        ip(&["-n", n, "link", "set", "eth0", "up"])?;
-        items.push(veth);
-    }
-    let del = |veth: &String| -> Res<Duration> {
-        // The socket is opened untimed: a plugin's DEL opens its own, counted in its DEL time.
+    let items: Vec<(String, String)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (format!("kdel{i}"), n.clone()))
+        .collect();
+    let add = |(veth, pod): &(String, String)| -> Res<Duration> {
+        // Sockets and the netns are opened untimed: a plugin's ADD opens its own, counted in
+        // its ADD time.
+        let h = Handle::new().map_err(|e| e.to_string())?;
+        let ns = NetNs::open(format!("/run/netns/{pod}")).map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        h.create_veth(veth, "eth0", &ns, Some(1500), None)
+            .map_err(|e| e.to_string())?;
+        let took = t0.elapsed();
+        let in_pod = Handle::in_netns(&ns).map_err(|e| e.to_string())?;
+        for (handle, name) in [(&h, veth.as_str()), (&in_pod, "eth0")] {
+            let link = handle
+                .link_by_name(name)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("{name} vanished"))?;
+            handle.set_up(link.index).map_err(|e| e.to_string())?;
+        }
+        Ok(took)
+    };
+    let del = |(veth, _): &(String, String)| -> Res<Duration> {
         let h = Handle::new().map_err(|e| e.to_string())?;
         let link = h
             .link_by_name(veth)
@@ -972,7 +989,8 @@ fn bench_kernel_del(env: &mut Env, pods: usize, par: usize) -> Res<Phase> {
         h.delete_link(link.index).map_err(|e| e.to_string())?;
         Ok(t0.elapsed())
     };
-    let r = run_parallel(&env.host_ns, &items, par, &del);
+    let r = run_parallel(&env.host_ns, &items, par, &add)
+        .and_then(|a| Ok((a, run_parallel(&env.host_ns, &items, par, &del)?)));
     env.drop_pods(&names);
     r
 }
@@ -1140,12 +1158,14 @@ fn run(o: &Opts) -> Res<()> {
     let mut rows: Vec<Row> = Vec::new();
     for &par in &o.parallel {
         let mut kdel = Phase::default();
+        let mut kadd = Phase::default();
         let mut acc: Vec<(Phase, Phase)> = subs.iter().map(|_| Default::default()).collect();
         for r in 0..rounds {
             let n = o.pods / rounds + usize::from(r < o.pods % rounds);
-            let k = bench_kernel_del(&mut env, n, par)?;
-            kdel.lat.extend(k.lat);
-            kdel.wall += k.wall;
+            let (ka, kd) = bench_kernel_veth(&mut env, n, par)?;
+            kadd.lat.extend(ka.lat);
+            kdel.lat.extend(kd.lat);
+            kdel.wall += kd.wall;
             for j in 0..subs.len() {
                 let i = (j + r) % subs.len();
                 let (add, del) = bench_subject(&mut env, &subs[i], n, par, &format!("p{par}r{r}"))?;
@@ -1156,6 +1176,7 @@ fn run(o: &Opts) -> Res<()> {
             }
         }
         let mut kdel = Some(kdel);
+        let mut kadd = Some(kadd);
         for (s, (add, del)) in subs.iter().zip(acc) {
             rows.push(Row {
                 label: s.label,
@@ -1164,6 +1185,7 @@ fn run(o: &Opts) -> Res<()> {
                 add,
                 del,
                 kdel: kdel.take().unwrap_or_default(),
+                kadd: kadd.take().unwrap_or_default(),
             });
         }
     }
@@ -1319,12 +1341,20 @@ fn run(o: &Opts) -> Res<()> {
         }
     }
     // What no tern ADD with an exec'd host-local can beat at parallelism 1: host-local's own
-    // ADD (hl row) plus tern's own process start-up, before any kernel work of tern's.
+    // ADD (hl row), tern's own process start-up, and the kernel making the veth pair; tern's
+    // other kernel work (addresses, routes, sysctls, the pod netns) comes on top.
     let find = |l: &str| rows.iter().find(|r| r.par == 1 && r.label == l);
-    if let (Some(hl), Some(p), Some(start)) = (find("hl"), find("ptp"), tern_startup) {
-        let floor = pct(&hl.add.lat, 0.5) + start;
+    let kadd = rows
+        .iter()
+        .find(|r| r.par == 1 && !r.kadd.lat.is_empty())
+        .map(|r| pct(&r.kadd.lat, 0.5));
+    if let (Some(hl), Some(p), Some(start), Some(kadd)) =
+        (find("hl"), find("ptp"), tern_startup, kadd)
+    {
+        let hl_add = pct(&hl.add.lat, 0.5);
+        let floor = hl_add + start + kadd;
         println!(
-            "  tern ADD floor with host-local at par 1 = hl ADD p50 + tern start-up p50 = {floor:.3} ms = {:.2}x ptp ADD p50 (tern's kernel work comes on top)",
+            "  tern ADD floor with host-local at par 1 = hl ADD p50 {hl_add:.3} + tern start-up p50 {start:.3} + kernel veth creation p50 {kadd:.3} = {floor:.3} ms = {:.2}x ptp ADD p50 (tern's other kernel work comes on top)",
             floor / pct(&p.add.lat, 0.5)
         );
     }
