@@ -335,18 +335,28 @@ fn configure_pod_side(
             continue;
         };
         let gw = gateway_for(addr);
+        // A pod attached to a second tern network (another ifname, as with Multus) already has
+        // these routes through its first interface: the first attachment keeps the pod's
+        // default route, this one adds only its IPAM routes, and the result lists what it added.
         if v4 {
             let mut r = KernelRoute::new(host_prefix(gw));
             r.oif = Some(link.index);
             r.scope = RouteScope::Link;
-            pod.add_route(&r).map_err(from_net)?;
+            add_route_unless_present(pod, &r)?;
         }
         let mut r = KernelRoute::new(default_route(v4));
         r.gateway = Some(gw);
         r.oif = Some(link.index);
         r.onlink = true;
-        pod.add_route(&r).map_err(from_net)?;
-        installed.push(Route::new(default_route(v4), Some(gw)));
+        if add_route_unless_present(pod, &r)? {
+            installed.push(Route::new(default_route(v4), Some(gw)));
+        } else {
+            tracing::info!(
+                ifname = %link.name,
+                dst = %default_route(v4),
+                "the pod already has a default route (an earlier attachment's): left as it is"
+            );
+        }
     }
     // IPAM routes all go through the link-local gateway: in routed mode only the host is on-link.
     for route in ipam_routes {
@@ -362,16 +372,25 @@ fn configure_pod_side(
         r.oif = Some(link.index);
         r.onlink = true;
         r.priority = route.priority;
-        match pod.add_route(&r) {
-            Err(e) if e.errno() == Some(libc::EEXIST) => {}
-            other => other.map_err(from_net)?,
+        // Listed twice by IPAM, or routed by an earlier attachment: kept as it is, not listed.
+        if add_route_unless_present(pod, &r)? {
+            installed.push(Route {
+                gw: Some(gw),
+                ..route.clone()
+            });
         }
-        installed.push(Route {
-            gw: Some(gw),
-            ..route.clone()
-        });
     }
     Ok(installed)
+}
+
+/// Adds a pod route; `Ok(false)` when the pod already has a route to that destination (through
+/// another interface: the link is brand new, so it cannot be through this one).
+fn add_route_unless_present(pod: &Handle, r: &KernelRoute) -> Result<bool, Error> {
+    match pod.add_route(r) {
+        Ok(()) => Ok(true),
+        Err(e) if e.errno() == Some(libc::EEXIST) => Ok(false),
+        Err(e) => Err(from_net(e)),
+    }
 }
 
 fn add_host_route(host: &Handle, oif: u32, addr: IpAddr) -> Result<(), Error> {

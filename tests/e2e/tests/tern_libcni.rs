@@ -263,3 +263,76 @@ fn pod_to_pod_ping() {
     ok(&node.tool.del(a.path()).unwrap(), "DEL a");
     node.assert_nothing_left(&[aa, ab].concat());
 }
+
+/// The default route of one family in `pod` (`ip -j route` objects whose dst is `default`).
+fn default_routes(pod: &TestNetns, fam: &str) -> Vec<Value> {
+    routes_of(pod, fam)
+        .into_iter()
+        .filter(|r| r["dst"] == "default")
+        .collect()
+}
+
+/// A pod attached to two tern networks, as Multus attaches them (one container ID, ifnames eth0
+/// and eth1): the second ADD succeeds, leaves the pod's default routes with the first
+/// attachment, routes its IPAM routes through eth1 and lists only those; CHECK passes for both;
+/// DEL of the second leaves the first working; nothing is left at the end.
+#[test]
+fn a_second_tern_network_in_one_pod_keeps_the_first_default_route() {
+    let mut node = Node::new("two");
+    let first =
+        tern_testkit::exec::conflist("net-one", "1.0.0", vec![node.tern(Fam::Dual.ranges())]);
+    let mut t2 = node.tern(json!([[{"subnet": "10.98.0.0/24"}], [{"subnet": "fd98::/64"}]]));
+    t2["ipam"]["routes"] = json!([{"dst": "10.200.0.0/16"}, {"dst": "fd20::/64"}]);
+    let second = tern_testkit::exec::conflist("net-two", "1.0.0", vec![t2]);
+    let pod = node.pod("two");
+    node.tool.container_id("two-c");
+
+    node.tool.write_conflist(&first).unwrap();
+    let r1 = node.tool.add(pod.path()).unwrap();
+    ok(&r1, "ADD eth0");
+    node.tool.write_conflist(&second).unwrap();
+    node.tool.ifname("eth1");
+    let r2 = node.tool.add(pod.path()).unwrap();
+    ok(&r2, "ADD eth1 (second tern network)");
+
+    let listed: Vec<&str> = r2.json.as_ref().unwrap()["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["dst"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["10.200.0.0/16", "fd20::/64"], "{r2:?}");
+    for fam in ["-4", "-6"] {
+        let defaults = default_routes(&pod, fam);
+        assert_eq!(defaults.len(), 1, "{fam}: {defaults:?}");
+        assert_eq!(defaults[0]["dev"], "eth0", "{fam}: {defaults:?}");
+    }
+    let ipam_routes: Vec<Value> = ["-4", "-6"]
+        .iter()
+        .flat_map(|f| routes_of(&pod, f))
+        .filter(|r| r["dst"] == "10.200.0.0/16" || r["dst"] == "fd20::/64")
+        .collect();
+    assert_eq!(ipam_routes.len(), 2, "{ipam_routes:?}");
+    assert!(
+        ipam_routes.iter().all(|r| r["dev"] == "eth1"),
+        "{ipam_routes:?}"
+    );
+    ok(&node.tool.check(pod.path()).unwrap(), "CHECK eth1");
+
+    ok(&node.tool.del(pod.path()).unwrap(), "DEL eth1");
+    assert!(pod.ip(&["link", "show"]).contains("eth0"));
+    assert!(!pod.ip(&["link", "show"]).contains("eth1"));
+    node.tool.write_conflist(&first).unwrap();
+    node.tool.ifname("eth0");
+    ok(
+        &node.tool.check(pod.path()).unwrap(),
+        "CHECK eth0 after DEL eth1",
+    );
+    ok(&node.tool.del(pod.path()).unwrap(), "DEL eth0");
+    let addrs = [
+        result_addrs(r1.json.as_ref().unwrap()),
+        result_addrs(r2.json.as_ref().unwrap()),
+    ]
+    .concat();
+    node.assert_nothing_left(&addrs);
+}
