@@ -336,25 +336,26 @@ fn configure_pod_side(
         };
         let gw = gateway_for(addr);
         // A pod attached to a second tern network (another ifname, as with Multus) already has
-        // these routes through its first interface: the first attachment keeps the pod's
-        // default route, this one adds only its IPAM routes, and the result lists what it added.
+        // these routes through its first interface for a family both use: the first attachment
+        // keeps that default route; this one adds the defaults of families only it uses, and
+        // its IPAM routes. The result lists what it added.
         if v4 {
             let mut r = KernelRoute::new(host_prefix(gw));
             r.oif = Some(link.index);
             r.scope = RouteScope::Link;
-            add_route_unless_present(pod, &r)?;
+            add_route_or_keep_terns(pod, &r)?;
         }
         let mut r = KernelRoute::new(default_route(v4));
         r.gateway = Some(gw);
         r.oif = Some(link.index);
         r.onlink = true;
-        if add_route_unless_present(pod, &r)? {
+        if add_route_or_keep_terns(pod, &r)? {
             installed.push(Route::new(default_route(v4), Some(gw)));
         } else {
             tracing::info!(
                 ifname = %link.name,
                 dst = %default_route(v4),
-                "the pod already has a default route (an earlier attachment's): left as it is"
+                "the pod already has a default route (an earlier tern attachment's): left as it is"
             );
         }
     }
@@ -372,8 +373,8 @@ fn configure_pod_side(
         r.oif = Some(link.index);
         r.onlink = true;
         r.priority = route.priority;
-        // Listed twice by IPAM, or routed by an earlier attachment: kept as it is, not listed.
-        if add_route_unless_present(pod, &r)? {
+        // Listed twice by IPAM, or routed by an earlier tern attachment: kept, not listed.
+        if add_route_or_keep_terns(pod, &r)? {
             installed.push(Route {
                 gw: Some(gw),
                 ..route.clone()
@@ -383,14 +384,52 @@ fn configure_pod_side(
     Ok(installed)
 }
 
-/// Adds a pod route; `Ok(false)` when the pod already has a route to that destination (through
-/// another interface: the link is brand new, so it cannot be through this one).
-fn add_route_unless_present(pod: &Handle, r: &KernelRoute) -> Result<bool, Error> {
+/// Adds a pod route, or keeps the one the pod already has to that destination when it is tern's:
+/// the same gateway through a veth of the pod (an earlier tern attachment's interface, or this
+/// one's for a route IPAM listed twice). `Ok(true)` when added, `Ok(false)` when kept.
+///
+/// # Errors
+/// Code 101 when the kernel refuses the route, or when the pod's own route to that destination
+/// is not tern's (a blackhole or unreachable route, another gateway, another kind of link): it is
+/// never replaced, and ADD then unwinds as for any failure (the reference ptp fails too).
+fn add_route_or_keep_terns(pod: &Handle, r: &KernelRoute) -> Result<bool, Error> {
     match pod.add_route(r) {
         Ok(()) => Ok(true),
-        Err(e) if e.errno() == Some(libc::EEXIST) => Ok(false),
+        Err(e) if e.errno() == Some(libc::EEXIST) => {
+            if has_terns_route(pod, r)? {
+                return Ok(false);
+            }
+            Err(Error::new(
+                code::NETLINK,
+                format!(
+                    "the pod already has a route to {} that is not a tern attachment's: refusing to replace it",
+                    r.dst
+                ),
+            )
+            .with_details(format!(
+                "tern routes {} via {} through a veth; the pod's own route (a blackhole, another gateway or link) stays",
+                r.dst,
+                r.gateway.map_or_else(|| "no gateway".to_owned(), |g| g.to_string()),
+            )))
+        }
         Err(e) => Err(from_net(e)),
     }
+}
+
+/// Whether the pod has a unicast route to `r.dst` with `r`'s gateway through one of its veths.
+fn has_terns_route(pod: &Handle, r: &KernelRoute) -> Result<bool, Error> {
+    let fam = tern_net::netlink::Family::of(&r.dst.ip());
+    for existing in pod.routes(fam).map_err(from_net)? {
+        if existing.dst != r.dst || existing.gateway != r.gateway {
+            continue;
+        }
+        let Some(oif) = existing.oif else { continue };
+        let link = pod.link_by_index(oif).map_err(from_net)?;
+        if link.is_some_and(|l| l.kind.as_deref() == Some("veth")) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn add_host_route(host: &Handle, oif: u32, addr: IpAddr) -> Result<(), Error> {

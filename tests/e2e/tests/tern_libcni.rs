@@ -336,3 +336,31 @@ fn a_second_tern_network_in_one_pod_keeps_the_first_default_route() {
     .concat();
     node.assert_nothing_left(&addrs);
 }
+
+/// A default route in the pod that is not a tern attachment's (here `unreachable` for IPv4 and
+/// `blackhole` for IPv6, as a runtime or an image might leave) is never taken over or silently
+/// kept: ADD fails with 101 naming it, and unwinds (no veth, no lease, no state); the pod's own
+/// routes stay.
+#[test]
+fn a_foreign_default_route_in_the_pod_fails_add_and_leaves_nothing() {
+    let mut node = Node::new("fdr");
+    let list = node.chain("1.0.0", Fam::Dual, vec![]);
+    node.tool.write_conflist(&list).unwrap();
+    let pod = node.pod("fdr");
+    pod.ip(&["route", "add", "unreachable", "default"]);
+    pod.ip(&["-6", "route", "add", "blackhole", "default"]);
+    node.tool.container_id("fdr-c");
+    let out = node.tool.add(pod.path()).unwrap();
+    failed_with(
+        &out,
+        101,
+        "not a tern attachment's",
+        "ADD over a foreign default route",
+    );
+    assert!(!pod.ip(&["link", "show"]).contains("eth0"), "pod veth left");
+    assert!(pod.ip(&["route", "show"]).contains("unreachable default"));
+    assert!(pod
+        .ip(&["-6", "route", "show"])
+        .contains("blackhole default"));
+    node.assert_nothing_left(&Fam::Dual.nth_addrs(0));
+}
