@@ -38,7 +38,8 @@
 //! a namespace: each worker is one such scoped thread, whose children inherit its netns.
 //!
 //! Usage (root): `tern-bench [--pods N] [--rounds R] [--parallel 1,8] [--rss-samples N] [--tern PATH]
-//! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR]` (a run killed midway leaves its netns, dirs and
+//! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR] [--tern-b PATH]` (`--tern-b`: a second tern build
+//! run beside the first in the same rounds, for an A/B; a run killed midway leaves its netns, dirs and
 //! tmpfs; the next run removes them); `TERN_BENCH_RSS_DETAIL=1` also prints, per
 //! sampled process, its anonymous and file-backed resident memory at exit. IPAM data dirs are in the work dir
 //! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines); tern's
@@ -76,6 +77,9 @@ struct Opts {
     ptp: PathBuf,
     ref_dir: PathBuf,
     state_dir: Option<PathBuf>,
+    /// A second tern build, run as the "tern" row's twin ("tern-b") in the same rounds, for an
+    /// A/B of two builds under the same drift (`--tern-b PATH`).
+    tern_b: Option<PathBuf>,
 }
 
 fn parse_opts() -> Res<Opts> {
@@ -93,6 +97,7 @@ fn parse_opts() -> Res<Opts> {
         ptp: PathBuf::from("/usr/lib/cni/ptp"),
         ref_dir: PathBuf::from("/usr/lib/cni"),
         state_dir: None,
+        tern_b: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -112,6 +117,7 @@ fn parse_opts() -> Res<Opts> {
             "--tern" => o.tern = PathBuf::from(val()?),
             "--ptp" => o.ptp = PathBuf::from(val()?),
             "--state-dir" => o.state_dir = Some(PathBuf::from(val()?)),
+            "--tern-b" => o.tern_b = Some(PathBuf::from(val()?)),
             "--ref-dir" => o.ref_dir = PathBuf::from(val()?),
             _ => return Err(format!("unknown argument {a}")),
         }
@@ -518,6 +524,21 @@ fn subjects(o: &Opts, work: &Path, run_work: &Path, kubeconfig: Option<&Path>) -
             &both_path,
         ),
     ];
+    if let Some(b) = &o.tern_b {
+        v.push(Subject {
+            rss_host_local: false,
+            ..Subject::single(
+                "tern-b",
+                b.clone(),
+                tern_conf(
+                    "bench-tern-b",
+                    hl("10.119.0.0/16", "ipam-tern-b"),
+                    "tern-b-state",
+                ),
+                &ref_path,
+            )
+        });
+    }
     v.push(Subject {
         label: "ref-chain",
         steps: vec![
@@ -1308,6 +1329,23 @@ fn run(o: &Opts) -> Res<()> {
                 pct(&t.del.lat, 0.99) / pct(&p.del.lat, 0.99),
                 t.pods_per_sec() / p.pods_per_sec()
             );
+        }
+    }
+
+    if let Some(b) = &o.tern_b {
+        println!("A/B: tern-b ({}) against tern, same rounds:", b.display());
+        for &par in &o.parallel {
+            let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+            if let (Some(a), Some(b)) = (find("tern"), find("tern-b")) {
+                println!(
+                    "  par {par}: ADD p50 {:.3} vs {:.3} ms ({:+.3}), ADD p99 {:+.3} ms, DEL p50 {:+.3} ms",
+                    pct(&b.add.lat, 0.5),
+                    pct(&a.add.lat, 0.5),
+                    pct(&b.add.lat, 0.5) - pct(&a.add.lat, 0.5),
+                    pct(&b.add.lat, 0.99) - pct(&a.add.lat, 0.99),
+                    pct(&b.del.lat, 0.5) - pct(&a.del.lat, 0.5),
+                );
+            }
         }
     }
 
