@@ -122,6 +122,39 @@ pub fn load(path: &Path) -> Result<ClientConfig, KubeError> {
     parse(&text, path)
 }
 
+/// Checks, without ever blocking, that `path` names a regular file (symlinks followed): opened
+/// with `O_NONBLOCK`, so a FIFO nobody writes cannot hang the caller, then `fstat`ed. For callers
+/// with no deadline of their own (tern's STATUS) to run before [`load`].
+///
+/// # Errors
+/// [`KubeError::Kubeconfig`] naming `path` when it cannot be opened or is not a regular file (a
+/// FIFO, a device, a directory).
+pub fn check_regular_file(path: &Path) -> Result<(), KubeError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| err(path, format!("cannot open: {e}")))?;
+    let ty = file
+        .metadata()
+        .map_err(|e| err(path, format!("cannot stat: {e}")))?
+        .file_type();
+    if ty.is_file() {
+        return Ok(());
+    }
+    let what = if ty.is_fifo() {
+        "a FIFO"
+    } else if ty.is_dir() {
+        "a directory"
+    } else if ty.is_char_device() || ty.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    Err(err(path, format!("{what}, not a regular file")))
+}
+
 /// The largest kubeconfig read (a real one is a few KiB); a path to a device or a runaway file
 /// must not make a plugin, the helper or the agent read without end.
 pub const MAX_KUBECONFIG: u64 = 1 << 20;
@@ -281,6 +314,26 @@ mod tests {
 
     fn p() -> PathBuf {
         PathBuf::from("/nonexistent/dir/kc")
+    }
+
+    #[test]
+    fn only_a_regular_file_passes_the_non_blocking_check() {
+        let dir = std::env::temp_dir().join(format!("tern-kc-regular-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("kubeconfig");
+        std::fs::write(&file, "apiVersion: v1\n").unwrap();
+        assert!(check_regular_file(&file).is_ok());
+        let e = check_regular_file(&dir).unwrap_err().to_string();
+        assert!(e.contains("a directory"), "{e}");
+        let e = check_regular_file(Path::new("/dev/null"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a device"), "{e}");
+        let e = check_regular_file(&dir.join("missing"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot open"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

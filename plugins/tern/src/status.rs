@@ -15,7 +15,8 @@ use crate::config::TernConf;
 ///
 /// # Errors
 /// The IPAM plugin's error (50 when it is missing); code 50, with a kubeconfig configured, when
-/// `tern-lookup` is not in `CNI_PATH`, the kubeconfig is unreadable, or its token has expired and
+/// `tern-lookup` is not in `CNI_PATH`, the kubeconfig is unreadable or not a regular file (a FIFO
+/// is refused without waiting on it), or its token has expired and
 /// the agent socket does not accept a connection.
 pub fn status(input: &StatusInput) -> Result<(), Error> {
     let conf = TernConf::from_netconf(&input.config)?;
@@ -31,12 +32,15 @@ pub fn status(input: &StatusInput) -> Result<(), Error> {
             e.msg
         )));
     }
-    let cfg = kubeconfig::load(&kube.kubeconfig).map_err(|e| {
-        not_available(format!(
-            "kubeconfig {} is not usable: {e}; is tern-agent running?",
-            kube.kubeconfig.display()
-        ))
-    })?;
+    // STATUS has no deadline of its own: a kubeconfig that is a FIFO must not hang it.
+    let cfg = kubeconfig::check_regular_file(&kube.kubeconfig)
+        .and_then(|()| kubeconfig::load(&kube.kubeconfig))
+        .map_err(|e| {
+            not_available(format!(
+                "kubeconfig {} is not usable: {e}; is tern-agent running?",
+                kube.kubeconfig.display()
+            ))
+        })?;
     let expired = cfg
         .token
         .expiry()

@@ -427,3 +427,44 @@ fn a_stuck_or_missing_tern_lookup_fails_add_in_time_and_status_says_so() {
         o.json
     );
 }
+
+/// STATUS has no deadline of its own: a kubeconfig path that is a FIFO nobody writes is refused
+/// at once with 50 naming it, never waited on.
+#[test]
+fn status_refuses_a_fifo_kubeconfig_without_waiting_on_it() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = Fixture::new("klfifo");
+    let kc = f.path("kubeconfig");
+    let _ = std::fs::remove_file(&kc);
+    assert!(Command::new("mkfifo").arg(&kc).status().unwrap().success());
+    // A STATUS stuck on the FIFO is released after 5 s (a writer opens and closes it), so a
+    // regression fails the elapsed-time assertion instead of hanging the test run.
+    let release = {
+        let kc = kc.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(5));
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+                .open(&kc);
+        })
+    };
+    let path = format!("{}:{}", bin_dir().display(), ref_plugin_dir().display());
+    let mut conf = f.netconf();
+    conf["cniVersion"] = json!("1.1.0");
+    // Debian's host-local predates STATUS; tern-ipam answers it.
+    conf["ipam"]["type"] = json!("tern-ipam");
+    let o = f.run_with("STATUS", "", Path::new(""), "", &path, &conf);
+    assert!(
+        o.elapsed < Duration::from_secs(2),
+        "STATUS took {:?}",
+        o.elapsed
+    );
+    assert_eq!(o.json["code"], 50, "{} {}", o.json, o.stderr);
+    assert!(
+        o.json["msg"].as_str().unwrap().contains("a FIFO"),
+        "{}",
+        o.json
+    );
+    release.join().unwrap();
+}
