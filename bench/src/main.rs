@@ -39,8 +39,10 @@
 //!
 //! Usage (root): `tern-bench [--pods N] [--rounds R] [--parallel 1,8] [--rss-samples N] [--tern PATH]
 //! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR] [--tern-b PATH]` (`--tern-b`: a second tern build
-//! run beside the first in the same rounds, for an A/B; a run killed midway leaves its netns, dirs and
-//! tmpfs; the next run removes them); `TERN_BENCH_RSS_DETAIL=1` also prints, per
+//! run beside the first in the same rounds, for an A/B). A run killed midway (Ctrl-C) leaves its
+//! netns `tern-bench-<pid>-*`, `/tmp/tern-bench-<pid>` and `/run/tern-bench-<pid>` (a tmpfs where
+//! `/run` is not one); remove them by hand: `ip netns del`, `umount`, `rm -r`. Nothing is swept
+//! automatically: a name alone cannot tell a dead run from a live one in another PID namespace; `TERN_BENCH_RSS_DETAIL=1` also prints, per
 //! sampled process, its anonymous and file-backed resident memory at exit. IPAM data dirs are in the work dir
 //! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines); tern's
 //! `stateDir` and the tuning plugins' `dataDir` under `/run` on tmpfs, as their defaults are on a
@@ -166,27 +168,37 @@ struct Env {
 
 impl Env {
     fn new() -> Res<Env> {
-        sweep_stale_runs();
         let tag = format!("tern-bench-{}", std::process::id());
         let host = format!("{tag}-host");
-        let work = std::env::temp_dir().join(&tag);
-        std::fs::create_dir_all(&work).map_err(|e| format!("mkdir {}: {e}", work.display()))?;
-        let run_work = Path::new("/run").join(&tag);
-        let run_mounted = std::fs::create_dir_all(&run_work)
-            .map_err(|e| format!("mkdir {}: {e}", run_work.display()))
-            .and_then(|()| ensure_tmpfs(&run_work))
-            .and_then(|m| ip(&["netns", "add", &host]).map(|()| m));
-        let run_mounted = match run_mounted {
-            Ok(m) => m,
-            Err(e) => {
-                // `ip netns add` failed after the mount, or the mount failed: undo what was made.
-                let mounted = std::fs::read_to_string("/proc/self/mountinfo")
-                    .is_ok_and(|m| m.contains(&format!(" {} ", run_work.display())));
-                remove_run_work(&run_work, mounted);
-                let _ = std::fs::remove_dir_all(&work);
-                return Err(e);
-            }
+        // Fresh directories only: a leftover of a run killed midway under a reused PID (or
+        // anything else by that name) is never reused, mounted over or removed by this run.
+        let fresh = |dir: &Path| -> Res<()> {
+            std::fs::create_dir(dir).map_err(|e| {
+                format!(
+                    "mkdir {}: {e} (a run killed midway leaves it: see the usage notes)",
+                    dir.display()
+                )
+            })
         };
+        let work = std::env::temp_dir().join(&tag);
+        fresh(&work)?;
+        let run_work = Path::new("/run").join(&tag);
+        if let Err(e) = fresh(&run_work) {
+            let _ = std::fs::remove_dir_all(&work);
+            return Err(e);
+        }
+        // Both directories are this run's own from here: on failure, undo what was made.
+        let mut mounted = false;
+        let made = ensure_tmpfs(&run_work).and_then(|m| {
+            mounted = m;
+            ip(&["netns", "add", &host])
+        });
+        if let Err(e) = made {
+            remove_run_work(&run_work, mounted);
+            let _ = std::fs::remove_dir_all(&work);
+            return Err(e);
+        }
+        let run_mounted = mounted;
         // A node-like host: lo up and an uplink with a default route (so 169.254.1.1, tern's
         // gateway, is covered by a route as on a real node). No dummy links on these kernels.
         let setup = || -> Res<NetNs> {
@@ -357,47 +369,6 @@ fn ensure_tmpfs(dir: &Path) -> Res<bool> {
         dir.display()
     );
     Ok(true)
-}
-
-/// Removes what earlier runs killed midway (Ctrl-C, SIGKILL) left: for every `tern-bench-<pid>`
-/// whose process is gone, its netns, its tmpfs under `/run` and its work dirs. Done before each
-/// run, so a leftover mount can neither linger nor pass for this run's (a reused PID).
-fn sweep_stale_runs() {
-    let stale = |name: &str| -> bool {
-        let Some(rest) = name.strip_prefix("tern-bench-") else {
-            return false;
-        };
-        let pid = rest.split('-').next().unwrap_or("");
-        pid.parse::<u32>().is_ok_and(|p| {
-            p != std::process::id() && !Path::new("/proc").join(p.to_string()).exists()
-        })
-    };
-    let names = |dir: &Path| -> Vec<String> {
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut swept = 0;
-    for ns in names(Path::new("/run/netns")) {
-        if stale(&ns) && ip(&["netns", "del", &ns]).is_ok() {
-            swept += 1;
-        }
-    }
-    for dir in [Path::new("/run").to_path_buf(), std::env::temp_dir()] {
-        for n in names(&dir) {
-            if stale(&n) {
-                remove_run_work(&dir.join(&n), true);
-                swept += 1;
-            }
-        }
-    }
-    if swept > 0 {
-        println!("bench: removed {swept} leftovers of earlier runs killed midway");
-    }
 }
 
 /// Removes the bench's directory under `/run`, unmounting the tmpfs the bench put there.
