@@ -355,7 +355,7 @@ fn configure_pod_side(
             tracing::info!(
                 ifname = %link.name,
                 dst = %default_route(v4),
-                "the pod already has a default route (an earlier tern attachment's): left as it is"
+                "the pod already has this default route through a veth (an earlier attachment's): left as it is"
             );
         }
     }
@@ -384,14 +384,16 @@ fn configure_pod_side(
     Ok(installed)
 }
 
-/// Adds a pod route, or keeps the one the pod already has to that destination when it is tern's:
-/// the same gateway through a veth of the pod (an earlier tern attachment's interface, or this
-/// one's for a route IPAM listed twice). `Ok(true)` when added, `Ok(false)` when kept.
+/// Adds a pod route, or keeps the one the pod already has to that destination and metric when it
+/// is a routed-veth one: the same link-local gateway through a veth of the pod (an earlier tern
+/// attachment's interface; this one's for a route IPAM listed twice; or another plugin's that uses
+/// the same gateway, as Calico does). `Ok(true)` when added, `Ok(false)` when kept.
 ///
 /// # Errors
 /// Code 101 when the kernel refuses the route, or when the pod's own route to that destination
-/// is not tern's (a blackhole or unreachable route, another gateway, another kind of link): it is
-/// never replaced, and ADD then unwinds as for any failure (the reference ptp fails too).
+/// and metric is not such a route (a blackhole or unreachable route, another gateway, another
+/// kind of link): it is never replaced, and ADD then unwinds as for any failure (the reference
+/// ptp fails too). A route with another metric is no duplicate: the kernel adds tern's beside it.
 fn add_route_or_keep_terns(pod: &Handle, r: &KernelRoute) -> Result<bool, Error> {
     match pod.add_route(r) {
         Ok(()) => Ok(true),
@@ -402,7 +404,7 @@ fn add_route_or_keep_terns(pod: &Handle, r: &KernelRoute) -> Result<bool, Error>
             Err(Error::new(
                 code::NETLINK,
                 format!(
-                    "the pod already has a route to {} that is not a tern attachment's: refusing to replace it",
+                    "the pod already has a route to {} that tern cannot share: refusing to replace it",
                     r.dst
                 ),
             )
@@ -416,11 +418,15 @@ fn add_route_or_keep_terns(pod: &Handle, r: &KernelRoute) -> Result<bool, Error>
     }
 }
 
-/// Whether the pod has a unicast route to `r.dst` with `r`'s gateway through one of its veths.
+/// Whether the pod has a unicast route to `r.dst` with `r`'s gateway and metric through one of
+/// its veths: the very route the kernel refused as a duplicate, not another one beside it.
 fn has_terns_route(pod: &Handle, r: &KernelRoute) -> Result<bool, Error> {
     let fam = tern_net::netlink::Family::of(&r.dst.ip());
+    // The kernel's metric when none is given: 0 for IPv4, 1024 for IPv6 (IP6_RT_PRIO_USER).
+    let metric = |x: &KernelRoute| x.priority.unwrap_or(if x.dst.is_ipv4() { 0 } else { 1024 });
     for existing in pod.routes(fam).map_err(from_net)? {
-        if existing.dst != r.dst || existing.gateway != r.gateway {
+        if existing.dst != r.dst || existing.gateway != r.gateway || metric(&existing) != metric(r)
+        {
             continue;
         }
         let Some(oif) = existing.oif else { continue };

@@ -337,9 +337,10 @@ fn a_second_tern_network_in_one_pod_keeps_the_first_default_route() {
     node.assert_nothing_left(&addrs);
 }
 
-/// A default route in the pod that is not a tern attachment's (here `unreachable` for IPv4 and
-/// `blackhole` for IPv6, as a runtime or an image might leave) is never taken over or silently
-/// kept: ADD fails with 101 naming it, and unwinds (no veth, no lease, no state); the pod's own
+/// A default route in the pod, at tern's metric, that is not a routed-veth one (here
+/// `unreachable` for IPv4 and `blackhole` for IPv6, as a runtime or an image might leave) is never
+/// taken over or silently kept — not even when a veth route via tern's gateway exists at another
+/// metric: ADD fails with 101 naming it, and unwinds (no veth, no lease, no state); the pod's own
 /// routes stay.
 #[test]
 fn a_foreign_default_route_in_the_pod_fails_add_and_leaves_nothing() {
@@ -347,20 +348,39 @@ fn a_foreign_default_route_in_the_pod_fails_add_and_leaves_nothing() {
     let list = node.chain("1.0.0", Fam::Dual, vec![]);
     node.tool.write_conflist(&list).unwrap();
     let pod = node.pod("fdr");
-    pod.ip(&["route", "add", "unreachable", "default"]);
-    pod.ip(&["-6", "route", "add", "blackhole", "default"]);
     node.tool.container_id("fdr-c");
+    // IPv4: `unreachable default` at tern's metric, and a veth route via tern's gateway at
+    // another metric that must not pass for it.
+    pod.ip(&["route", "add", "unreachable", "default"]);
+    pod.ip(&["link", "add", "vy", "type", "veth", "peer", "name", "vyp"]);
+    pod.ip(&["link", "set", "vy", "up"]);
+    pod.ip(&["link", "set", "vyp", "up"]);
+    let via_veth = "default via 169.254.1.1 dev vy onlink metric 50";
+    let mut args = vec!["route", "add"];
+    args.extend(via_veth.split(' '));
+    pod.ip(&args);
+    assert!(
+        pod.ip(&["route", "show"]).contains("metric 50"),
+        "fixture route missing"
+    );
     let out = node.tool.add(pod.path()).unwrap();
     failed_with(
         &out,
         101,
-        "not a tern attachment's",
-        "ADD over a foreign default route",
+        "0.0.0.0/0",
+        "ADD over an unreachable IPv4 default",
     );
     assert!(!pod.ip(&["link", "show"]).contains("eth0"), "pod veth left");
     assert!(pod.ip(&["route", "show"]).contains("unreachable default"));
+    node.assert_nothing_left(&Fam::Dual.nth_addrs(0));
+    // IPv6: a `blackhole default` at tern's metric.
+    pod.ip(&["route", "del", "unreachable", "default"]);
+    pod.ip(&["-6", "route", "add", "blackhole", "default"]);
+    let out = node.tool.add(pod.path()).unwrap();
+    failed_with(&out, 101, "::/0", "ADD over a blackhole IPv6 default");
+    assert!(!pod.ip(&["link", "show"]).contains("eth0"), "pod veth left");
     assert!(pod
         .ip(&["-6", "route", "show"])
         .contains("blackhole default"));
-    node.assert_nothing_left(&Fam::Dual.nth_addrs(0));
+    node.assert_nothing_left(&Fam::Dual.nth_addrs(1));
 }
