@@ -111,48 +111,54 @@ fn err(path: &Path, reason: impl Into<String>) -> KubeError {
 /// combines a CA with `insecure-skip-tls-verify`, has no token, or is larger than
 /// [`MAX_KUBECONFIG`].
 pub fn load(path: &Path) -> Result<ClientConfig, KubeError> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_KUBECONFIG + 1).read_to_string(&mut text))
-        .map_err(|e| err(path, format!("cannot read: {e}")))?;
-    if text.len() as u64 > MAX_KUBECONFIG {
-        return Err(err(path, format!("larger than {MAX_KUBECONFIG} bytes")));
-    }
+    let bytes = read_regular_file(path).map_err(|e| err(path, format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|_| err(path, "cannot read: not UTF-8"))?;
     parse(&text, path)
 }
 
-/// Checks, without ever blocking, that `path` names a regular file (symlinks followed): opened
-/// with `O_NONBLOCK`, so a FIFO nobody writes cannot hang the caller, then `fstat`ed. For callers
-/// with no deadline of their own (tern's STATUS) to run before [`load`].
+/// Reads a file the kubeconfig names or is, never blocking on it and never without end: opened
+/// once with `O_NONBLOCK` (so a FIFO nobody writes cannot hang the caller — tern's STATUS has no
+/// deadline), refused unless `fstat` says regular file (symlinks followed; a FIFO, device,
+/// socket or directory is refused), read up to [`MAX_KUBECONFIG`] bytes. One open, so the file
+/// checked is the file read.
 ///
 /// # Errors
-/// [`KubeError::Kubeconfig`] naming `path` when it cannot be opened or is not a regular file (a
-/// FIFO, a device, a directory).
-pub fn check_regular_file(path: &Path) -> Result<(), KubeError> {
+/// The open's error; `InvalidInput` naming the kind of file when it is not a regular one, or when
+/// it is larger than [`MAX_KUBECONFIG`].
+pub fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| err(path, format!("cannot open: {e}")))?;
-    let ty = file
-        .metadata()
-        .map_err(|e| err(path, format!("cannot stat: {e}")))?
-        .file_type();
-    if ty.is_file() {
-        return Ok(());
+        .open(path)?;
+    let ty = file.metadata()?.file_type();
+    if !ty.is_file() {
+        let what = if ty.is_fifo() {
+            "a FIFO"
+        } else if ty.is_dir() {
+            "a directory"
+        } else if ty.is_char_device() || ty.is_block_device() {
+            "a device"
+        } else if ty.is_socket() {
+            "a socket"
+        } else {
+            "something else"
+        };
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("{what}, not a regular file"),
+        ));
     }
-    let what = if ty.is_fifo() {
-        "a FIFO"
-    } else if ty.is_dir() {
-        "a directory"
-    } else if ty.is_char_device() || ty.is_block_device() {
-        "a device"
-    } else {
-        "not a regular file"
-    };
-    Err(err(path, format!("{what}, not a regular file")))
+    let mut bytes = Vec::new();
+    file.take(MAX_KUBECONFIG + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_KUBECONFIG {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("larger than {MAX_KUBECONFIG} bytes"),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// The largest kubeconfig read (a real one is a few KiB); a path to a device or a runaway file
@@ -230,7 +236,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
         )
     } else if let Some(file) = cluster.certificate_authority.filter(|f| !f.is_empty()) {
         let p = resolve(&file);
-        Some(std::fs::read(&p).map_err(|e| {
+        Some(read_regular_file(&p).map_err(|e| {
             err(
                 path,
                 format!(
@@ -257,7 +263,11 @@ pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
     let from_file = match user.token_file.filter(|f| !f.is_empty()) {
         Some(f) => {
             let p = resolve(&f);
-            match std::fs::read_to_string(&p) {
+            let text = read_regular_file(&p).and_then(|b| {
+                String::from_utf8(b)
+                    .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8"))
+            });
+            match text {
                 Ok(t) if !t.trim().is_empty() => Some(BearerToken::new(t)),
                 Ok(_) if user.token.is_some() => None,
                 Ok(_) => return Err(err(path, format!("tokenFile {} is empty", p.display()))),
@@ -317,28 +327,55 @@ mod tests {
     }
 
     #[test]
-    fn only_a_regular_file_passes_the_non_blocking_check() {
+    fn only_regular_files_are_read_and_a_fifo_is_never_waited_on() {
         let dir = std::env::temp_dir().join(format!("tern-kc-regular-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("kubeconfig");
         std::fs::write(&file, "apiVersion: v1\n").unwrap();
-        assert!(check_regular_file(&file).is_ok());
-        let e = check_regular_file(&dir).unwrap_err().to_string();
-        assert!(e.contains("a directory"), "{e}");
-        let e = check_regular_file(Path::new("/dev/null"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("a device"), "{e}");
-        let e = check_regular_file(&dir.join("missing"))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("cannot open"), "{e}");
+        assert_eq!(read_regular_file(&file).unwrap(), b"apiVersion: v1\n");
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        for (p, what) in [
+            (fifo.as_path(), "a FIFO"),
+            (dir.as_path(), "a directory"),
+            (Path::new("/dev/null"), "a device"),
+        ] {
+            let e = read_regular_file(p).unwrap_err().to_string();
+            assert!(e.contains(what), "{}: {e}", p.display());
+        }
+        // The CA file and the tokenFile a kubeconfig names go through the same reader.
+        let kc = dir.join("kc-token-fifo");
+        std::fs::write(
+            &kc,
+            format!(
+                "clusters: [{{name: c, cluster: {{server: 'https://10.0.0.1'}}}}]\n\
+                 users: [{{name: u, user: {{tokenFile: {}}}}}]\n\
+                 contexts: [{{name: x, context: {{cluster: c, user: u}}}}]\ncurrent-context: x\n",
+                fifo.display()
+            ),
+        )
+        .unwrap();
+        let e = load(&kc).unwrap_err().to_string();
+        assert!(e.contains("a FIFO"), "{e}");
+        let e = load(&fifo).unwrap_err().to_string();
+        assert!(e.contains("a FIFO"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_kubeconfig_without_end_is_refused_after_a_mebibyte() {
+        // A device that never ends is not even opened for reading past the type check.
         let e = load(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("a device"), "{e}");
+        let big = std::env::temp_dir().join(format!("tern-kc-big-{}", std::process::id()));
+        let too_long = usize::try_from(MAX_KUBECONFIG).unwrap() + 1;
+        std::fs::write(&big, vec![b'#'; too_long]).unwrap();
+        let e = load(&big).unwrap_err().to_string();
+        std::fs::remove_file(&big).unwrap();
         assert!(e.contains("larger than"), "{e}");
     }
 
