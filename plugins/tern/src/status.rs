@@ -34,8 +34,14 @@ pub fn status(input: &StatusInput) -> Result<(), Error> {
     }
     // STATUS has no deadline of its own: `load` never waits on a FIFO (see its reader).
     let cfg = kubeconfig::load(&kube.kubeconfig).map_err(|e| {
+        // tern-agent writes the kubeconfig: a missing one points at it, a bad file does not.
+        let hint = if kube.kubeconfig.exists() {
+            ""
+        } else {
+            "; is tern-agent running?"
+        };
         not_available(format!(
-            "kubeconfig {} is not usable: {e}; is tern-agent running?",
+            "kubeconfig {} is not usable: {e}{hint}",
             kube.kubeconfig.display()
         ))
     })?;

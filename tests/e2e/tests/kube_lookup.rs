@@ -429,7 +429,7 @@ fn a_stuck_or_missing_tern_lookup_fails_add_in_time_and_status_says_so() {
 }
 
 /// STATUS has no deadline of its own: a kubeconfig path that is a FIFO nobody writes is refused
-/// at once with 50 naming it, never waited on.
+/// at once with 50 naming it, never waited on; only a missing one points at tern-agent.
 #[test]
 fn status_refuses_a_fifo_kubeconfig_without_waiting_on_it() {
     use std::os::unix::fs::OpenOptionsExt;
@@ -461,10 +461,18 @@ fn status_refuses_a_fifo_kubeconfig_without_waiting_on_it() {
         o.elapsed
     );
     assert_eq!(o.json["code"], 50, "{} {}", o.json, o.stderr);
+    let msg = o.json["msg"].as_str().unwrap();
+    assert!(msg.contains("a FIFO"), "{}", o.json);
     assert!(
-        o.json["msg"].as_str().unwrap().contains("a FIFO"),
-        "{}",
-        o.json
+        !msg.contains("tern-agent"),
+        "a bad file is not the agent's: {msg}"
     );
     release.join().unwrap();
+
+    // A missing kubeconfig is the agent's to write: then the hint names it.
+    std::fs::remove_file(&kc).unwrap();
+    let o = f.run_with("STATUS", "", Path::new(""), "", &path, &conf);
+    assert_eq!(o.json["code"], 50, "{} {}", o.json, o.stderr);
+    let msg = o.json["msg"].as_str().unwrap();
+    assert!(msg.contains("is tern-agent running?"), "{msg}");
 }
