@@ -116,11 +116,11 @@ pub fn load(path: &Path) -> Result<ClientConfig, KubeError> {
     parse(&text, path)
 }
 
-/// Reads a file the kubeconfig names or is, never blocking on it and never without end: opened
-/// once with `O_NONBLOCK` (so a FIFO nobody writes cannot hang the caller — tern's STATUS has no
-/// deadline), refused unless `fstat` says regular file (symlinks followed; a FIFO, device,
-/// socket or directory is refused), read up to [`MAX_KUBECONFIG`] bytes. One open, so the file
-/// checked is the file read.
+/// Reads a file the kubeconfig names or is, never blocking on it and never without end: refused
+/// unless `stat` says regular file (symlinks followed; a FIFO, device, socket or directory is
+/// refused, and a device is never opened), then opened once with `O_NONBLOCK` (so a FIFO swapped
+/// in meanwhile cannot hang the caller — tern's STATUS has no deadline) and checked again with
+/// `fstat`, so the file checked is the file read; read up to [`MAX_KUBECONFIG`] bytes.
 ///
 /// # Errors
 /// The open's error; `InvalidInput` naming the kind of file when it is not a regular one, or when
@@ -128,12 +128,12 @@ pub fn load(path: &Path) -> Result<ClientConfig, KubeError> {
 pub fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::{Error, ErrorKind, Read};
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let ty = file.metadata()?.file_type();
-    if !ty.is_file() {
+    // Looked at before it is opened (a device is never opened), and again through the open file
+    // (what is read is what was checked, whatever was swapped in between).
+    let regular_or_why = |ty: std::fs::FileType| -> std::io::Result<()> {
+        if ty.is_file() {
+            return Ok(());
+        }
         let what = if ty.is_fifo() {
             "a FIFO"
         } else if ty.is_dir() {
@@ -145,11 +145,17 @@ pub fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
         } else {
             "something else"
         };
-        return Err(Error::new(
+        Err(Error::new(
             ErrorKind::InvalidInput,
             format!("{what}, not a regular file"),
-        ));
-    }
+        ))
+    };
+    regular_or_why(std::fs::metadata(path)?.file_type())?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    regular_or_why(file.metadata()?.file_type())?;
     let mut bytes = Vec::new();
     file.take(MAX_KUBECONFIG + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_KUBECONFIG {
