@@ -10,8 +10,8 @@ use tern_kube::helper::{serve, Call, HELPER_GRACE};
 /// The largest call read; a real one is a few hundred bytes.
 const MAX_CALL: u64 = 1 << 20;
 
-/// Ends this process with code 11 once `limit` has passed, whatever it is blocked on (a stalled
-/// resolver, anything outside the request's own deadline): the plugin that started it kills it at the same
+/// Ends this process with code 11 once `limit` has passed, whatever it is blocked on outside the
+/// request's own deadline (which already bounds connecting, name resolution included): the plugin that started it kills it at the same
 /// time, but a plugin that was itself killed cannot, and no helper may outlive its call for long.
 fn give_up_after(limit: std::time::Duration) {
     let _ = std::thread::Builder::new().spawn(move || {
