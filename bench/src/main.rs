@@ -42,7 +42,8 @@
 //! run beside the first in the same rounds, for an A/B). A run killed midway (Ctrl-C) leaves its
 //! netns `tern-bench-<pid>-*`, `/tmp/tern-bench-<pid>` and `/run/tern-bench-<pid>` (a tmpfs where
 //! `/run` is not one); remove them by hand: `ip netns del`, `umount`, `rm -r`. Nothing is swept
-//! automatically: a name alone cannot tell a dead run from a live one in another PID namespace; `TERN_BENCH_RSS_DETAIL=1` also prints, per
+//! automatically: a name alone cannot tell a dead run from a live one in another PID namespace.
+//! `TERN_BENCH_RSS_DETAIL=1` also prints, per
 //! sampled process, its anonymous and file-backed resident memory at exit. IPAM data dirs are in the work dir
 //! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines); tern's
 //! `stateDir` and the tuning plugins' `dataDir` under `/run` on tmpfs, as their defaults are on a

@@ -123,8 +123,8 @@ pub fn load(path: &Path) -> Result<ClientConfig, KubeError> {
 /// `fstat`, so the file checked is the file read; read up to [`MAX_KUBECONFIG`] bytes.
 ///
 /// # Errors
-/// The open's error; `InvalidInput` naming the kind of file when it is not a regular one, or when
-/// it is larger than [`MAX_KUBECONFIG`].
+/// The `stat`'s, open's or read's error; `InvalidInput` naming the kind of file when it is not a
+/// regular one, or when it is larger than [`MAX_KUBECONFIG`].
 pub fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::{Error, ErrorKind, Read};
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
@@ -167,8 +167,8 @@ pub fn read_regular_file(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The largest kubeconfig read (a real one is a few KiB); a path to a device or a runaway file
-/// must not make a plugin, the helper or the agent read without end.
+/// The largest kubeconfig (or CA file, or tokenFile) read; a real one is a few KiB, and a runaway
+/// file must not make a plugin, the helper or the agent read without end.
 pub const MAX_KUBECONFIG: u64 = 1 << 20;
 
 /// Resolves kubeconfig text; `path` is used for messages and to resolve relative file references.
