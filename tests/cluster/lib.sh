@@ -1,0 +1,344 @@
+# tests/cluster/lib.sh — a real one-node Kubernetes on this machine, for the real-cluster tier.
+#
+# Sourced by tests/cluster/run.sh. Everything lives under $KT (default /tmp/tern-cluster): PKI,
+# etcd's data, each component's config, log and pid file, a private containerd 2 (root, state,
+# sockets), the node's CNI dirs (bin, net.d, tuning) and the kubelet's root. The components are the
+# programs scripts/build-go builds from pinned modules (Kubernetes v1.34.4, etcd, containerd 2).
+#
+# Invariants:
+# - Every component listens on loopback only, on ports no default install uses (etcd 23790/23800,
+#   apiserver 16443, kubelet 10350, controller-manager 10357, scheduler 10359).
+# - The node is the machine's root netns (the kubelet and containerd need it): pod ranges are
+#   10.99.210.0/23 (cluster) with the node's /24 from the controller-manager, services
+#   10.99.220.0/24; teardown removes host routes into them and tern's host veths.
+# - Cgroups go under the cgroupfs parent /tern-kube (cgroup v1 here, no systemd: cgroupfs driver
+#   everywhere); teardown removes them.
+# - No registry: the pause/test image and tern's image are OCI archives built here and imported.
+# - deploy/ is applied as it is, so the node's CNI paths are the real ones: /opt/cni/bin,
+#   /etc/cni/net.d, /etc/cni/tuning, /run/tern. The tier refuses to start when tern's files are
+#   already there, and teardown removes only what the tier (or the DaemonSet it ran) put there:
+#   files present before are listed in $KT/preexisting and kept.
+
+KT="${KT:-/tmp/tern-cluster}"
+GOBIN_DIR="${TERN_GO_CACHE:-/var/cache/tern-build}/bin"
+K8S_BIN="$GOBIN_DIR/kubernetes"
+NODE=tern-node
+API_PORT=16443
+API="https://127.0.0.1:$API_PORT"
+CLUSTER_CIDR=10.99.210.0/23
+SERVICE_CIDR=10.99.220.0/24
+SA_ISSUER="https://kubernetes.default.svc.cluster.local"
+PAUSE_IMAGE="localhost/tern-pause:test"
+TERN_IMAGE="${TERN_IMAGE:-ghcr.io/tern-cni/tern:0.1.0}"
+
+log() { printf '[cluster] %s\n' "$*" >&2; }
+
+kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KT/pki/admin.kubeconfig" "$@"; }
+ctr() { "$GOBIN_DIR/containerd/ctr" --address "$KT/containerd/containerd.sock" "$@"; }
+crictl() {
+    "$GOBIN_DIR/cri-tools/crictl" --runtime-endpoint "unix://$KT/containerd/containerd.sock" \
+        --image-endpoint "unix://$KT/containerd/containerd.sock" --timeout 30s "$@"
+}
+
+# wait_for SECONDS DESCRIPTION COMMAND...: retries COMMAND every 0.5 s until it succeeds.
+wait_for() {
+    local secs=$1 what=$2
+    shift 2
+    local end=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        if [ "$SECONDS" -ge "$end" ]; then
+            log "timed out after ${secs}s waiting for: $what"
+            return 1
+        fi
+        sleep 0.5
+    done
+}
+
+# start NAME COMMAND...: runs COMMAND in the background with its log and pid under $KT/NAME.
+start() {
+    local name=$1
+    shift
+    mkdir -p "$KT/$name"
+    "$@" >>"$KT/$name/log" 2>&1 &
+    echo $! >"$KT/$name/pid"
+}
+
+# stop NAME: SIGTERM, then SIGKILL after 10 s, the process whose pid file is $KT/NAME/pid.
+stop() {
+    local pidf="$KT/$1/pid" pid
+    [ -f "$pidf" ] || return 0
+    pid=$(cat "$pidf")
+    rm -f "$pidf"
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for _ in $(seq 1 40); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.25
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# --- PKI ---------------------------------------------------------------------------------------
+
+# cert NAME CN ORG [SAN]: a key and a certificate signed by the cluster CA.
+cert() {
+    local name=$1 cn=$2 org=$3 san=${4:-} d="$KT/pki"
+    local subj="/CN=$cn"
+    [ -n "$org" ] && subj="/O=$org/CN=$cn"
+    openssl req -new -newkey rsa:2048 -nodes -keyout "$d/$name.key" -subj "$subj" \
+        -out "$d/$name.csr" 2>/dev/null
+    local ext="$d/$name.ext"
+    {
+        echo "basicConstraints=CA:FALSE"
+        echo "keyUsage=critical,digitalSignature,keyEncipherment"
+        if [ -n "$san" ]; then
+            echo "extendedKeyUsage=serverAuth,clientAuth"
+            echo "subjectAltName=$san"
+        else
+            echo "extendedKeyUsage=clientAuth"
+        fi
+    } >"$ext"
+    openssl x509 -req -in "$d/$name.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 2 -extfile "$ext" -out "$d/$name.crt" 2>/dev/null
+}
+
+# kubeconfig NAME: a kubeconfig for the client certificate NAME.
+kubeconfig() {
+    local name=$1 d="$KT/pki"
+    cat >"$d/$name.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: tern-test
+  cluster:
+    server: $API
+    certificate-authority: $d/ca.crt
+users:
+- name: $name
+  user:
+    client-certificate: $d/$name.crt
+    client-key: $d/$name.key
+contexts:
+- name: default
+  context: {cluster: tern-test, user: $name}
+current-context: default
+EOF
+}
+
+# sa_key NAME: a service-account signing key pair (NAME.key, NAME.pub).
+sa_key() {
+    openssl genrsa -out "$KT/pki/$1.key" 2048 2>/dev/null
+    openssl rsa -in "$KT/pki/$1.key" -pubout -out "$KT/pki/$1.pub" 2>/dev/null
+}
+
+make_pki() {
+    local d="$KT/pki"
+    mkdir -p "$d"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.crt" -days 2 \
+        -subj "/CN=tern-test-ca" 2>/dev/null
+    cert apiserver kube-apiserver "" \
+        "IP:127.0.0.1,IP:10.99.220.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    cert admin admin system:masters
+    cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
+    cert controller-manager system:kube-controller-manager ""
+    cert scheduler system:kube-scheduler ""
+    cert kubelet "system:node:$NODE" system:nodes
+    cert kubelet-serving "system:node:$NODE" system:nodes "IP:127.0.0.1,DNS:$NODE,DNS:localhost"
+    for n in admin controller-manager scheduler kubelet; do kubeconfig "$n"; done
+    sa_key sa
+}
+
+# --- control plane -----------------------------------------------------------------------------
+
+start_etcd() {
+    start etcd "$GOBIN_DIR/etcd/etcd" --name tern-test --data-dir "$KT/etcd/data" \
+        --listen-client-urls http://127.0.0.1:23790 --advertise-client-urls http://127.0.0.1:23790 \
+        --listen-peer-urls http://127.0.0.1:23800 --initial-advertise-peer-urls http://127.0.0.1:23800 \
+        --initial-cluster tern-test=http://127.0.0.1:23800 --log-level warn
+    wait_for 30 "etcd health" curl -sf http://127.0.0.1:23790/health
+}
+
+# start_apiserver [EXTRA FLAG...]: the signing key is $KT/pki/sa.key unless SA_KEY names another.
+start_apiserver() {
+    local d="$KT/pki" key="${SA_KEY:-sa}"
+    start apiserver "$K8S_BIN/kube-apiserver" \
+        --etcd-servers http://127.0.0.1:23790 \
+        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+        --tls-cert-file "$d/apiserver.crt" --tls-private-key-file "$d/apiserver.key" \
+        --client-ca-file "$d/ca.crt" \
+        --kubelet-client-certificate "$d/apiserver-kubelet-client.crt" \
+        --kubelet-client-key "$d/apiserver-kubelet-client.key" \
+        --kubelet-certificate-authority "$d/ca.crt" \
+        --service-account-issuer "$SA_ISSUER" --api-audiences "$SA_ISSUER" \
+        --service-account-key-file "$d/$key.pub" --service-account-signing-key-file "$d/$key.key" \
+        --service-cluster-ip-range "$SERVICE_CIDR" \
+        --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+        --allow-privileged=true --profiling=false --v=1 "$@"
+    wait_for 90 "kube-apiserver /readyz" curl -sf --cacert "$d/ca.crt" --cert "$d/admin.crt" \
+        --key "$d/admin.key" "$API/readyz"
+}
+
+start_controller_manager() {
+    local d="$KT/pki"
+    start controller-manager "$K8S_BIN/kube-controller-manager" \
+        --kubeconfig "$d/controller-manager.kubeconfig" \
+        --authentication-kubeconfig "$d/controller-manager.kubeconfig" \
+        --authorization-kubeconfig "$d/controller-manager.kubeconfig" \
+        --bind-address 127.0.0.1 --secure-port 10357 --leader-elect=false \
+        --allocate-node-cidrs --cluster-cidr "$CLUSTER_CIDR" --node-cidr-mask-size 24 \
+        --service-cluster-ip-range "$SERVICE_CIDR" \
+        --service-account-private-key-file "$d/${SA_KEY:-sa}.key" --root-ca-file "$d/ca.crt" \
+        --use-service-account-credentials --controllers '*,-cloud-node-lifecycle' --v=1
+}
+
+start_scheduler() {
+    local d="$KT/pki"
+    start scheduler "$K8S_BIN/kube-scheduler" --kubeconfig "$d/scheduler.kubeconfig" \
+        --authentication-kubeconfig "$d/scheduler.kubeconfig" \
+        --authorization-kubeconfig "$d/scheduler.kubeconfig" \
+        --bind-address 127.0.0.1 --secure-port 10359 --leader-elect=false --v=1
+}
+
+# --- the node ----------------------------------------------------------------------------------
+
+CNI_BIN=/opt/cni/bin
+CNI_NET=/etc/cni/net.d
+CGROUP_ROOT=/tern-kube
+
+# The files tern's DaemonSet writes on a node.
+node_files() {
+    echo "$CNI_NET/10-tern.conflist" "$CNI_NET/tern-kubeconfig" /run/tern/agent.sock
+    for p in tern tern-tuning tern-ipam tern-lookup; do echo "$CNI_BIN/$p"; done
+}
+
+# check_node_clean: refuses to run over another tern install on this machine.
+check_node_clean() {
+    local f
+    for f in $CNI_NET/10-tern.conflist $CNI_NET/tern-kubeconfig; do
+        if [ -e "$f" ]; then
+            log "$f exists: another tern install is on this machine; remove it or run elsewhere"
+            return 1
+        fi
+    done
+    mkdir -p "$KT"
+    ls -d $CNI_BIN/* $CNI_NET/* 2>/dev/null >"$KT/preexisting" || true
+}
+
+start_containerd() {
+    local c="$KT/containerd"
+    mkdir -p "$c" "$CNI_BIN" "$CNI_NET"
+    # The node's CNI bin dir holds what a node's `kubernetes-cni` package brings: the reference
+    # plugins (loopback for containerd, host-local for the conflist's IPAM); tern-agent adds tern's.
+    for p in loopback host-local; do [ -e "$CNI_BIN/$p" ] || cp "/usr/lib/cni/$p" "$CNI_BIN/$p"; done
+    cat >"$c/config.toml" <<TOML
+version = 3
+root = "$c/root"
+state = "$c/state"
+[grpc]
+  address = "$c/containerd.sock"
+[ttrpc]
+  address = "$c/containerd.sock.ttrpc"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "$PAUSE_IMAGE"
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_selinux = false
+  disable_apparmor = true
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["$CNI_BIN"]
+    conf_dir = "$CNI_NET"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "/usr/sbin/runc"
+[plugins.'io.containerd.grpc.v1.cri']
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "10351"
+TOML
+    PATH="$GOBIN_DIR/containerd:$PATH" start containerd "$GOBIN_DIR/containerd/containerd" \
+        --config "$c/config.toml" --log-level warn
+    wait_for 30 "containerd CRI" crictl version
+}
+
+import_images() {
+    local img="$KT/images"
+    mkdir -p "$img"
+    bash "$ROOT/scripts/image" --busybox --name "$PAUSE_IMAGE" --out "$img/pause.oci.tar" >&2
+    bash "$ROOT/scripts/image" --name "$TERN_IMAGE" --out "$img/tern.oci.tar" >&2
+    ctr -n k8s.io images import "$img/pause.oci.tar" >&2
+    ctr -n k8s.io images import "$img/tern.oci.tar" >&2
+}
+
+start_kubelet() {
+    local k="$KT/kubelet" d="$KT/pki"
+    mkdir -p "$k/root"
+    cat >"$k/config.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: 10350
+healthzBindAddress: 127.0.0.1
+healthzPort: 10348
+readOnlyPort: 0
+cgroupDriver: cgroupfs
+cgroupRoot: $CGROUP_ROOT
+containerRuntimeEndpoint: unix://$KT/containerd/containerd.sock
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: $d/ca.crt}
+authorization: {mode: AlwaysAllow}
+tlsCertFile: $d/kubelet-serving.crt
+tlsPrivateKeyFile: $d/kubelet-serving.key
+failSwapOn: false
+failCgroupV1: false
+resolvConf: /etc/resolv.conf
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+serializeImagePulls: false
+syncFrequency: 10s
+fileCheckFrequency: 5s
+nodeStatusUpdateFrequency: 5s
+YAML
+    start kubelet "$K8S_BIN/kubelet" --config "$k/config.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
+        --root-dir "$k/root" --hostname-override "$NODE" --node-ip 127.0.0.1 --v=1
+}
+
+# --- teardown ----------------------------------------------------------------------------------
+
+down() {
+    log "tearing down $KT"
+    if [ -S "$KT/containerd/containerd.sock" ]; then
+        stop kubelet
+        local ids
+        ids=$(crictl pods -q 2>/dev/null || true)
+        for id in $ids; do crictl stopp "$id" >/dev/null 2>&1 || true; crictl rmp -f "$id" >/dev/null 2>&1 || true; done
+    fi
+    for c in kubelet scheduler controller-manager apiserver containerd etcd; do stop "$c"; done
+    # shims and pod processes left by a killed containerd: by their cgroup under $CGROUP_ROOT
+    local pids
+    pids=$(cat /sys/fs/cgroup/pids$CGROUP_ROOT/cgroup.procs /sys/fs/cgroup/pids$CGROUP_ROOT/*/cgroup.procs \
+        /sys/fs/cgroup/pids$CGROUP_ROOT/*/*/cgroup.procs /sys/fs/cgroup/pids$CGROUP_ROOT/*/*/*/cgroup.procs 2>/dev/null || true)
+    [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+    pkill -KILL -f "containerd-shim-runc-v2 .*-address $KT/" 2>/dev/null || true
+    sleep 0.5
+    grep -o " $KT[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+    for h in /sys/fs/cgroup/*/; do
+        [ -d "$h${CGROUP_ROOT#/}" ] && find "$h${CGROUP_ROOT#/}" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    local f
+    for f in $CNI_BIN/* $CNI_NET/*; do
+        [ -e "$f" ] && ! grep -qxF "$f" "$KT/preexisting" 2>/dev/null && rm -f "$f"
+    done
+    rm -f /run/tern/agent.sock && rmdir /run/tern 2>/dev/null || true
+    ip -o route show | awk '/^10\.99\.21[01]\./ {print $1}' | while read -r r; do ip route del "$r" 2>/dev/null || true; done
+    rm -rf "$KT"
+}
