@@ -27,7 +27,7 @@
 //! makes the GET through `tern-lookup` (its API helper, exec'd from `CNI_PATH`), whose peak RSS
 //! the RSS pass measures apart: exec'd directly with the same pod call, for another pod.
 //!
-//! Tuning plugins alone ("tern-tuning", "tuning", issue 4): each exec'd on a pod netns whose
+//! Tuning plugins alone ("tern-tuning", "tuning"): each exec'd on a pod netns whose
 //! `eth0` (a veth pair inside the pod) was made untimed, with the same three sysctls and a
 //! `prevResult` naming `eth0`, on ADD and DEL.
 //!
@@ -563,7 +563,7 @@ fn subjects(o: &Opts, work: &Path, run_work: &Path, kubeconfig: Option<&Path>) -
             on_iface: false,
         });
     }
-    // tern exactly as the "tern" row, plus the pod lookup against the stand-in (issue 5).
+    // tern exactly as the "tern" row, plus the pod lookup against the stand-in.
     if let Some(kc) = kubeconfig {
         let mut conf = tern_conf(
             "bench-tern-lookup",
@@ -578,7 +578,7 @@ fn subjects(o: &Opts, work: &Path, run_work: &Path, kubeconfig: Option<&Path>) -
             ..Subject::single("tern+lookup", o.tern.clone(), conf, &both_path)
         });
     }
-    // The tuning plugins alone on a pod that already has eth0 (issue 4).
+    // The tuning plugins alone on a pod that already has eth0.
     v.push(Subject {
         on_iface: true,
         ..Subject::single(

@@ -1,4 +1,4 @@
-//! The invocation environment (SPEC.md section 2, "Parameters"): `CNI_COMMAND`, `CNI_CONTAINERID`,
+//! The invocation environment (CNI spec section 2, "Parameters"): `CNI_COMMAND`, `CNI_CONTAINERID`,
 //! `CNI_NETNS`, `CNI_IFNAME`, `CNI_ARGS`, `CNI_PATH`, and the validated newtypes built from them.
 //!
 //! Validation follows the reference library (`pkg/utils`): container IDs and network names match

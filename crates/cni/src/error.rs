@@ -1,4 +1,4 @@
-//! The CNI error result (SPEC.md section 5, "Error"): `{cniVersion, code, msg, details}` on stdout.
+//! The CNI error result (CNI spec section 5, "Error"): `{cniVersion, code, msg, details}` on stdout.
 //!
 //! Codes 1–11 and 50/51 are the spec's; 100 and up are tern's own, listed in the README. Every error
 //! a plugin can produce is one of these values; mapping library errors to codes happens once per
@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde_json::{json, Value};
 
-/// Well-known error codes (SPEC.md "Error", plus the reference library's 8).
+/// Well-known error codes (CNI spec "Error", plus the reference library's 8).
 pub mod code {
     /// Incompatible CNI version.
     pub const INCOMPATIBLE_VERSION: u32 = 1;
@@ -123,7 +123,7 @@ impl Error {
     /// Parses an error result printed by another plugin (a delegated IPAM plugin), keeping its
     /// code. `None` when `v` is not an error object.
     pub fn from_json(v: &Value) -> Option<Error> {
-        // Code 0 is no error at all (SPEC.md "Error"): such an object is not an error result.
+        // Code 0 is no error at all (CNI spec "Error"): such an object is not an error result.
         let code = u32::try_from(v.get("code")?.as_u64()?)
             .ok()
             .filter(|c| *c != 0)?;

@@ -1,4 +1,4 @@
-//! The network configuration a plugin reads on stdin (SPEC.md section 3, "Deriving request
+//! The network configuration a plugin reads on stdin (CNI spec section 3, "Deriving request
 //! configuration"): bounded in size, tolerant the way runtimes need it, validated before use.
 //!
 //! Known keys are matched case-insensitively and renamed to their spec spelling (Go's decoder does
@@ -109,7 +109,7 @@ pub struct NetConf {
     pub log_level: Option<String>,
     /// `logFile`: a path; absent means stderr.
     pub log_file: Option<String>,
-    /// The bytes exactly as received, for delegation (SPEC.md section 4 wants the full config).
+    /// The bytes exactly as received, for delegation (CNI spec section 4 wants the full config).
     pub bytes: Vec<u8>,
 }
 

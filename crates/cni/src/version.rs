@@ -1,4 +1,4 @@
-//! CNI specification versions this crate speaks, from 0.3.0 to 1.1.0 (SPEC.md, "Version").
+//! CNI specification versions this crate speaks, from 0.3.0 to 1.1.0 (CNI spec, "Version").
 //!
 //! Results are one of two families: 0.3.0–0.4.0 (with `ips[].version`) and 1.0.0–1.1.0.
 
@@ -93,12 +93,12 @@ impl Version {
         }
     }
 
-    /// CHECK exists from 0.4.0 on (SPEC.md, "CHECK").
+    /// CHECK exists from 0.4.0 on (CNI spec, "CHECK").
     pub fn allows_check(self) -> bool {
         self >= Version::V0_4_0
     }
 
-    /// STATUS and GC exist from 1.1.0 on (SPEC.md, "STATUS", "GC").
+    /// STATUS and GC exist from 1.1.0 on (CNI spec, "STATUS", "GC").
     pub fn allows_status_and_gc(self) -> bool {
         self >= Version::V1_1_0
     }

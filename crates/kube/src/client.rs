@@ -234,7 +234,7 @@ impl Client {
     }
 
     /// TokenRequest: `POST /api/v1/namespaces/{ns}/serviceaccounts/{sa}/token`, answered 201
-    /// (kube-api-facts §1). Returns the token and `status.expirationTimestamp`.
+    /// (`authentication/v1` TokenRequest). Returns the token and `status.expirationTimestamp`.
     ///
     /// # Errors
     /// [`KubeError::Unprocessable`] for a lifetime under 600 s, [`KubeError::NotFound`] for a missing

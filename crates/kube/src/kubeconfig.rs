@@ -1,5 +1,5 @@
 //! Kubeconfig reading (YAML or JSON) and writing, per client-go's schema
-//! (`client-go/tools/clientcmd/api/v1/types.go`; kube-api-facts §5).
+//! (`client-go/tools/clientcmd/api/v1/types.go`).
 //!
 //! Invariants: only what tern needs is honoured — `current-context`, the cluster's `server`
 //! (https only, since client-go sends credentials only over TLS), `certificate-authority-data`

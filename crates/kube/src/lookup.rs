@@ -1,4 +1,4 @@
-//! The plugin's pod lookup (issue 5, DESIGN.md "Pod lookup"): read the kubeconfig fresh, refresh
+//! The plugin's pod lookup (docs/DESIGN.md, "Pod lookup"): read the kubeconfig fresh, refresh
 //! through the agent when the token is expired or about to be, one GET of the pod under the
 //! deadline, and on 401 one agent-assisted retry.
 //!
@@ -231,7 +231,7 @@ fn describe(outcome: &Result<Outcome, KubeError>) -> String {
     }
 }
 
-/// Looks up the pod named by `req` for ADD, per issue 5's rules.
+/// Looks up the pod named by `req` for ADD, by the rules in docs/DESIGN.md, "Pod lookup".
 ///
 /// # Errors
 /// [`LookupError`]; see each variant. [`LookupError::try_again_later`] selects CNI code 11.

@@ -1,5 +1,5 @@
 //! Bearer tokens: a wrapper that never prints its secret, and reading a JWT's `exp`
-//! claim without verifying the signature (kube-api-facts §2, "Reading `exp` without verifying").
+//! claim without verifying the signature (clients read it unverified; only the API server checks the signature).
 //!
 //! Invariant: [`BearerToken`]'s `Debug` shows only the length; it has no `Display`, so a token
 //! can reach a log line or error message only through [`BearerToken::expose`].

@@ -1,5 +1,5 @@
 //! The few Kubernetes objects tern reads and writes, reduced to the fields it uses
-//! (`staging/src/k8s.io/api/core/v1/types.go`, `…/authentication/v1/types.go`; kube-api-facts §1, §4).
+//! (`staging/src/k8s.io/api/core/v1/types.go`, `…/authentication/v1/types.go`).
 //!
 //! Invariant: absent JSON fields decode to their zero value, as `omitempty` means on the server.
 

@@ -195,7 +195,7 @@ fn host_helpers_act_in_the_callers_netns() {
     ));
 }
 
-/// Issue 4 "Done when": every escape is refused before anything is written, even under a sloppy
+/// Every escape is refused before anything is written, even under a sloppy
 /// allowlist line `net.*`.
 #[test]
 fn escapes_refused_even_with_sloppy_allowlist() {

@@ -167,7 +167,7 @@ fn keepalive() -> Value {
     json!({ "sysctl": m })
 }
 
-/// Issue 4 "Done when": keepalive set in the pod netns, the host's untouched, for every
+/// Keepalive set in the pod netns, the host's untouched, for every
 /// supported cniVersion; CHECK passes; DEL restores; a second DEL succeeds.
 #[test]
 fn keepalive_every_version_add_check_del() {
@@ -237,7 +237,7 @@ fn missing_prev_result_is_an_error_and_nothing_is_written() {
     assert_eq!(e.pod_sysctl("net.ipv4.tcp_keepalive_time"), before);
 }
 
-/// case-16: IFNAME keys with a dotted interface name and a plain one, ADD and CHECK; CHECK names
+/// IFNAME keys with a dotted interface name and a plain one, ADD and CHECK; CHECK names
 /// key, expected and current after a change; slash form works the same way.
 #[test]
 fn ifname_keys_with_dotted_and_plain_names() {
@@ -301,7 +301,7 @@ fn ifname_keys_with_dotted_and_plain_names() {
     }
 }
 
-/// case-17: the allowlist cannot be bypassed.
+/// The allowlist cannot be bypassed.
 #[test]
 fn allowlist_cannot_be_bypassed() {
     // (a) an allowed key with a disallowed one: nothing written, not even the allowed key.

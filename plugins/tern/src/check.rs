@@ -1,4 +1,4 @@
-//! CHECK: the attachment still looks as ADD left it (SPEC.md "CHECK"): the pod interface exists,
+//! CHECK: the attachment still looks as ADD left it (CNI spec "CHECK"): the pod interface exists,
 //! is a veth, has the prevResult MAC and addresses, the prevResult routes exist in the pod; the
 //! host veth is up with a route to every pod address; delegated IPAM CHECK passes.
 

@@ -1,6 +1,6 @@
 //! GC (CNI 1.1.0): forward to IPAM, then remove the host veth and state of every attachment of
 //! this network that is not in `cni.dev/valid-attachments`. Keeps going on errors and reports
-//! them all (SPEC.md "GC").
+//! them all (CNI spec "GC").
 
 use std::collections::HashSet;
 

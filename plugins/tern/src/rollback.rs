@@ -1,4 +1,4 @@
-//! The undo stack of ADD (STYLE.md, convention 5): push an undo step right after each thing is
+//! The undo stack of ADD: push an undo step right after each thing is
 //! created; `commit` on success; otherwise the steps run in reverse when the stack is dropped —
 //! on an error return and on a panic alike.
 

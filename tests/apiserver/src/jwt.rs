@@ -1,6 +1,6 @@
 //! Service-account-shaped JWTs signed with HMAC-SHA256 (`alg: HS256`).
 //!
-//! The real apiserver signs with RS256/ES256 (kube-api-facts §2); a client never verifies the
+//! The real apiserver signs with RS256/ES256; a client never verifies the
 //! signature, only the server does, so a symmetric key is enough for a stand-in and rotating it
 //! invalidates every issued token, as a real signing-key rotation does. Claims follow the real
 //! shape: `aud` (array), `exp`, `iat`, `nbf`, `iss`, `sub`, `jti`, `kubernetes.io`.

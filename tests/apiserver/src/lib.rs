@@ -2,7 +2,7 @@
 //!
 //! It serves `POST /api/v1/namespaces/{ns}/serviceaccounts/{name}/token` (TokenRequest),
 //! `GET /api/v1/namespaces/{ns}/pods/{name}` and `GET /api/v1/nodes/{name}` with the status codes,
-//! headers and `Status` bodies the real server sends (kube-api-facts.md §1–§4), authenticates bearer
+//! headers and `Status` bodies the real server sends, authenticates bearer
 //! tokens it issued itself (HS256 JWTs, expiry checked with the real 60 s leeway against its own,
 //! movable clock) and lets tests inject faults, stall, move its clock, rotate its signing key and
 //! count requests per path. See README.md for what it leaves out.

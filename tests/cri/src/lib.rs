@@ -1,4 +1,4 @@
-//! tern under containerd's CRI plugin, the runtime Kubernetes nodes actually use (issue 7).
+//! tern under containerd's CRI plugin, the runtime Kubernetes nodes actually use.
 //!
 //! - [`proto`]: the CRI `runtime.v1` messages and client, generated from the hand-written subset
 //!   `proto/runtime_v1.proto` (upstream field numbers).

@@ -1,4 +1,4 @@
-//! The containerd tier (issue 7): tern wired by containerd 1.6's CRI plugin, driven through the
+//! The containerd tier: tern wired by containerd 1.6's CRI plugin, driven through the
 //! CRI `runtime.v1` API by our client, as kubelet drives it.
 //!
 //! Each test starts its own private containerd (see `tern_cri::containerd`) with a pod range of

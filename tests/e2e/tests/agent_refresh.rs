@@ -1,4 +1,4 @@
-//! Issue 5, "Done when", with a real `tern-agent run` process: chain C0 with a pod lookup, driven
+//! The pod lookup's token refresh with a real `tern-agent run` process: chain C0 with a pod lookup, driven
 //! through libcni, the agent and the API server stand-in all in one fake host netns (the
 //! stand-in's loopback address exists only there). The agent gets in-cluster credentials as in a
 //! pod: `KUBERNETES_SERVICE_HOST`/`_PORT` and a service-account dir (`token` issued by the

@@ -1,4 +1,4 @@
-//! Cases from real bug reports (shared/cases/README.md): 01 (A, B), 03, 05 (A, B), 07 and 10,
+//! Cases from real bug reports (numbered as reported): 01 (A, B), 03, 05 (A, B), 07 and 10,
 //! with the default chain C0 (tern, host-local 10.99.0.0/24, then tern-tuning with the three TCP
 //! keepalive sysctls and a per-test `dataDir`, `Node::c0_followers`). Needs root.
 

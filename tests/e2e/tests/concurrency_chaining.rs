@@ -1,4 +1,4 @@
-//! Issue 3, "Concurrency" and "Chaining": 32 parallel ADDs then DELs through libcni for different
+//! Concurrency and chaining: 32 parallel ADDs then DELs through libcni for different
 //! containers on one node; tern first in a chain with Debian's reference tuning, portmap and
 //! bandwidth, ADD/CHECK/DEL through libcni. Needs root (and iptables, tc): fails without them.
 

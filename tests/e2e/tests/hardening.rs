@@ -1,4 +1,4 @@
-//! Regressions from a hostile-operator review: a runtime sending one container ID to two
+//! Regressions a hostile operator could trigger: a runtime sending one container ID to two
 //! networks, CHECK noticing the host side broke, DEL when there is nothing it could remove, and
 //! tern never delegating to itself. Needs root: fails without it.
 

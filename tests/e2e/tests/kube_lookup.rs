@@ -1,6 +1,6 @@
-//! tern's pod lookup on ADD against the API server stand-in (issue 5, case-24): the plugin binary
+//! tern's pod lookup on ADD against the API server stand-in (bug-report case 24): the plugin binary
 //! runs in a fake host netns, exactly as a runtime execs it; the stand-in listens inside that
-//! netns. No agent runs here: a 401 cannot be repaired, which is what case-24 asks about.
+//! netns. No agent runs here: a 401 cannot be repaired, which is what that case asks about.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;

@@ -1,4 +1,4 @@
-//! Issue 2, "Done when": each plugin answers VERSION with every supported version and rejects bad
+//! The protocol: each plugin answers VERSION with every supported version and rejects bad
 //! input with the right code and message, leaving nothing behind — through the libcni driver where
 //! libcni can send the input, directly (environment + stdin, as the spec describes a runtime) where
 //! it cannot. Every check is a function of the plugin name: a plugin joins with one line in

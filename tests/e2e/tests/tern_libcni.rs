@@ -1,4 +1,4 @@
-//! Issue 3, "Done when": tern through real libcni (tests/cnitool running inside a fake host
+//! tern through real libcni (tests/cnitool running inside a fake host
 //! netns) for every cniVersion libcni knows, IPv4, IPv6 and dual-stack host-local ranges: ADD with
 //! a golden result and the kernel state it must leave in pod and host, CHECK, DEL twice, and DEL
 //! after the netns is gone — each ending with nothing left. Needs root: fails without it.

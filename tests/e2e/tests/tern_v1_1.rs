@@ -1,4 +1,4 @@
-//! Issue 3 and issue 8, "Done when", the part Debian's libcni (1.1.x) cannot drive: cniVersion
+//! The part Debian's libcni (1.1.x) cannot drive: cniVersion
 //! 1.1.0 ADD, CHECK, DEL, STATUS and GC by direct invocation exactly as the spec describes a
 //! runtime (environment + stdin), tern running in a fake host netns and delegating to tern-ipam
 //! (Debian's host-local stops at 1.0.0). Plus tern + tern-tuning + tern-ipam through libcni at

@@ -1,4 +1,4 @@
-//! tern-tuning in chain C0, end to end (issue 4 "Done when", cases 16 and 17): the keepalive
+//! tern-tuning in chain C0, end to end (bug-report cases 16 and 17): the keepalive
 //! values land in the pod netns and nowhere else for every cniVersion (libcni for 0.3.0–1.0.0,
 //! direct invocation with tern-ipam for 1.1.0); IFNAME keys with dotted and plain interface names
 //! in ADD and CHECK; the allowlist cannot be bypassed. Needs root.

@@ -1,4 +1,4 @@
-//! Issue 3, "Undo on failure": each step of ADD made to fail through libcni, then nothing of that
+//! Undo on failure: each step of ADD made to fail through libcni, then nothing of that
 //! ADD is left (no reservation, no veth, no route, no state). The ifname-taken and MTU cases are
 //! case-05 in cases.rs. Needs root: fails without it.
 

@@ -1,6 +1,6 @@
 //! The sysctl allowlist: which keys a configuration may set.
 //!
-//! Invariants (fail closed, unlike the reference tuning plugin, cni-peer-behaviors.md §2.3):
+//! Invariants (fail closed, unlike the reference tuning plugin, which allows everything without its file):
 //! - Every pattern is anchored to the whole key (`^(?:re)$`): a pattern never matches a part.
 //! - An absent file means the built-in [`DEFAULT_ALLOWLIST`], never "allow everything".
 //! - A file that exists but cannot be used (a directory, unreadable, not UTF-8, an invalid

@@ -1,7 +1,6 @@
 //! Sysctl keys and values, validated on construction.
 //!
-//! Key rules (issue 4; the reference tuning plugin's mapping in cni-peer-behaviors.md §2.4, made
-//! strict):
+//! Key rules (the reference tuning plugin's key-to-path mapping, made strict):
 //! 1. The key is 1..=[`MAX_KEY_LEN`] bytes of printable ASCII without whitespace
 //!    (no control characters, no newline).
 //! 2. It starts with `net.` (dot form) or `net/` (slash form).
