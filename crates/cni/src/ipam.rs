@@ -12,25 +12,50 @@
 //! uses ([`crate::dispatch`]) with the same environment and stdin, and its stdout is parsed the
 //! same way: same code, same effects, no exec.
 
+mod exec;
+
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command as Process, ExitStatus, Stdio};
-use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::env::{split_cni_path, Command};
 use crate::error::{code, Error};
+use crate::plugin::{AttachmentInput, GcInput, NetnsPath, Plugin, StatusInput};
 use crate::result::CniResult;
-use crate::skel::{dispatch, Plugin};
+use crate::skel::dispatch;
 
-/// How often a delegate that is being replaced (`ETXTBSY`) is retried, one second apart, as the
-/// reference `pkg/invoke` does.
-const TEXT_BUSY_RETRIES: u32 = 5;
+impl<N: NetnsPath> AttachmentInput<N> {
+    /// A delegate (SPEC.md section 4) for `plugin_type`, with this invocation's environment.
+    pub fn delegate<'a>(&'a self, plugin_type: &'a str) -> Delegate<'a> {
+        Delegate {
+            plugin_type,
+            cni_path: &self.cni_path,
+            container_id: Some(self.container_id.as_str()),
+            netns: self.netns.path(),
+            ifname: Some(self.ifname.as_str()),
+            cni_args: Some(&self.args_raw),
+            builtin: None,
+            deadline: None,
+        }
+    }
+}
+
+impl StatusInput {
+    /// A delegate for `plugin_type` with only `CNI_PATH` set.
+    pub fn delegate<'a>(&'a self, plugin_type: &'a str) -> Delegate<'a> {
+        Delegate::without_attachment(plugin_type, &self.cni_path)
+    }
+}
+
+impl GcInput {
+    /// A delegate for `plugin_type` with only `CNI_PATH` set.
+    pub fn delegate<'a>(&'a self, plugin_type: &'a str) -> Delegate<'a> {
+        Delegate::without_attachment(plugin_type, &self.cni_path)
+    }
+}
 
 /// A plugin linked into this binary that stands in for the delegate of the same type.
 #[derive(Clone, Copy)]
@@ -64,61 +89,6 @@ pub struct Delegate<'a> {
     /// code 11. `None`: no limit (IPAM, as the reference `pkg/invoke`; the runtime's own timeout
     /// applies).
     pub deadline: Option<Duration>,
-}
-
-/// The most of a delegate's stdout read: a result is a few KiB; the netconf limit is 1 MiB.
-const MAX_STDOUT: usize = 1 << 20;
-/// The most of a delegate's stderr kept (and forwarded); the rest is read and dropped.
-const MAX_STDERR: usize = 64 << 10;
-
-/// Reads `r` to its end, keeping at most `cap` bytes in `buf` (the rest is read and dropped, so
-/// the writer never blocks).
-fn read_capped(r: &mut impl Read, buf: &mut Vec<u8>, cap: usize) {
-    let cap64 = u64::try_from(cap).unwrap_or(u64::MAX);
-    let _ = r.by_ref().take(cap64).read_to_end(buf);
-    let _ = std::io::copy(r, &mut std::io::sink());
-}
-
-/// Writes what `pipe` takes without blocking and returns the rest of `data`, with `pipe` back in
-/// blocking mode; nothing is left when the reader is gone (EPIPE) or the pipe fails.
-fn write_without_blocking<'d>(pipe: &mut std::process::ChildStdin, data: &'d [u8]) -> &'d [u8] {
-    use nix::fcntl::{fcntl, FcntlArg, OFlag};
-    let Ok(flags) = fcntl(&*pipe, FcntlArg::F_GETFL).map(OFlag::from_bits_truncate) else {
-        return data;
-    };
-    if fcntl(&*pipe, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).is_err() {
-        return data;
-    }
-    let mut rest = data;
-    while !rest.is_empty() {
-        match pipe.write(rest) {
-            Ok(n) => rest = &rest[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(_) => return &[],
-        }
-    }
-    if fcntl(&*pipe, FcntlArg::F_SETFL(flags)).is_err() {
-        // A non-blocking pipe would make the writer thread give up early: write nothing more.
-        return &[];
-    }
-    rest
-}
-
-/// SIGKILL to process `pid`.
-fn kill_pid(pid: u32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
-    }
-}
-
-/// SIGKILL to the process group `pid` leads (a delegate started with a deadline); nothing when
-/// `pid` leads no group.
-fn kill_group(pid: u32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        let _ =
-            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
-    }
 }
 
 /// What one run of the delegate left: its stdout, its stderr (exec only) and whether it succeeded.
@@ -222,148 +192,6 @@ impl<'a> Delegate<'a> {
         }
     }
 
-    /// Execs the delegate found at `exe`; its stderr is captured and forwarded to ours.
-    fn run_exec(&self, exe: &Path, command: Command, stdin: &[u8]) -> Result<Outcome, Error> {
-        let mut attempt = 0;
-        let mut child = loop {
-            let mut p = Process::new(exe);
-            p.stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            for (k, v) in self.cni_env(command) {
-                match v {
-                    Some(v) => p.env(k, v),
-                    None => p.env_remove(k),
-                };
-            }
-            if self.deadline.is_some() {
-                // Its own process group, so the deadline can end its children too.
-                p.process_group(0);
-            }
-            match p.spawn() {
-                Ok(c) => break c,
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::ExecutableFileBusy
-                        && attempt < TEXT_BUSY_RETRIES =>
-                {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                Err(e) => {
-                    return Err(Error::io(format!(
-                        "run {} {}: {e}",
-                        self.plugin_type, command
-                    )))
-                }
-            }
-        };
-        let pid = child.id();
-        let (done, finished) = std::sync::mpsc::channel::<()>();
-        let timed_out = std::sync::atomic::AtomicBool::new(false);
-        let io = std::thread::scope(|s| -> std::io::Result<(Vec<u8>, Vec<u8>)> {
-            if let Some(deadline) = self.deadline {
-                let timed_out = &timed_out;
-                std::thread::Builder::new().spawn_scoped(s, move || {
-                    if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(deadline) {
-                        timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
-                        kill_group(pid);
-                    }
-                })?;
-            }
-            // What the empty pipe takes at once is written here (a netconf, nearly always: no
-            // thread to start while the delegate starts); any rest from another thread, so a
-            // delegate that prints before reading cannot block us.
-            let mut pipe = child.stdin.take();
-            let rest = match pipe.as_mut() {
-                Some(p) => write_without_blocking(p, stdin),
-                None => &[],
-            };
-            if rest.is_empty() {
-                drop(pipe); // EOF: the delegate has its whole stdin
-            } else {
-                std::thread::Builder::new().spawn_scoped(s, move || {
-                    if let Some(p) = pipe.as_mut() {
-                        let _ = p.write_all(rest);
-                    }
-                })?;
-            }
-            let mut out = Vec::new();
-            let mut err = Vec::new();
-            let mut stdout = child.stdout.take();
-            let mut stderr = child.stderr.take();
-            let err_reader = std::thread::Builder::new().spawn_scoped(s, move || {
-                if let Some(e) = stderr.as_mut() {
-                    read_capped(e, &mut err, MAX_STDERR);
-                }
-                err
-            })?;
-            let mut too_long = false;
-            if let Some(o) = stdout.as_mut() {
-                let limit = u64::try_from(MAX_STDOUT)
-                    .unwrap_or(u64::MAX)
-                    .saturating_add(1);
-                let _ = o.take(limit).read_to_end(&mut out);
-                too_long = out.len() > MAX_STDOUT;
-            }
-            if too_long {
-                // Nothing valid is that long: stop it rather than buffer it. Closing our end
-                // also ends whatever of its children still writes there (EPIPE).
-                drop(stdout.take());
-                kill_pid(pid);
-                kill_group(pid);
-            }
-            let err = err_reader.join().unwrap_or_default();
-            drop(done);
-            if too_long {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("printed more than {MAX_STDOUT} bytes"),
-                ));
-            }
-            Ok((out, err))
-        });
-        if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
-            let _ = child.wait();
-            return Err(Error::try_again_later(format!(
-                "{} did not answer within {:?}: killed",
-                self.plugin_type,
-                self.deadline.unwrap_or_default()
-            )));
-        }
-        let (out, err) = match io {
-            Ok(v) => v,
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Error::decode(format!(
-                    "{} {command}: {e}",
-                    self.plugin_type
-                )));
-            }
-            Err(e) => {
-                // No thread to feed or drain the delegate (the node is out of processes): stop it.
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Error::try_again_later(format!(
-                    "run {} {command}: cannot start a thread: {e}",
-                    self.plugin_type
-                )));
-            }
-        };
-        if !err.is_empty() {
-            // Forward the delegate's logs (SPEC.md section 4).
-            let _ = std::io::stderr().write_all(&err);
-        }
-        let status: ExitStatus = child
-            .wait()
-            .map_err(|e| Error::io(format!("wait for {}: {e}", self.plugin_type)))?;
-        Ok(Outcome {
-            stdout: out,
-            stderr: err,
-            failure: (!status.success()).then(|| status.to_string()),
-        })
-    }
-
     /// Runs the delegate for `command` with `stdin` and returns its stdout parsed as JSON (`None`
     /// when it printed nothing).
     ///
@@ -437,250 +265,5 @@ impl<'a> Delegate<'a> {
             return Err(Error::new(code::NOT_AVAILABLE, e.msg));
         }
         self.exec(Command::Status, stdin)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    /// A directory holding executable scripts standing in for delegates, removed on drop.
-    struct PluginDir(PathBuf);
-
-    impl PluginDir {
-        fn new(tag: &str) -> PluginDir {
-            let d =
-                std::env::temp_dir().join(format!("tern-cni-ipam-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&d);
-            std::fs::create_dir_all(&d).unwrap();
-            PluginDir(d)
-        }
-        fn script(&self, name: &str, body: &str) {
-            let p = self.0.join(name);
-            std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        fn path(&self) -> String {
-            format!("/nonexistent:{}", self.0.display())
-        }
-    }
-
-    impl Drop for PluginDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    #[test]
-    fn runs_the_delegate_with_the_environment_and_stdin() {
-        let dir = PluginDir::new("env");
-        // Echo the environment and stdin back inside a result so the test can see them.
-        dir.script(
-            "fake",
-            r#"in=$(cat); printf '{"cniVersion":"1.0.0","ips":[{"address":"10.0.0.7/24"}],"dns":{"domain":"%s|%s|%s|%s|%s"}}' "$CNI_COMMAND" "$CNI_CONTAINERID" "$CNI_IFNAME" "${CNI_NETNS-unset}" "$in""#,
-        );
-        let path = dir.path();
-        let d = Delegate {
-            plugin_type: "fake",
-            cni_path: &path,
-            container_id: Some("c1"),
-            netns: None,
-            ifname: Some("eth0"),
-            cni_args: Some(""),
-            builtin: None,
-            deadline: None,
-        };
-        let r = d.add(b"{stdin}").unwrap();
-        assert_eq!(r.ips[0].address.to_string(), "10.0.0.7/24");
-        assert_eq!(r.dns.domain.as_deref(), Some("ADD|c1|eth0|unset|{stdin}"));
-    }
-
-    #[test]
-    fn keeps_the_delegates_error_code_or_explains_its_failure() {
-        let dir = PluginDir::new("err");
-        dir.script("coded", r#"echo '{"code": 11, "msg": "busy"}'; exit 1"#);
-        dir.script("crash", "echo 'it broke' >&2; exit 3");
-        dir.script("garbage", "echo 'not json'");
-        let path = dir.path();
-        let e = Delegate::without_attachment("coded", &path)
-            .exec(Command::Del, b"")
-            .unwrap_err();
-        assert_eq!((e.code, e.msg.as_str()), (11, "busy"));
-        let e = Delegate::without_attachment("crash", &path)
-            .exec(Command::Del, b"")
-            .unwrap_err();
-        // Its stderr was captured (and forwarded): the error quotes it, as the reference does.
-        assert_eq!(e.code, 5);
-        assert_eq!(
-            e.msg,
-            r#"crash: netplugin failed: "it broke": exit status: 3"#
-        );
-        let e = Delegate::without_attachment("garbage", &path)
-            .exec(Command::Del, b"")
-            .unwrap_err();
-        assert_eq!(e.code, 6);
-        let e = Delegate::without_attachment("absent", &path)
-            .exec(Command::Del, b"")
-            .unwrap_err();
-        assert_eq!(e.code, 7);
-        assert!(
-            e.msg.contains("failed to find plugin \"absent\""),
-            "{}",
-            e.msg
-        );
-        let e = Delegate::without_attachment("absent", &path)
-            .status(b"")
-            .unwrap_err();
-        assert_eq!(e.code, 50);
-        let e = Delegate::without_attachment("../bin/sh", &path)
-            .find()
-            .unwrap_err();
-        assert_eq!(e.code, 7);
-    }
-
-    #[test]
-    fn a_deadline_kills_the_delegate_and_its_children() {
-        let dir = PluginDir::new("deadline");
-        let marker = dir.0.join("child-lived");
-        // A child that keeps the pipes open and would leave a marker if it outlived the kill.
-        dir.script(
-            "stuck",
-            &format!("(sleep 3; touch {}) & sleep 30", marker.display()),
-        );
-        let path = dir.path();
-        let t0 = std::time::Instant::now();
-        let e = Delegate::without_attachment("stuck", &path)
-            .with_deadline(Duration::from_millis(300))
-            .exec(Command::Add, b"{}")
-            .unwrap_err();
-        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
-        assert_eq!(e.code, 11, "{e}");
-        assert!(e.msg.contains("did not answer within"), "{}", e.msg);
-        std::thread::sleep(Duration::from_millis(3500));
-        assert!(!marker.exists(), "the delegate's child was killed with it");
-    }
-
-    #[test]
-    fn oversized_output_is_refused_and_code_0_is_no_error() {
-        let dir = PluginDir::new("big-out");
-        dir.script(
-            "flood",
-            "head -c 3000000 /dev/zero | tr '\\0' ' '; echo '{}'",
-        );
-        dir.script(
-            "code0",
-            r#"echo '{"code": 0, "msg": "weird"}'; echo 'it said 0' >&2; exit 1"#,
-        );
-        dir.script(
-            "loud",
-            "head -c 1000000 /dev/zero | tr '\\0' x >&2; echo '{}'",
-        );
-        let path = dir.path();
-        let e = Delegate::without_attachment("flood", &path)
-            .exec(Command::Add, b"{}")
-            .unwrap_err();
-        assert_eq!(e.code, 6, "{e}");
-        assert!(e.msg.contains("more than"), "{}", e.msg);
-        let e = Delegate::without_attachment("code0", &path)
-            .exec(Command::Del, b"")
-            .unwrap_err();
-        assert_eq!(
-            e.code, 5,
-            "an error object with code 0 is not an error result: {e}"
-        );
-        // A delegate that floods stderr is drained (never blocked) and still succeeds.
-        Delegate::without_attachment("loud", &path)
-            .exec(Command::Del, b"")
-            .unwrap();
-    }
-
-    #[test]
-    fn a_large_stdin_is_written_while_stdout_is_read() {
-        let dir = PluginDir::new("big");
-        // Prints before reading: with a stdin larger than the pipe (64 KiB) this would deadlock a
-        // synchronous writer; what the pipe takes at once is written before the rest.
-        dir.script(
-            "chatty",
-            r#"head -c 70000 /dev/zero | tr '\0' ' '; n=$(wc -c); printf '{"cniVersion":"1.0.0","ips":[],"dns":{"domain":"%s"}}' "$n""#,
-        );
-        let path = dir.path();
-        let d = Delegate::without_attachment("chatty", &path);
-        let big = vec![b'x'; 200_000];
-        assert_eq!(d.add(&big).unwrap().dns.domain.as_deref(), Some("200000"));
-    }
-
-    /// A built-in plugin that answers from what the dispatcher gave it.
-    struct Echo;
-
-    impl Plugin for Echo {
-        fn about(&self) -> &str {
-            "echo"
-        }
-        fn add(&self, input: &crate::AddInput) -> Result<CniResult, Error> {
-            let mut r = CniResult::default();
-            r.dns.domain = Some(format!(
-                "{}|{}|{}|{}|{}",
-                input.container_id,
-                input.ifname,
-                input.netns.display(),
-                input.args_raw,
-                input.config.name
-            ));
-            Ok(r)
-        }
-        fn del(&self, input: &crate::DelInput) -> Result<(), Error> {
-            Err(Error::new(11, format!("busy {}", input.container_id)))
-        }
-        fn check(&self, _: &crate::CheckInput) -> Result<(), Error> {
-            Ok(())
-        }
-        fn gc(&self, input: &crate::GcInput) -> Result<(), Error> {
-            match &input.valid_attachments {
-                Some(v) if v.len() == 1 => Ok(()),
-                other => Err(Error::new(5, format!("{other:?}"))),
-            }
-        }
-    }
-
-    #[test]
-    fn a_builtin_runs_in_process_through_the_dispatcher_once_found_in_cni_path() {
-        let dir = PluginDir::new("builtin");
-        // The binary is never run: it would fail every verb.
-        dir.script("echo-ipam", "exit 9");
-        let path = dir.path();
-        let ns = Path::new("/run/netns/x");
-        let d = Delegate {
-            plugin_type: "echo-ipam",
-            cni_path: &path,
-            container_id: Some("c1"),
-            netns: Some(ns),
-            ifname: Some("eth0"),
-            cni_args: Some("K8S_POD_NAME=p"),
-            builtin: None,
-            deadline: None,
-        }
-        .builtin(&Echo);
-        let conf = br#"{"cniVersion":"1.0.0","name":"n1","type":"echo-ipam"}"#;
-        let r = d.add(conf).unwrap();
-        assert_eq!(
-            r.dns.domain.as_deref(),
-            Some("c1|eth0|/run/netns/x|K8S_POD_NAME=p|n1")
-        );
-        let e = d.exec(Command::Del, conf).unwrap_err();
-        assert_eq!((e.code, e.msg.as_str()), (11, "busy c1"));
-        d.exec(Command::Check, conf).unwrap();
-        // The dispatcher's own checks apply, as in the binary: no CHECK before 0.4.0.
-        let old = br#"{"cniVersion":"0.3.1","name":"n1","type":"echo-ipam"}"#;
-        assert_eq!(d.exec(Command::Check, old).unwrap_err().code, 1);
-        let gc = br#"{"cniVersion":"1.1.0","name":"n1","type":"echo-ipam","cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}"#;
-        Delegate::without_attachment("echo-ipam", &path)
-            .builtin(&Echo)
-            .exec(Command::Gc, gc)
-            .unwrap();
-        // Not in CNI_PATH: the same errors as with exec.
-        let missing = Delegate::without_attachment("absent", &path).builtin(&Echo);
-        assert_eq!(missing.exec(Command::Gc, gc).unwrap_err().code, 7);
-        assert_eq!(missing.status(gc).unwrap_err().code, 50);
     }
 }

@@ -1,7 +1,7 @@
 //! The CNI protocol for plugins (CNI spec 1.1.0), nothing Linux-specific: the environment and its
 //! validation ([`env`]), the netconf ([`netconf`]), versions ([`version`]) and results converted
 //! between them ([`result`]), error results with the spec's codes ([`error`]), the [`Plugin`] trait
-//! and its dispatcher ([`skel`]), and delegation to IPAM plugins ([`ipam`]).
+//! and the verb inputs ([`plugin`]), the dispatcher ([`skel`]), and delegation to IPAM plugins ([`ipam`]).
 //!
 //! A plugin binary is a verb table: implement [`Plugin`] and call [`plugin_main`].
 
@@ -11,6 +11,7 @@ pub mod fs;
 pub mod ipam;
 pub mod logging;
 pub mod netconf;
+pub mod plugin;
 pub mod result;
 pub mod skel;
 pub mod time;
@@ -20,9 +21,9 @@ pub use env::{CniArgs, Command, ContainerId, IfName};
 pub use error::{code, Error};
 pub use ipam::Delegate;
 pub use netconf::NetConf;
-pub use result::{CniResult, Dns, Interface, IpConfig, Route};
-pub use skel::{
-    dispatch, plugin_main, AddInput, AttachmentInput, CheckInput, DelInput, GcInput, Plugin,
-    StatusInput, ValidAttachment,
+pub use plugin::{
+    AddInput, AttachmentInput, CheckInput, DelInput, GcInput, Plugin, StatusInput, ValidAttachment,
 };
+pub use result::{CniResult, Dns, Interface, IpConfig, Route};
+pub use skel::{dispatch, plugin_main};
 pub use version::Version;

@@ -1,0 +1,131 @@
+//! Reading results: any supported version's JSON into the internal shape, and a `prevResult`
+//! checked against its config's version.
+
+use ipnetwork::IpNetwork;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{null_as_default, CniResult, Dns, Interface, IpConfig, Route};
+use crate::error::{code, Error};
+use crate::version::Version;
+
+#[derive(Deserialize)]
+struct WireIp {
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    interface: Option<usize>,
+    address: String,
+    #[serde(default)]
+    gateway: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireResult {
+    #[serde(default, deserialize_with = "null_as_default")]
+    interfaces: Vec<Interface>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    ips: Vec<WireIp>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    routes: Vec<Route>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    dns: Dns,
+}
+
+fn decode_err(what: impl std::fmt::Display) -> Error {
+    Error::decode(format!("could not parse result: {what}"))
+}
+
+impl CniResult {
+    /// Parses a result of any supported version. Returns the result and its `cniVersion` when the
+    /// JSON carries one.
+    ///
+    /// `ips[].version` is checked against the address family when present (0.x results always
+    /// carry it; a stray one in a 1.x result is tolerated, as the reference library does).
+    ///
+    /// # Errors
+    /// Code 1 for a `cniVersion` outside 0.3.0–1.1.0 (legacy 0.1/0.2 results are not supported);
+    /// code 6 for malformed JSON, addresses or routes.
+    pub fn from_json(v: &Value) -> Result<(CniResult, Option<Version>), Error> {
+        let version = match v.get("cniVersion") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(Version::parse(s).ok_or_else(|| {
+                Error::new(code::INCOMPATIBLE_VERSION, "incompatible CNI versions").with_details(
+                    format!(
+                        "result is {s:?}, plugin supports {}",
+                        Version::supported_list()
+                    ),
+                )
+            })?),
+            Some(other) => return Err(decode_err(format!("cniVersion is not a string: {other}"))),
+        };
+        let wire: WireResult = serde_json::from_value(v.clone()).map_err(decode_err)?;
+        let mut ips = Vec::with_capacity(wire.ips.len());
+        for ip in wire.ips {
+            let address: IpNetwork = ip
+                .address
+                .parse()
+                .map_err(|e| decode_err(format!("invalid address {:?}: {e}", ip.address)))?;
+            if let Some(fam) = ip.version.as_deref() {
+                let expect = if address.is_ipv4() { "4" } else { "6" };
+                if fam != expect {
+                    return Err(decode_err(format!(
+                        "ips entry {} has version {fam:?}, expected {expect:?}",
+                        ip.address
+                    )));
+                }
+            }
+            let gateway = match ip.gateway.as_deref() {
+                None | Some("") => None,
+                Some(g) => Some(
+                    g.parse()
+                        .map_err(|e| decode_err(format!("invalid gateway {g:?}: {e}")))?,
+                ),
+            };
+            if let Some(idx) = ip.interface {
+                if idx >= wire.interfaces.len() {
+                    return Err(decode_err(format!(
+                        "ips entry {} names interface {idx}, but there are {}",
+                        ip.address,
+                        wire.interfaces.len()
+                    )));
+                }
+            }
+            ips.push(IpConfig {
+                interface: ip.interface,
+                address,
+                gateway,
+            });
+        }
+        Ok((
+            CniResult {
+                interfaces: wire.interfaces,
+                ips,
+                routes: wire.routes,
+                dns: wire.dns,
+            },
+            version,
+        ))
+    }
+
+    /// Parses a `prevResult` for a config of version `config`: its own `cniVersion`, when present,
+    /// must be in the same result family (the reference library fails to decode a 0.4.0 result
+    /// inside a 1.0.0 config, and the other way round).
+    ///
+    /// # Errors
+    /// Code 1 `incompatible prevResult version` across families; otherwise as [`Self::from_json`].
+    pub fn from_prev_result(v: &Value, config: Version) -> Result<CniResult, Error> {
+        let (result, version) = CniResult::from_json(v)?;
+        if let Some(prev) = version {
+            if prev.family() != config.family() {
+                return Err(Error::new(code::INCOMPATIBLE_VERSION, "incompatible prevResult version")
+                    .with_details(format!(
+                        "prevResult is {:?} but the config is {:?}: a runtime must send the result in the config's version",
+                        prev.as_str(),
+                        config.as_str()
+                    )));
+            }
+        }
+        Ok(result)
+    }
+}

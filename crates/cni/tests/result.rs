@@ -1,0 +1,167 @@
+//! Results: golden JSON for every version, conversion between every pair, tolerance and refusals.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use serde_json::{json, Value};
+use tern_cni::version::Family;
+use tern_cni::{CniResult, Dns, Interface, IpConfig, Route, Version};
+
+fn sample() -> CniResult {
+    CniResult {
+        interfaces: vec![
+            Interface {
+                name: "tern0123456789a".into(),
+                mac: Some("ee:ee:ee:ee:ee:ee".into()),
+                mtu: Some(1500),
+                ..Default::default()
+            },
+            Interface {
+                name: "eth0".into(),
+                mac: Some("0a:58:0a:63:00:02".into()),
+                mtu: Some(1500),
+                sandbox: Some("/run/netns/pod".into()),
+                ..Default::default()
+            },
+        ],
+        ips: vec![
+            IpConfig {
+                interface: Some(1),
+                address: "10.99.0.2/24".parse().unwrap(),
+                gateway: Some("10.99.0.1".parse().unwrap()),
+            },
+            IpConfig {
+                interface: Some(1),
+                address: "fd00::2/64".parse().unwrap(),
+                gateway: None,
+            },
+        ],
+        routes: vec![Route {
+            priority: Some(100),
+            ..Route::new(
+                "0.0.0.0/0".parse().unwrap(),
+                Some("169.254.1.1".parse().unwrap()),
+            )
+        }],
+        dns: Dns::default(),
+    }
+}
+
+fn golden(v: Version) -> Value {
+    let v0 = v.family() == Family::V0;
+    let v11 = v == Version::V1_1_0;
+    let mut host = json!({"name": "tern0123456789a", "mac": "ee:ee:ee:ee:ee:ee"});
+    let mut pod = json!({"name": "eth0", "mac": "0a:58:0a:63:00:02"});
+    if v11 {
+        host["mtu"] = json!(1500);
+        pod["mtu"] = json!(1500);
+    }
+    pod["sandbox"] = json!("/run/netns/pod");
+    let mut ip4 = json!({});
+    let mut ip6 = json!({});
+    if v0 {
+        ip4["version"] = json!("4");
+        ip6["version"] = json!("6");
+    }
+    ip4["interface"] = json!(1);
+    ip4["address"] = json!("10.99.0.2/24");
+    ip4["gateway"] = json!("10.99.0.1");
+    ip6["interface"] = json!(1);
+    ip6["address"] = json!("fd00::2/64");
+    let mut route = json!({"dst": "0.0.0.0/0", "gw": "169.254.1.1"});
+    if v11 {
+        route["priority"] = json!(100);
+    }
+    let mut out = json!({
+        "cniVersion": v.as_str(),
+        "interfaces": [host, pod],
+        "ips": [ip4, ip6],
+        "routes": [route],
+    });
+    if v0 {
+        out["dns"] = json!({});
+    }
+    out
+}
+
+#[test]
+fn prints_golden_json_for_every_version() {
+    for v in Version::ALL {
+        let printed = sample().to_json(v);
+        assert_eq!(printed, golden(v), "version {v}");
+        // Key order is the reference library's.
+        assert_eq!(
+            serde_json::to_string(&printed).unwrap(),
+            serde_json::to_string(&golden(v)).unwrap(),
+            "version {v}"
+        );
+    }
+}
+
+#[test]
+fn converts_between_every_pair_of_versions() {
+    for from in Version::ALL {
+        for to in Version::ALL {
+            let (parsed, ver) = CniResult::from_json(&golden(from)).unwrap();
+            assert_eq!(ver, Some(from));
+            let mut expected = golden(to);
+            // What `from` could not carry is gone for good.
+            if from < Version::V1_1_0 && to == Version::V1_1_0 {
+                for i in expected["interfaces"].as_array_mut().unwrap() {
+                    i.as_object_mut().unwrap().remove("mtu");
+                }
+                expected["routes"][0]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("priority");
+            }
+            assert_eq!(parsed.to_json(to), expected, "{from} -> {to}");
+        }
+    }
+}
+
+#[test]
+fn tolerates_stray_version_in_1x_and_nulls() {
+    let v = json!({
+        "cniVersion": "1.0.0",
+        "interfaces": null,
+        "ips": [{"version": "4", "address": "10.1.0.5/24"}],
+        "routes": null,
+        "dns": {"nameservers": null},
+        "extra": true
+    });
+    let (r, _) = CniResult::from_json(&v).unwrap();
+    assert_eq!(r.ips[0].address.to_string(), "10.1.0.5/24");
+    assert!(r.interfaces.is_empty() && r.routes.is_empty() && r.dns.is_empty());
+}
+
+#[test]
+fn rejects_bad_results() {
+    let cases = [
+        json!({"cniVersion": "0.2.0", "ip4": {"ip": "10.0.0.2/24"}}),
+        json!({"ips": [{"address": "not-an-ip"}]}),
+        json!({"ips": [{"version": "6", "address": "10.0.0.2/24"}]}),
+        json!({"ips": [{"interface": 3, "address": "10.0.0.2/24"}]}),
+        json!({"routes": [{"gw": "10.0.0.1"}]}),
+    ];
+    for c in cases {
+        assert!(CniResult::from_json(&c).is_err(), "{c}");
+    }
+}
+
+#[test]
+fn prev_result_must_match_config_family() {
+    let prev = golden(Version::V0_4_0);
+    assert!(CniResult::from_prev_result(&prev, Version::V0_3_1).is_ok());
+    let e = CniResult::from_prev_result(&prev, Version::V1_0_0).unwrap_err();
+    assert_eq!(e.code, 1);
+    let prev = golden(Version::V1_1_0);
+    assert_eq!(
+        CniResult::from_prev_result(&prev, Version::V0_4_0)
+            .unwrap_err()
+            .code,
+        1
+    );
+    assert!(CniResult::from_prev_result(&prev, Version::V1_0_0).is_ok());
+    let mut no_version = golden(Version::V1_0_0);
+    no_version.as_object_mut().unwrap().remove("cniVersion");
+    assert!(CniResult::from_prev_result(&no_version, Version::V0_4_0).is_ok());
+}
