@@ -1,0 +1,67 @@
+//! Command-line settings of `tern-bench` and their parsing.
+
+use std::path::PathBuf;
+
+use crate::Res;
+
+/// Command-line settings.
+#[derive(Clone, Debug)]
+pub(crate) struct Opts {
+    pub(crate) pods: usize,
+    pub(crate) rounds: usize,
+    pub(crate) parallel: Vec<usize>,
+    pub(crate) rss_samples: usize,
+    pub(crate) tern: PathBuf,
+    pub(crate) ptp: PathBuf,
+    pub(crate) ref_dir: PathBuf,
+    pub(crate) state_dir: Option<PathBuf>,
+    /// A second tern build, run as the "tern" row's twin ("tern-b") in the same rounds, for an
+    /// A/B of two builds under the same drift (`--tern-b PATH`).
+    pub(crate) tern_b: Option<PathBuf>,
+}
+
+pub(crate) fn parse_opts() -> Res<Opts> {
+    let root = std::env::current_dir().map_err(|e| format!("cwd: {e}"))?;
+    let mut o = Opts {
+        pods: 200,
+        rounds: 4,
+        parallel: vec![1, 8],
+        rss_samples: 20,
+        // tern-bench is built beside tern.
+        tern: std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join("tern")))
+            .unwrap_or_else(|| root.join("target/release/tern")),
+        ptp: PathBuf::from("/usr/lib/cni/ptp"),
+        ref_dir: PathBuf::from("/usr/lib/cni"),
+        state_dir: None,
+        tern_b: None,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--pods" => o.pods = val()?.parse().map_err(|e| format!("--pods: {e}"))?,
+            "--rounds" => o.rounds = val()?.parse().map_err(|e| format!("--rounds: {e}"))?,
+            "--rss-samples" => {
+                o.rss_samples = val()?.parse().map_err(|e| format!("--rss-samples: {e}"))?
+            }
+            "--parallel" => {
+                o.parallel = val()?
+                    .split(',')
+                    .map(|s| s.parse().map_err(|e| format!("--parallel {s}: {e}")))
+                    .collect::<Res<_>>()?
+            }
+            "--tern" => o.tern = PathBuf::from(val()?),
+            "--ptp" => o.ptp = PathBuf::from(val()?),
+            "--state-dir" => o.state_dir = Some(PathBuf::from(val()?)),
+            "--tern-b" => o.tern_b = Some(PathBuf::from(val()?)),
+            "--ref-dir" => o.ref_dir = PathBuf::from(val()?),
+            _ => return Err(format!("unknown argument {a}")),
+        }
+    }
+    if o.pods == 0 || o.parallel.contains(&0) {
+        return Err("--pods and --parallel must be positive".into());
+    }
+    Ok(o)
+}

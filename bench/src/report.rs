@@ -1,0 +1,162 @@
+//! The report: latency table, ratios against the reference and the targets.
+
+use std::sync::atomic::Ordering;
+
+use crate::env::Env;
+use crate::opts::Opts;
+use crate::rounds::{pct, Row};
+
+pub(crate) fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "MET"
+    } else {
+        "NOT MET"
+    }
+}
+
+/// Prints the latency table of every row, the ratios against ptp and the reference chain with
+/// their targets, the A/B of `--tern-b`, the pod lookup's cost and the tuning plugins alone.
+pub(crate) fn report_latencies(o: &Opts, rows: &[Row], env: &Env) {
+    println!();
+    println!(
+        "{:<11} {:>3} {:>5} | {:>8} {:>8} | {:>8} {:>8} | {:>15} {:>15} | {:>7}",
+        "plugin",
+        "par",
+        "pods",
+        "ADD p50",
+        "ADD p99",
+        "DEL p50",
+        "DEL p99",
+        "kernel vethdel",
+        "p50 / p99",
+        "pods/s"
+    );
+    for r in rows {
+        let k = if r.kdel.lat.is_empty() {
+            String::from("(same as above)")
+        } else {
+            format!(
+                "{:>6.3} / {:>6.3}",
+                pct(&r.kdel.lat, 0.5),
+                pct(&r.kdel.lat, 0.99)
+            )
+        };
+        println!(
+            "{:<11} {:>3} {:>5} | {:>8.3} {:>8.3} | {:>8.3} {:>8.3} | {:>31} | {:>7.1}",
+            r.label,
+            r.par,
+            r.pods,
+            pct(&r.add.lat, 0.5),
+            pct(&r.add.lat, 0.99),
+            pct(&r.del.lat, 0.5),
+            pct(&r.del.lat, 0.99),
+            k,
+            r.pods_per_sec()
+        );
+    }
+    println!("(latencies in ms: spawn to reaped exit; pods/s = pods / (ADD phase wall + DEL phase wall));");
+    println!(" hl = host-local exec'd directly with the same kind of netconf: the IPAM floor under both plugins;");
+    println!(" tern/ti = tern with tern-ipam (run in-process by tern); tern+lookup = tern as in the tern row plus");
+    println!("   the pod lookup (kubeconfig, CNI_ARGS K8S_POD_NAMESPACE/NAME/UID) against the API server stand-in");
+    println!("   in the host netns (HTTPS on loopback, one GET per ADD); tern-tuning, tuning = each tuning plugin");
+    println!("   alone with a prevResult on a pod netns whose eth0 was made untimed (pods/s meaningless there);");
+    println!(" chains, run as libcni runs a conflist:");
+    println!("   ref-chain = ptp + host-local + tuning; tt-chain/hl = tern + tern-tuning with host-local;");
+    println!("   tt-chain/ti = tern + tern-tuning with tern-ipam; both tuning plugins set the same 3 sysctls;");
+    println!(
+        " kernel vethdel = one RTM_DELLINK of a veth whose peer is in a pod netns, timed alone)"
+    );
+
+    println!("\nratios tern/ptp, and the targets:");
+    for &par in &o.parallel {
+        let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+        if let (Some(t), Some(p)) = (find("tern"), find("ptp")) {
+            let add = pct(&t.add.lat, 0.5) / pct(&p.add.lat, 0.5);
+            let del = pct(&t.del.lat, 0.5) / pct(&p.del.lat, 0.5);
+            println!(
+                "  par {par}: ADD p50 {add:.2}x (target <= 0.50x: {}), ADD p99 {:.2}x, DEL p50 {del:.2}x (target <= 1.00x: {}), DEL p99 {:.2}x, pods/s {:.2}x",
+                verdict(add <= 0.5),
+                pct(&t.add.lat, 0.99) / pct(&p.add.lat, 0.99),
+                verdict(del <= 1.0),
+                pct(&t.del.lat, 0.99) / pct(&p.del.lat, 0.99),
+                t.pods_per_sec() / p.pods_per_sec()
+            );
+        }
+    }
+
+    if let Some(b) = &o.tern_b {
+        println!("A/B: tern-b ({}) against tern, same rounds:", b.display());
+        for &par in &o.parallel {
+            let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+            if let (Some(a), Some(b)) = (find("tern"), find("tern-b")) {
+                println!(
+                    "  par {par}: ADD p50 {:.3} vs {:.3} ms ({:+.3}), ADD p99 {:+.3} ms, DEL p50 {:+.3} ms",
+                    pct(&b.add.lat, 0.5),
+                    pct(&a.add.lat, 0.5),
+                    pct(&b.add.lat, 0.5) - pct(&a.add.lat, 0.5),
+                    pct(&b.add.lat, 0.99) - pct(&a.add.lat, 0.99),
+                    pct(&b.del.lat, 0.5) - pct(&a.del.lat, 0.5),
+                );
+            }
+        }
+    }
+
+    println!("chains against the reference chain (ptp + host-local + tuning):");
+    for &par in &o.parallel {
+        let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+        let Some(reference) = find("ref-chain") else {
+            continue;
+        };
+        for label in ["tt-chain/hl", "tt-chain/ti"] {
+            if let Some(t) = find(label) {
+                let add = pct(&t.add.lat, 0.5) / pct(&reference.add.lat, 0.5);
+                let target = if label == "tt-chain/ti" {
+                    format!(" (target <= 0.40x: {})", verdict(add <= 0.4))
+                } else {
+                    String::new()
+                };
+                println!(
+                    "  par {par} {label}: ADD p50 {add:.2}x{target}, ADD p99 {:.2}x, DEL p50 {:.2}x, DEL p99 {:.2}x, pods/s {:.2}x",
+                    pct(&t.add.lat, 0.99) / pct(&reference.add.lat, 0.99),
+                    pct(&t.del.lat, 0.5) / pct(&reference.del.lat, 0.5),
+                    pct(&t.del.lat, 0.99) / pct(&reference.del.lat, 0.99),
+                    t.pods_per_sec() / reference.pods_per_sec()
+                );
+            }
+        }
+    }
+
+    println!("kube lookup cost on ADD p50 = tern+lookup - tern (goal: at most 3 ms):");
+    for &par in &o.parallel {
+        let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+        if let (Some(t), Some(l)) = (find("tern"), find("tern+lookup")) {
+            let d50 = pct(&l.add.lat, 0.5) - pct(&t.add.lat, 0.5);
+            println!(
+                "  par {par}: {d50:.3} ms ({}); ADD p99 tern+lookup - tern = {:.3} ms",
+                verdict(d50 <= 3.0),
+                pct(&l.add.lat, 0.99) - pct(&t.add.lat, 0.99)
+            );
+        }
+    }
+    println!(
+        "  stand-in: {} pod GETs for {} tern+lookup ADDs, warm-up included (exactly one GET of each pod per ADD, checked per phase; the RSS pass is checked apart)",
+        env.lookup_gets.load(Ordering::Relaxed),
+        env.lookup_adds.load(Ordering::Relaxed)
+    );
+
+    println!(
+        "tern-tuning alone / tuning alone (same 3 sysctls, with prevResult, eth0 already there):"
+    );
+    for &par in &o.parallel {
+        let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+        if let (Some(t), Some(r)) = (find("tern-tuning"), find("tuning")) {
+            println!(
+                "  par {par}: ADD p50 {:.2}x, ADD p99 {:.2}x, DEL p50 {:.2}x, DEL p99 {:.2}x",
+                pct(&t.add.lat, 0.5) / pct(&r.add.lat, 0.5),
+                pct(&t.add.lat, 0.99) / pct(&r.add.lat, 0.99),
+                pct(&t.del.lat, 0.5) / pct(&r.del.lat, 0.5),
+                pct(&t.del.lat, 0.99) / pct(&r.del.lat, 0.99),
+            );
+        }
+    }
+}
