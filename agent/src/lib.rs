@@ -6,6 +6,7 @@
 pub mod clock;
 pub mod config;
 pub mod install;
+pub mod mint;
 pub mod run;
 pub mod schedule;
 

@@ -1,4 +1,4 @@
-//! Parses every manifest in deploy/ and checks the RBAC is no wider than issue 5 allows, the
+//! Parses every manifest in deploy/ and checks the RBAC is no wider than the features need, the
 //! DaemonSet has what the agent needs, and the ConfigMap's template passes `install`'s checks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

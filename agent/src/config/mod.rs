@@ -1,0 +1,84 @@
+//! `tern-agent run` settings: the [`RunConfig`] type and its defaults; parsing from flags and
+//! environment is in `parse.rs`, the checks in `validate.rs`, the flag machinery in `flags.rs`.
+//!
+//! Invariant: a [`RunConfig`] that exists is valid — the requested lifetime is ≥ 600 s and never
+//! exactly 3607 s, the refresh override parses strictly and lies in [1 min, lifetime), the
+//! metrics address is loopback unless explicitly allowed, and the wall-clock check runs at least
+//! once a minute.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::schedule::Policy;
+
+mod flags;
+mod parse;
+mod validate;
+
+pub use flags::{help_text, parse_bool, parse_flags, FlagSpec, HelpRequested};
+pub(crate) use parse::CREDENTIAL_FLAGS;
+pub use parse::{api_server_from, namespace_from, RUN_ENV_HELP, RUN_FLAGS};
+
+/// Default path of the kubeconfig the agent writes.
+pub const DEFAULT_KUBECONFIG: &str = "/etc/cni/net.d/tern-kubeconfig";
+/// Default in-cluster service-account directory.
+pub const DEFAULT_SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// Default CNI service account.
+pub const DEFAULT_CNI_SA: &str = "tern-cni";
+/// Default health/metrics address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9412";
+/// Environment variable overriding the refresh interval.
+pub const REFRESH_ENV: &str = "CNI_TOKEN_REFRESH_DURATION";
+
+/// Everything `tern-agent run` needs.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// API server URL (`https://host:port`), from `KUBERNETES_SERVICE_HOST`/`_PORT` or `--api-server`.
+    pub api_server: String,
+    /// Directory holding the agent's own `token`, `ca.crt` and `namespace` (re-read per request).
+    pub sa_dir: PathBuf,
+    /// Namespace of the CNI service account (`POD_NAMESPACE`, else `<sa_dir>/namespace`).
+    pub namespace: String,
+    /// The CNI service account whose tokens are requested.
+    pub cni_service_account: String,
+    /// Requested token lifetime (default 24 h).
+    pub token_lifetime: Duration,
+    /// Refresh and backoff settings.
+    pub policy: Policy,
+    /// Kubeconfig written for the plugin.
+    pub kubeconfig: PathBuf,
+    /// Agent channel socket.
+    pub socket: PathBuf,
+    /// `/healthz` and `/metrics` address.
+    pub listen: SocketAddr,
+    /// Deadline of each API request.
+    pub request_timeout: Duration,
+    /// How often wall-clock time is compared with the schedule (≤ 60 s).
+    pub wall_check: Duration,
+    /// Minimum spacing of channel-triggered refreshes (default 30 s).
+    pub channel_min_interval: Duration,
+    /// Read deadline for one channel request.
+    pub channel_read_timeout: Duration,
+}
+
+impl RunConfig {
+    /// Defaults for everything but the API server and namespace.
+    pub fn with_defaults(api_server: String, namespace: String) -> Self {
+        RunConfig {
+            api_server,
+            sa_dir: DEFAULT_SA_DIR.into(),
+            namespace,
+            cni_service_account: DEFAULT_CNI_SA.into(),
+            token_lifetime: Duration::from_secs(24 * 3600),
+            policy: Policy::default(),
+            kubeconfig: DEFAULT_KUBECONFIG.into(),
+            socket: tern_kube::channel::DEFAULT_SOCKET.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 9412)),
+            request_timeout: Duration::from_secs(10),
+            wall_check: Duration::from_secs(30),
+            channel_min_interval: Duration::from_secs(30),
+            channel_read_timeout: Duration::from_secs(2),
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The invariants of a [`RunConfig`], checked once before the agent starts.
+
+use std::time::Duration;
+
+use anyhow::bail;
+
+use super::{RunConfig, REFRESH_ENV};
+
+impl RunConfig {
+    /// A message naming the setting and what is accepted.
+    pub fn validate(&self, allow_non_loopback: bool) -> anyhow::Result<()> {
+        let life = self.token_lifetime.as_secs();
+        if life < 600 {
+            bail!("--token-lifetime must be at least 10m (the API server refuses shorter tokens)");
+        }
+        if life == 3607 {
+            bail!("--token-lifetime must not be exactly 3607s: the API server would mint a one-year token");
+        }
+        if let Some(o) = self.policy.refresh_override {
+            if o < Duration::from_secs(60) || o >= self.token_lifetime {
+                bail!("{REFRESH_ENV} must be at least 1m and shorter than the token lifetime ({life}s), e.g. 10m or 2h");
+            }
+        }
+        if self.wall_check.is_zero() || self.wall_check > Duration::from_secs(60) {
+            bail!("--wall-check must be between 1ms and 1m");
+        }
+        if self.policy.backoff_base.is_zero() || self.policy.backoff_cap < self.policy.backoff_base
+        {
+            bail!("--backoff-base must be positive and not above --backoff-cap");
+        }
+        if self.request_timeout.is_zero() {
+            bail!("--request-timeout must be positive");
+        }
+        if !allow_non_loopback && !self.listen.ip().is_loopback() {
+            bail!("--listen {} is not loopback; pass --allow-non-loopback-listen true to expose metrics", self.listen);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn refuses_3607_short_lifetimes_and_exposed_listen() {
+        let env = env_of(&[]);
+        let a = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(RunConfig::from_args(&[], &env)
+            .unwrap_err()
+            .to_string()
+            .contains("KUBERNETES_SERVICE_HOST"));
+        let base = ["--api-server", "https://h:1", "--namespace", "n"];
+        let with = |extra: &[&str]| {
+            let mut v = a(&base);
+            v.extend(a(extra));
+            RunConfig::from_args(&v, &env)
+        };
+        assert!(with(&["--token-lifetime", "3607s"])
+            .unwrap_err()
+            .to_string()
+            .contains("3607"));
+        assert!(with(&["--token-lifetime", "5m"]).is_err());
+        assert!(with(&["--listen", "0.0.0.0:9412"])
+            .unwrap_err()
+            .to_string()
+            .contains("not loopback"));
+        assert!(with(&["--wall-check", "2m"]).is_err());
+        assert!(with(&["--bogus", "1"])
+            .unwrap_err()
+            .to_string()
+            .contains("unknown flag"));
+        assert!(with(&["--token-lifetime", "1h"]).is_ok());
+    }
+}

@@ -1,0 +1,239 @@
+//! The conflist `install` writes: the template and its placeholders, rendering, and the checks a
+//! rendered conflist must pass before anything on the host changes (tuning sysctls against the
+//! allowlist, `tern-lookup` present when its plugins call the API).
+
+use std::path::Path;
+
+use anyhow::{bail, Context as _};
+use serde_json::Value;
+use tern_net::sysctl::{Allowlist, SysctlKey, SysctlValue};
+
+/// Placeholder replaced by the kubeconfig path as the host sees it (a JSON string body).
+pub const KUBECONFIG_PLACEHOLDER: &str = "__KUBECONFIG_FILEPATH__";
+/// Placeholder replaced by the node name (a JSON string body).
+pub const NODE_NAME_PLACEHOLDER: &str = "__NODE_NAME__";
+/// Placeholder replaced by host-local `ranges` built from the node's `spec.podCIDRs` (a JSON value).
+pub const RANGES_PLACEHOLDER: &str = "__POD_CIDR_RANGES__";
+
+/// The conflist template used when none is given.
+pub const DEFAULT_TEMPLATE: &str = r#"{
+  "cniVersion": "1.0.0",
+  "name": "tern",
+  "plugins": [
+    {
+      "type": "tern",
+      "mtu": 1500,
+      "kubernetes": { "kubeconfig": "__KUBECONFIG_FILEPATH__" },
+      "ipam": { "type": "host-local", "ranges": __POD_CIDR_RANGES__ }
+    },
+    {
+      "type": "tern-tuning",
+      "sysctl": {
+        "net.ipv4.tcp_keepalive_time": "600",
+        "net.ipv4.tcp_keepalive_intvl": "60",
+        "net.ipv4.tcp_keepalive_probes": "5"
+      }
+    }
+  ]
+}
+"#;
+
+/// A conflist whose plugins call the API (`kubernetes.kubeconfig` on a plugin, or on its `ipam`)
+/// needs `tern-lookup` installed beside them: without it every such ADD fails (code 7).
+///
+/// # Errors
+/// When the conflist needs it and `plugins` does not list it.
+pub fn require_lookup_helper(conflist: &Value, plugins: &[String]) -> anyhow::Result<()> {
+    let calls_api = |v: &Value| v.pointer("/kubernetes/kubeconfig").is_some();
+    let needs = conflist["plugins"]
+        .as_array()
+        .is_some_and(|ps| ps.iter().any(|p| calls_api(p) || calls_api(&p["ipam"])));
+    if needs && !plugins.iter().any(|p| p == "tern-lookup") {
+        bail!("the conflist sets kubernetes.kubeconfig, so its plugins call the API through tern-lookup: add tern-lookup to --plugins (now {})", plugins.join(","));
+    }
+    Ok(())
+}
+
+/// host-local `ranges` for `cidrs`: one range set per CIDR (one per family).
+pub fn ranges_for(cidrs: &[String]) -> Value {
+    Value::Array(
+        cidrs
+            .iter()
+            .map(|c| serde_json::json!([{ "subnet": c }]))
+            .collect(),
+    )
+}
+
+/// Fills the template's placeholders. `ranges` is needed only when the template uses
+/// [`RANGES_PLACEHOLDER`].
+///
+/// # Errors
+/// A placeholder has no value, or the result is not a JSON object with a non-empty `plugins` list.
+pub fn render(
+    template: &str,
+    kubeconfig: &Path,
+    node_name: &str,
+    ranges: Option<&Value>,
+) -> anyhow::Result<Value> {
+    let js = |s: &str| {
+        let q = Value::String(s.to_owned()).to_string();
+        q[1..q.len() - 1].to_owned()
+    };
+    let mut text = template.replace(KUBECONFIG_PLACEHOLDER, &js(&kubeconfig.to_string_lossy()));
+    if text.contains(NODE_NAME_PLACEHOLDER) {
+        if node_name.is_empty() {
+            bail!("the conflist template uses {NODE_NAME_PLACEHOLDER} but no node name is set (NODE_NAME or --node-name)");
+        }
+        text = text.replace(NODE_NAME_PLACEHOLDER, &js(node_name));
+    }
+    if text.contains(RANGES_PLACEHOLDER) {
+        let Some(r) = ranges else {
+            bail!("the conflist template uses {RANGES_PLACEHOLDER}; pass --pod-cidrs-from-node true to fill it from the node's spec.podCIDRs");
+        };
+        text = text.replace(RANGES_PLACEHOLDER, &r.to_string());
+    }
+    let v: Value =
+        serde_json::from_str(&text).context("the rendered conflist is not valid JSON")?;
+    match v.get("plugins").and_then(Value::as_array) {
+        Some(p) if !p.is_empty() => Ok(v),
+        _ => bail!("the rendered conflist has no \"plugins\" list"),
+    }
+}
+
+/// Checks every sysctl of every `tern-tuning` (or reference `tuning`) entry: key rules, value
+/// rules and the allowlist, exactly as tern-tuning does on ADD.
+///
+/// # Errors
+/// One message naming every refused key and the allowlist's source.
+pub fn validate_tuning(conflist: &Value, allowlist: &Allowlist) -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for (i, p) in conflist
+        .get("plugins")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let ty = p.get("type").and_then(Value::as_str).unwrap_or("");
+        if ty != "tern-tuning" && ty != "tuning" {
+            continue;
+        }
+        let Some(sysctl) = p.get("sysctl") else {
+            continue;
+        };
+        let Some(map) = sysctl.as_object() else {
+            problems.push(format!(
+                "plugins[{i}] ({ty}): \"sysctl\" must be an object of key: value strings"
+            ));
+            continue;
+        };
+        for (k, v) in map {
+            let Some(v) = v.as_str() else {
+                problems.push(format!(
+                    "plugins[{i}] ({ty}): sysctl {k}: value must be a string"
+                ));
+                continue;
+            };
+            if let Err(e) = SysctlKey::parse(k, "eth0") {
+                problems.push(format!("plugins[{i}] ({ty}): {e}"));
+            } else if let Err(e) = SysctlValue::parse(k, v) {
+                problems.push(format!("plugins[{i}] ({ty}): {e}"));
+            } else if let Err(e) = allowlist.check(k) {
+                problems.push(format!("plugins[{i}] ({ty}): {e}"));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!("refusing the conflist: {}", problems.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conflist_that_calls_the_api_needs_tern_lookup() {
+        let plugins = |l: &str| l.split(',').map(str::to_owned).collect::<Vec<_>>();
+        let c = render(
+            DEFAULT_TEMPLATE,
+            Path::new("/k"),
+            "n1",
+            Some(&ranges_for(&["10.0.0.0/24".into()])),
+        )
+        .unwrap();
+        let e = require_lookup_helper(&c, &plugins("tern,tern-tuning")).unwrap_err();
+        assert!(e.to_string().contains("add tern-lookup"), "{e}");
+        require_lookup_helper(&c, &plugins("tern,tern-tuning,tern-lookup")).unwrap();
+        let plain =
+            serde_json::json!({"plugins": [{"type": "tern", "ipam": {"type": "host-local"}}]});
+        require_lookup_helper(&plain, &plugins("tern")).unwrap();
+    }
+
+    #[test]
+    fn renders_placeholders_as_json() {
+        let v = render(
+            DEFAULT_TEMPLATE,
+            Path::new("/etc/cni/net.d/tern-kubeconfig"),
+            "n1",
+            Some(&ranges_for(&["10.1.0.0/24".into(), "fd00::/64".into()])),
+        )
+        .unwrap();
+        assert_eq!(
+            v["plugins"][0]["kubernetes"]["kubeconfig"],
+            "/etc/cni/net.d/tern-kubeconfig"
+        );
+        assert_eq!(
+            v["plugins"][0]["ipam"]["ranges"][1][0]["subnet"],
+            "fd00::/64"
+        );
+        let e = render(DEFAULT_TEMPLATE, Path::new("/k"), "n1", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--pod-cidrs-from-node"), "{e}");
+        let e = render(
+            "{\"name\":\"__NODE_NAME__\",\"plugins\":[{}]}",
+            Path::new("/k"),
+            "",
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("NODE_NAME"));
+        assert!(render("{\"plugins\":[]}", Path::new("/k"), "", None).is_err());
+        // A path with a quote cannot break out of the JSON string.
+        let v = render(
+            "{\"k\":\"__KUBECONFIG_FILEPATH__\",\"plugins\":[{}]}",
+            Path::new("/a\"b"),
+            "",
+            None,
+        )
+        .unwrap();
+        assert_eq!(v["k"], "/a\"b");
+    }
+
+    #[test]
+    fn tuning_entries_use_the_allowlist() {
+        let ok: Value =
+            serde_json::from_str(DEFAULT_TEMPLATE.replace(RANGES_PLACEHOLDER, "[]").as_str())
+                .unwrap();
+        validate_tuning(&ok, &Allowlist::builtin()).unwrap();
+        let bad = serde_json::json!({"plugins": [{"type": "tern-tuning", "sysctl": {"net.ipv4.ip_forward": "1", "net.ipv4.tcp_keepalive_time": "600"}}]});
+        let e = validate_tuning(&bad, &Allowlist::builtin())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("net.ipv4.ip_forward") && !e.contains("tcp_keepalive_time\" is"),
+            "{e}"
+        );
+        let escape = serde_json::json!({"plugins": [{"type": "tuning", "sysctl": {"kernel.hostname": "x"}}]});
+        let strict = Allowlist::from_patterns(&["net.*", "kernel.*"], "test").unwrap();
+        assert!(
+            validate_tuning(&escape, &strict).is_err(),
+            "outside /proc/sys/net is refused even if listed"
+        );
+        let badval = serde_json::json!({"plugins": [{"type": "tern-tuning", "sysctl": {"net.ipv4.tcp_keepalive_time": "6\n0"}}]});
+        assert!(validate_tuning(&badval, &Allowlist::builtin()).is_err());
+    }
+}

@@ -1,0 +1,146 @@
+//! `tern-agent install`: the DaemonSet's init step, in order; its settings are in `config.rs`, the
+//! conflist template and its checks in `conflist.rs`.
+//!
+//! Order: (1) render and validate the conflist (reading the node's `spec.podCIDRs` when the
+//! template needs them), check that every plugin in `--plugins` is a regular file in
+//! `--src-bin-dir` and read it; (2) mint the first CNI token (TokenRequest), kept in memory;
+//! (3) copy the plugins; (4) write the kubeconfig; (5) write the conflist, last.
+//!
+//! Invariants: nothing on the host changes unless the rendered conflist is valid JSON whose
+//! `tern-tuning`/`tuning` sysctl entries all pass the same key, value and allowlist checks as
+//! tern-tuning (`tern_net::sysctl`), every listed plugin is present, and the TokenRequest
+//! succeeded; only the listed plugins (by default `tern`, `tern-tuning`, `tern-ipam`,
+//! `tern-lookup`) are copied, never anything else in the source directory; every file is replaced atomically (temp file in
+//! the same directory, fsync, rename), so a running plugin never sees a half-written binary and the
+//! runtime never sees a half-written conflist; the kubeconfig (0600) is written before the
+//! conflist (0644), so the runtime never sees a network without credentials; a refusal leaves the
+//! previous conflist in place.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use tern_kube::write_atomic;
+use tern_net::sysctl::Allowlist;
+use tracing::info;
+
+use crate::mint::{in_cluster_client, mint_kubeconfig};
+
+mod config;
+mod conflist;
+
+pub use config::{help, install_flags, parse_plugins, InstallConfig, Report, DEFAULT_PLUGINS};
+pub use conflist::{
+    ranges_for, render, require_lookup_helper, validate_tuning, DEFAULT_TEMPLATE,
+    KUBECONFIG_PLACEHOLDER, NODE_NAME_PLACEHOLDER, RANGES_PLACEHOLDER,
+};
+
+/// Reads every plugin in `cfg.plugins` from `cfg.src_bin_dir`: (name, bytes).
+///
+/// # Errors
+/// A plugin is missing or not a regular file (named, with the directory and the flag to change).
+fn read_plugins(cfg: &InstallConfig) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    if cfg.plugins.is_empty() {
+        bail!("no plugins to install (--plugins is empty)");
+    }
+    let mut missing = Vec::new();
+    let mut out = Vec::new();
+    for name in &cfg.plugins {
+        let path = cfg.src_bin_dir.join(name);
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => {
+                let bytes =
+                    std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+                out.push((name.clone(), bytes));
+            }
+            _ => missing.push(name.as_str()),
+        }
+    }
+    if !missing.is_empty() {
+        bail!(
+            "plugin {} not found in {} (a regular file is needed; --src-bin-dir sets the directory, --plugins the list, now {})",
+            missing.join(", "),
+            cfg.src_bin_dir.display(),
+            cfg.plugins.join(",")
+        );
+    }
+    Ok(out)
+}
+
+/// Runs the install in the order of the module docs.
+///
+/// # Errors
+/// Any step failed. A failure up to and including the TokenRequest changes nothing on the host;
+/// after it, what was already replaced stays replaced (plugins, kubeconfig), and the conflist is
+/// written only when everything before it succeeded.
+pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
+    let host_kubeconfig = cfg.host_conf_dir.join(&cfg.kubeconfig_name);
+    // 1. Render and validate, and read the plugins, before touching anything.
+    let ranges = if cfg.pod_cidrs_from_node {
+        if cfg.node_name.is_empty() {
+            bail!("reading the node's spec.podCIDRs (for {RANGES_PLACEHOLDER}) needs the node name: set NODE_NAME or pass --node-name (or --pod-cidrs-from-node false with a template that does not use {RANGES_PLACEHOLDER})");
+        }
+        let (client, _) = in_cluster_client(&cfg.kube).context("in-cluster credentials")?;
+        let node = client
+            .get_node(&cfg.node_name, Duration::from_secs(10))
+            .with_context(|| format!("read node {}", cfg.node_name))?;
+        if node.pod_cidrs.is_empty() {
+            bail!("node {} has no spec.podCIDRs yet; retry once the controller manager has assigned them", cfg.node_name);
+        }
+        Some(ranges_for(&node.pod_cidrs))
+    } else {
+        None
+    };
+    let conflist = render(
+        &cfg.template,
+        &host_kubeconfig,
+        &cfg.node_name,
+        ranges.as_ref(),
+    )?;
+    let allowlist = Allowlist::load(&cfg.allowlist)?;
+    validate_tuning(&conflist, &allowlist)?;
+    require_lookup_helper(&conflist, &cfg.plugins)?;
+    let conflist_text = serde_json::to_string_pretty(&conflist)? + "\n";
+    let plugins = read_plugins(cfg)?;
+
+    // 2. The first token, before the host changes: a failing TokenRequest leaves it untouched.
+    let mut kube = cfg.kube.clone();
+    kube.kubeconfig = cfg.cni_conf_dir.join(&cfg.kubeconfig_name);
+    let minted = mint_kubeconfig(&kube).context("mint the first CNI token")?;
+
+    // 3. The plugins (only those listed), each replaced atomically.
+    std::fs::create_dir_all(&cfg.cni_bin_dir)
+        .with_context(|| format!("create {}", cfg.cni_bin_dir.display()))?;
+    let mut binaries = Vec::new();
+    for (name, bytes) in plugins {
+        write_atomic(&cfg.cni_bin_dir.join(&name), &bytes, 0o755)?;
+        info!(binary = %name, dir = %cfg.cni_bin_dir.display(), "installed binary");
+        binaries.push(name);
+    }
+
+    // 4. The kubeconfig, before the conflist.
+    std::fs::create_dir_all(&cfg.cni_conf_dir)
+        .with_context(|| format!("create {}", cfg.cni_conf_dir.display()))?;
+    minted.write(&kube.kubeconfig)?;
+    info!(kubeconfig = %kube.kubeconfig.display(), expires_at = %tern_kube::time::format_rfc3339(minted.status.expiration_timestamp), "wrote kubeconfig");
+
+    // 5. The conflist, last.
+    let conflist_path = cfg.cni_conf_dir.join(&cfg.conflist_name);
+    write_atomic(&conflist_path, conflist_text.as_bytes(), 0o644)?;
+    info!(conflist = %conflist_path.display(), "wrote conflist");
+    Ok(Report {
+        binaries,
+        kubeconfig: kube.kubeconfig,
+        conflist: conflist_path,
+    })
+}
+
+/// Entry point for `tern-agent install <args>`.
+///
+/// # Errors
+/// As [`InstallConfig::from_args`] and [`install`].
+pub fn main(args: &[String]) -> anyhow::Result<()> {
+    let cfg = InstallConfig::from_args(args, &|k| std::env::var(k).ok())?;
+    let r = install(&cfg)?;
+    info!(binaries = ?r.binaries, "install done");
+    Ok(())
+}

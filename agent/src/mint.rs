@@ -1,0 +1,90 @@
+//! Minting the CNI token: TokenRequest with the agent's own in-cluster credentials, and the
+//! kubeconfig carrying the token, rendered in memory and written atomically (mode 0600).
+//!
+//! Invariant: the token leaves this module only inside the kubeconfig file.
+
+use tern_kube::kubeconfig::{self, ClientConfig, TlsTrust};
+use tern_kube::{
+    write_atomic, BearerToken, Client, KubeError, TokenRequestSpec, TokenRequestStatus,
+};
+
+use crate::config::RunConfig;
+
+/// One refresh: TokenRequest with the agent's own (re-read) credentials, then the atomic write
+/// of the kubeconfig (mode 0600) to `cfg.kubeconfig`.
+///
+/// # Errors
+/// Reading the credentials, the TokenRequest, or the write failed.
+pub fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
+    let m = mint_kubeconfig(cfg)?;
+    m.write(&cfg.kubeconfig)?;
+    Ok(m.status)
+}
+
+/// A freshly minted CNI token and the kubeconfig text carrying it, not yet on disk. It has no
+/// `Debug`/`Display`: the text holds the token and is only ever written, by [`Self::write`].
+pub struct MintedKubeconfig {
+    /// The TokenRequest's status (expiry, granted lifetime, warnings).
+    pub status: TokenRequestStatus,
+    text: String,
+}
+
+impl MintedKubeconfig {
+    /// Writes the kubeconfig atomically with mode 0600.
+    ///
+    /// # Errors
+    /// [`KubeError::Io`] naming the file; the previous file is then unchanged.
+    pub fn write(&self, path: &std::path::Path) -> Result<(), KubeError> {
+        write_atomic(path, self.text.as_bytes(), 0o600)
+    }
+}
+
+/// TokenRequest for the CNI service account with the agent's own (re-read) credentials; the
+/// kubeconfig is rendered in memory, not written. `install` uses it to hold the token before it
+/// touches the host.
+///
+/// # Errors
+/// Reading the credentials or the TokenRequest failed.
+pub fn mint_kubeconfig(cfg: &RunConfig) -> Result<MintedKubeconfig, KubeError> {
+    let (client, ca) = in_cluster_client(cfg)?;
+    let spec = TokenRequestSpec {
+        audiences: Vec::new(),
+        expiration_seconds: Some(i64::try_from(cfg.token_lifetime.as_secs()).unwrap_or(86_400)),
+        bound_object_ref: None,
+    };
+    let status = client.create_token(
+        &cfg.namespace,
+        &cfg.cni_service_account,
+        &spec,
+        cfg.request_timeout,
+    )?;
+    let text = kubeconfig::render(&cfg.api_server, &ca, &status.token);
+    Ok(MintedKubeconfig { status, text })
+}
+
+/// A client with the agent's own in-cluster credentials (token and CA re-read now), and the CA.
+///
+/// # Errors
+/// The token or CA file cannot be read, or the CA holds no certificate.
+pub fn in_cluster_client(cfg: &RunConfig) -> Result<(Client, Vec<u8>), KubeError> {
+    let token_path = cfg.sa_dir.join("token");
+    let ca_path = cfg.sa_dir.join("ca.crt");
+    let own = std::fs::read_to_string(&token_path).map_err(|source| KubeError::Io {
+        op: "read",
+        path: token_path,
+        source,
+    })?;
+    let ca = std::fs::read(&ca_path).map_err(|source| KubeError::Io {
+        op: "read",
+        path: ca_path,
+        source,
+    })?;
+    let client = Client::new(&ClientConfig {
+        source: cfg.sa_dir.clone(),
+        server: cfg.api_server.clone(),
+        trust: TlsTrust::CaPem(ca.clone()),
+        tls_server_name: None,
+        token: BearerToken::new(own),
+    })?;
+    Ok((client, ca))
+}

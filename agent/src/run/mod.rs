@@ -1,0 +1,184 @@
+//! `tern-agent run`: the refresher thread, the agent channel server and the health/metrics
+//! server, sharing one state.
+//!
+//! Files: the refresher loop (`refresher.rs`), the agent channel (`channel.rs`) and the
+//! endpoints (`http.rs`); this file holds the shared state and starts and stops the threads.
+//!
+//! Threading model: one refresher thread owns the schedule and makes every TokenRequest; channel
+//! connections and HTTP requests each get a short-lived thread that only reads state or asks the
+//! refresher for work through [`Coord`]. Sleeps use the monotonic clock (condvar timeouts); the
+//! wall clock (through [`WallClock`]) is compared with the schedule at least every
+//! `wall_check`, so a suspend or clock jump triggers a refresh without an API call to notice it.
+//!
+//! Invariants: at most one TokenRequest is in flight; concurrent channel requests are coalesced
+//! into the refresh in flight (or the one they start); channel-triggered refreshes start at most
+//! once per `channel_min_interval` and never before a server `Retry-After` has passed; a channel
+//! connection that is slow, malformed or oversized is answered with an error by its own thread
+//! and cannot delay anything else; a failed kubeconfig write is a failed refresh; no log line,
+//! metric or channel answer contains a token.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use tern_kube::channel::Outcome;
+use tracing::info;
+
+use crate::clock::WallClock;
+use crate::config::RunConfig;
+
+mod channel;
+mod http;
+mod refresher;
+
+pub use crate::mint::{in_cluster_client, mint_kubeconfig, refresh_once, MintedKubeconfig};
+
+/// Coordination between channel requests and the refresher.
+#[derive(Debug)]
+struct Coord {
+    pending_channel: bool,
+    in_flight: bool,
+    generation: u64,
+    last_outcome: Outcome,
+    last_channel_trigger: Option<Instant>,
+    not_before: Option<Instant>,
+}
+
+/// A snapshot of the agent's state (also what `/metrics` renders).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// `status.expirationTimestamp` of the current token (Unix s).
+    pub token_expiry: Option<i64>,
+    /// When the last refresh succeeded (Unix s).
+    pub last_success: Option<i64>,
+    /// When the next attempt is due (Unix s, wall clock).
+    pub next_attempt: Option<i64>,
+    /// Consecutive failed attempts.
+    pub consecutive_failures: u32,
+    /// Successful refreshes by trigger (`startup`, `timer`, `retry`, `clock`, `channel`).
+    pub refreshes: BTreeMap<&'static str, u64>,
+    /// Failed refreshes by cause (`timeout`, `unauthorized`, `write`, ...).
+    pub failures: BTreeMap<&'static str, u64>,
+    /// Channel requests by outcome.
+    pub channel: BTreeMap<&'static str, u64>,
+    /// Lifetime granted by the server for the current token (s).
+    pub granted_seconds: Option<i64>,
+}
+
+struct Shared {
+    cfg: RunConfig,
+    clock: Arc<dyn WallClock>,
+    coord: Mutex<Coord>,
+    cv: Condvar,
+    snap: Mutex<Snapshot>,
+    stop: AtomicBool,
+    channel_conns: AtomicUsize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A running agent. Dropping it without [`Agent::shutdown`] leaves its threads running.
+pub struct Agent {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    http_addr: SocketAddr,
+}
+
+impl Agent {
+    /// Binds the channel socket (directory 0700, socket 0600) and the health/metrics listener,
+    /// then starts the refresher (which refreshes at once) and the servers.
+    ///
+    /// # Errors
+    /// The socket directory cannot be made private, another agent already listens on the socket,
+    /// or an address cannot be bound.
+    pub fn start(cfg: RunConfig, clock: Arc<dyn WallClock>) -> anyhow::Result<Agent> {
+        let unix = channel::bind_socket(&cfg.socket)?;
+        let http = TcpListener::bind(cfg.listen)
+            .with_context(|| format!("bind health/metrics on {}", cfg.listen))?;
+        let http_addr = http.local_addr()?;
+        let shared = Arc::new(Shared {
+            cfg,
+            clock,
+            coord: Mutex::new(Coord {
+                pending_channel: false,
+                in_flight: false,
+                generation: 0,
+                last_outcome: Outcome::Failed {
+                    reason: "no refresh yet".into(),
+                },
+                last_channel_trigger: None,
+                not_before: None,
+            }),
+            cv: Condvar::new(),
+            snap: Mutex::new(Snapshot::default()),
+            stop: AtomicBool::new(false),
+            channel_conns: AtomicUsize::new(0),
+        });
+        info!(
+            api_server = %shared.cfg.api_server,
+            namespace = %shared.cfg.namespace,
+            service_account = %shared.cfg.cni_service_account,
+            kubeconfig = %shared.cfg.kubeconfig.display(),
+            socket = %shared.cfg.socket.display(),
+            listen = %http_addr,
+            "tern-agent starting"
+        );
+        let mut threads = Vec::new();
+        let s = Arc::clone(&shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name("refresher".into())
+                .spawn(move || refresher::refresher(&s))?,
+        );
+        let s = Arc::clone(&shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name("channel".into())
+                .spawn(move || channel::channel_server(&s, unix))?,
+        );
+        let s = Arc::clone(&shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name("http".into())
+                .spawn(move || http::http_server(&s, http))?,
+        );
+        Ok(Agent {
+            shared,
+            threads,
+            http_addr,
+        })
+    }
+
+    /// The bound health/metrics address.
+    pub fn http_addr(&self) -> SocketAddr {
+        self.http_addr
+    }
+
+    /// Current state.
+    pub fn snapshot(&self) -> Snapshot {
+        lock(&self.shared.snap).clone()
+    }
+
+    /// Stops every thread, removes the socket, and waits for them.
+    pub fn shutdown(self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            let _g = lock(&self.shared.coord);
+            self.shared.cv.notify_all();
+        }
+        let _ = UnixStream::connect(&self.shared.cfg.socket);
+        let _ = TcpStream::connect(self.http_addr);
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.shared.cfg.socket);
+        info!("tern-agent stopped");
+    }
+}

@@ -1,0 +1,155 @@
+//! The refresher thread: the one place that makes TokenRequests, on the schedule of
+//! [`crate::schedule`], and records each outcome for the channel and the endpoints.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tern_kube::channel::Outcome;
+use tern_kube::time::format_rfc3339;
+use tern_kube::KubeError;
+use tracing::{debug, info, warn};
+
+use super::{lock, Shared};
+use crate::mint::refresh_once;
+use crate::schedule::{backoff_delay, refresh_delay, Rng};
+
+/// Wall time may run ahead of the monotonic schedule by this much before it counts as a jump.
+const WALL_SLACK_MS: i64 = 1000;
+
+fn cause(e: &KubeError) -> &'static str {
+    match e {
+        KubeError::Io { op: "read", .. } => "credentials",
+        KubeError::Io { .. } => "write",
+        other => other.cause_label(),
+    }
+}
+
+pub(super) fn refresher(s: &Shared) {
+    let cfg = &s.cfg;
+    let mut rng = Rng::from_entropy();
+    let mut due_mono = Instant::now();
+    let mut due_wall = s.clock.now_ms();
+    let mut failures: u32 = 0;
+    let mut expiry: Option<i64> = None;
+    let mut first = true;
+    loop {
+        let trigger = {
+            let mut g = lock(&s.coord);
+            let trigger = loop {
+                if s.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                if g.pending_channel {
+                    break "channel";
+                }
+                let now = Instant::now();
+                if now >= due_mono {
+                    break if first {
+                        "startup"
+                    } else if failures > 0 {
+                        "retry"
+                    } else {
+                        "timer"
+                    };
+                }
+                let wall = s.clock.now_ms();
+                if wall >= due_wall + WALL_SLACK_MS {
+                    info!(
+                        ahead_seconds = (wall - due_wall) / 1000,
+                        "clock jump seen: wall-clock time passed the scheduled refresh; refreshing now"
+                    );
+                    break "clock";
+                }
+                let wait = (due_mono - now).min(cfg.wall_check);
+                g =
+                    s.cv.wait_timeout(g, wait)
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|e| e.into_inner().0);
+            };
+            g.pending_channel = false;
+            g.in_flight = true;
+            trigger
+        };
+        first = false;
+        debug!(trigger, "refreshing CNI token");
+        let result = refresh_once(cfg);
+        let wall_now = s.clock.now_ms();
+        let (delay, outcome, not_before) = match &result {
+            Ok(st) => {
+                failures = 0;
+                expiry = Some(st.expiration_timestamp);
+                let lifetime = Duration::from_millis(
+                    u64::try_from(st.expiration_timestamp * 1000 - wall_now).unwrap_or(0),
+                );
+                let delay = refresh_delay(&cfg.policy, lifetime, rng.unit());
+                for w in &st.warnings {
+                    info!(warning = %w, "API server shortened the token lifetime");
+                }
+                info!(
+                    trigger,
+                    expires_at = %format_rfc3339(st.expiration_timestamp),
+                    lifetime_seconds = lifetime.as_secs(),
+                    next_refresh_in_seconds = delay.as_secs(),
+                    kubeconfig = %cfg.kubeconfig.display(),
+                    "refreshed CNI token and wrote kubeconfig; next refresh scheduled"
+                );
+                (
+                    delay,
+                    Outcome::Refreshed {
+                        expires_at: format_rfc3339(st.expiration_timestamp),
+                    },
+                    None,
+                )
+            }
+            Err(e) => {
+                failures += 1;
+                let time_left = expiry
+                    .map(|x| x * 1000 - wall_now)
+                    .filter(|ms| *ms > 0)
+                    .map(|ms| Duration::from_millis(ms.unsigned_abs()));
+                let retry_after = e.retry_after().map(Duration::from_secs);
+                let delay =
+                    backoff_delay(&cfg.policy, failures, time_left, retry_after, rng.unit());
+                warn!(
+                    trigger,
+                    cause = cause(e),
+                    error = %e,
+                    consecutive_failures = failures,
+                    retry_after_seconds = retry_after.map(|d| d.as_secs()),
+                    backoff_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    token_expires_at = expiry.map(format_rfc3339),
+                    "token refresh failed; backing off"
+                );
+                (
+                    delay,
+                    Outcome::Failed {
+                        reason: format!("{}: {e}", cause(e)),
+                    },
+                    retry_after.map(|r| Instant::now() + r),
+                )
+            }
+        };
+        due_mono = Instant::now() + delay;
+        due_wall = wall_now + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
+        {
+            let mut snap = lock(&s.snap);
+            snap.consecutive_failures = failures;
+            snap.next_attempt = Some(due_wall.div_euclid(1000));
+            match &result {
+                Ok(st) => {
+                    snap.token_expiry = Some(st.expiration_timestamp);
+                    snap.last_success = Some(wall_now.div_euclid(1000));
+                    snap.granted_seconds = st.granted_seconds;
+                    *snap.refreshes.entry(trigger).or_insert(0) += 1;
+                }
+                Err(e) => *snap.failures.entry(cause(e)).or_insert(0) += 1,
+            }
+        }
+        let mut g = lock(&s.coord);
+        g.generation += 1;
+        g.last_outcome = outcome;
+        g.in_flight = false;
+        g.not_before = not_before;
+        s.cv.notify_all();
+    }
+}
