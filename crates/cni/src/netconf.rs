@@ -119,7 +119,8 @@ impl NetConf {
     /// # Errors
     /// Code 6 `error unmarshall network config: …` for bad JSON or wrong types; code 7 for a missing
     /// or invalid network name; code 1 for an unsupported `cniVersion` (absent counts as 0.1.0, as
-    /// the reference library reads it) or a `prevResult` of the other result family.
+    /// the reference library reads it) or a `prevResult` of an unsupported version (one of another supported version is
+    /// converted, see [`CniResult::from_prev_result`]).
     pub fn parse(bytes: Vec<u8>) -> Result<NetConf, Error> {
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| Error::decode(format!("error unmarshall network config: {e}")))?;
@@ -278,7 +279,7 @@ mod tests {
                 6,
             ),
             (
-                json!({"cniVersion": "1.0.0", "name": "n", "prevResult": {"cniVersion": "0.4.0"}}),
+                json!({"cniVersion": "1.0.0", "name": "n", "prevResult": {"cniVersion": "0.2.0"}}),
                 1,
             ),
         ];

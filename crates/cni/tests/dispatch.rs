@@ -100,9 +100,9 @@ fn run_with(env: HashMap<String, String>, stdin: &[u8]) -> Outcome {
 #[test]
 fn bad_input_gets_the_right_code_and_reaches_no_handler() {
     let two_mib = vec![b' '; 2 << 20];
-    let prev_other_family = serde_json::to_vec(&json!({
+    let prev_unsupported = serde_json::to_vec(&json!({
         "cniVersion": "1.0.0", "name": "n", "type": "recorder",
-        "prevResult": {"cniVersion": "0.4.0", "ips": []}
+        "prevResult": {"cniVersion": "0.2.0", "ip4": {"ip": "10.0.0.2/24"}}
     }))
     .unwrap();
     type Case = (
@@ -205,9 +205,9 @@ fn bad_input_gets_the_right_code_and_reaches_no_handler() {
             "config version does not allow STATUS",
         ),
         (
-            "prevResult of the other family",
+            "prevResult of an unsupported version",
             env(&[]),
-            prev_other_family,
+            prev_unsupported,
             1,
             "could not parse prevResult",
         ),
@@ -322,4 +322,19 @@ fn gc_distinguishes_no_list_from_an_empty_list() {
         &serde_json::to_vec(&c).unwrap(),
     );
     assert!(o.calls[0].contains("c1"), "{:?}", o.calls);
+}
+
+#[test]
+fn a_prev_result_of_another_supported_version_reaches_the_handler() {
+    for (config, prev) in [("1.0.0", "0.4.0"), ("0.4.0", "1.1.0"), ("1.1.0", "0.3.0")] {
+        let stdin = serde_json::to_vec(&json!({
+            "cniVersion": config, "name": "n", "type": "recorder",
+            "prevResult": {"cniVersion": prev, "ips": [{"address": "10.0.0.2/24"}]}
+        }))
+        .unwrap();
+        let o = run_with(env(&[]), &stdin);
+        assert_eq!(o.status, 0, "{prev} in {config}: {}", o.stdout);
+        assert_eq!(o.json()["cniVersion"], config);
+        assert_eq!(o.calls.len(), 1);
+    }
 }

@@ -148,20 +148,62 @@ fn rejects_bad_results() {
 }
 
 #[test]
-fn prev_result_must_match_config_family() {
-    let prev = golden(Version::V0_4_0);
-    assert!(CniResult::from_prev_result(&prev, Version::V0_3_1).is_ok());
-    let e = CniResult::from_prev_result(&prev, Version::V1_0_0).unwrap_err();
-    assert_eq!(e.code, 1);
-    let prev = golden(Version::V1_1_0);
+fn prev_result_of_any_supported_version_is_converted_to_the_configs() {
+    for prev_v in Version::ALL {
+        for config in Version::ALL {
+            let r = CniResult::from_prev_result(&golden(prev_v), config)
+                .unwrap_or_else(|e| panic!("{prev_v} in a {config} config: {e}"));
+            let (direct, _) = CniResult::from_json(&golden(prev_v)).unwrap();
+            assert_eq!(r, direct, "{prev_v} in {config}");
+            // Printed in the config's version, it is that version's golden result less what the
+            // older of the two could not carry.
+            let out = r.to_json(config);
+            assert_eq!(out["cniVersion"], config.as_str());
+            let has_version = out["ips"][0].get("version").is_some();
+            assert_eq!(
+                has_version,
+                config.family() == Family::V0,
+                "{prev_v} -> {config}"
+            );
+        }
+    }
+    for absent in [json!(null), json!("")] {
+        let mut no_version = golden(Version::V1_0_0);
+        no_version["cniVersion"] = absent.clone();
+        for config in Version::ALL {
+            let r = CniResult::from_prev_result(&no_version, config).unwrap();
+            assert_eq!(r.ips.len(), 2, "cniVersion {absent} in {config}");
+        }
+    }
+    let mut removed = golden(Version::V0_4_0);
+    removed.as_object_mut().unwrap().remove("cniVersion");
+    assert!(CniResult::from_prev_result(&removed, Version::V1_1_0).is_ok());
+}
+
+#[test]
+fn prev_result_of_an_unsupported_version_or_shape_is_refused() {
+    for v in ["0.1.0", "0.2.0", "9.9.9", "1.0", "v1.0.0"] {
+        let mut prev = golden(Version::V1_0_0);
+        prev["cniVersion"] = json!(v);
+        let e = CniResult::from_prev_result(&prev, Version::V1_0_0).unwrap_err();
+        assert_eq!(e.code, 1, "{v}: {e}");
+    }
+    for bad in [
+        json!([]),
+        json!("x"),
+        json!(1),
+        json!(true),
+        json!([{"ips": []}]),
+    ] {
+        let e = CniResult::from_prev_result(&bad, Version::V1_0_0).unwrap_err();
+        assert_eq!(e.code, 6, "{bad}: {e}");
+    }
+    let mut prev = golden(Version::V1_0_0);
+    prev["cniVersion"] = json!(1);
     assert_eq!(
-        CniResult::from_prev_result(&prev, Version::V0_4_0)
+        CniResult::from_prev_result(&prev, Version::V1_0_0)
             .unwrap_err()
             .code,
-        1
+        6
     );
-    assert!(CniResult::from_prev_result(&prev, Version::V1_0_0).is_ok());
-    let mut no_version = golden(Version::V1_0_0);
-    no_version.as_object_mut().unwrap().remove("cniVersion");
-    assert!(CniResult::from_prev_result(&no_version, Version::V0_4_0).is_ok());
 }

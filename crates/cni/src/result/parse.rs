@@ -48,7 +48,9 @@ impl CniResult {
     /// code 6 for malformed JSON, addresses or routes.
     pub fn from_json(v: &Value) -> Result<(CniResult, Option<Version>), Error> {
         let version = match v.get("cniVersion") {
+            // An empty version is an absent one, as the reference's ParsePrevResult reads it.
             None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.is_empty() => None,
             Some(Value::String(s)) => Some(Version::parse(s).ok_or_else(|| {
                 Error::new(code::INCOMPATIBLE_VERSION, "incompatible CNI versions").with_details(
                     format!(
@@ -108,23 +110,22 @@ impl CniResult {
         ))
     }
 
-    /// Parses a `prevResult` for a config of version `config`: its own `cniVersion`, when present,
-    /// must be in the same result family (the reference library fails to decode a 0.4.0 result
-    /// inside a 1.0.0 config, and the other way round).
+    /// Parses a `prevResult` for a config of version `config`, as the reference library's
+    /// `ParsePrevResult` does: a result without `cniVersion` is read as the config's version, and a
+    /// result of any supported version is accepted and converted (the internal shape holds every
+    /// version; printing in the config's version drops what that version cannot carry), so a chain
+    /// keeps working while its plugins and the runtime roll out different spec versions.
     ///
     /// # Errors
-    /// Code 1 `incompatible prevResult version` across families; otherwise as [`Self::from_json`].
+    /// Code 1 `incompatible CNI versions` for a `cniVersion` no supported version matches (0.1.0,
+    /// 0.2.0, unknown); code 6 when it is not an object or is malformed (see [`Self::from_json`]).
     pub fn from_prev_result(v: &Value, config: Version) -> Result<CniResult, Error> {
+        if !v.is_object() {
+            return Err(decode_err(format!("prevResult must be an object, got {v}")));
+        }
         let (result, version) = CniResult::from_json(v)?;
-        if let Some(prev) = version {
-            if prev.family() != config.family() {
-                return Err(Error::new(code::INCOMPATIBLE_VERSION, "incompatible prevResult version")
-                    .with_details(format!(
-                        "prevResult is {:?} but the config is {:?}: a runtime must send the result in the config's version",
-                        prev.as_str(),
-                        config.as_str()
-                    )));
-            }
+        if let Some(prev) = version.filter(|p| *p != config) {
+            tracing::debug!(prev = %prev, config = %config, "prevResult converted to the config's version");
         }
         Ok(result)
     }
