@@ -3,9 +3,11 @@
 //!
 //! Invariant: nothing here logs, returns or exposes a token except by writing the kubeconfig.
 
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod install;
+pub mod kubeconfig;
 pub mod mint;
 pub mod run;
 pub mod schedule;

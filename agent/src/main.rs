@@ -4,24 +4,11 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use clap::error::ErrorKind;
 use nix::sys::signal::{SigSet, Signal};
-use tern_agent::config::{help_text, HelpRequested, RUN_ENV_HELP, RUN_FLAGS};
+use tern_agent::cli::{self, Command};
+use tern_agent::config::RunArgs;
 use tern_agent::{Agent, RunConfig, SystemClock};
-
-const USAGE: &str = "usage: tern-agent <subcommand> [flags]
-
-subcommands:
-  run       keep the CNI token kubeconfig fresh (the DaemonSet's container)
-  install   install the CNI plugins, the first kubeconfig and the conflist (the init container)
-
-flags of each subcommand, with defaults and environment variables:
-  tern-agent run --help
-  tern-agent install --help";
-
-const RUN_USAGE: &str = "usage: tern-agent run [flags]
-
-Keeps the kubeconfig of the CNI service account fresh with TokenRequest, serves the agent channel
-and /healthz, /metrics.";
 
 fn init_logging() {
     let level = match std::env::var("TERN_LOG").as_deref() {
@@ -36,8 +23,8 @@ fn init_logging() {
         .init();
 }
 
-fn run(args: &[String]) -> anyhow::Result<()> {
-    let cfg = RunConfig::from_args(args, &|k| std::env::var(k).ok())?;
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    let cfg = RunConfig::from_run_args(args, &|k| std::env::var(k).ok())?;
     // Block SIGTERM/SIGINT before any thread starts so that every thread inherits the mask and
     // the main thread alone receives them through sigwait.
     let mut set = SigSet::empty();
@@ -52,41 +39,43 @@ fn run(args: &[String]) -> anyhow::Result<()> {
 }
 
 fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (result, help) = match args.first().map(String::as_str) {
-        Some("run") => {
-            init_logging();
-            (
-                run(&args[1..]),
-                help_text(RUN_USAGE, RUN_FLAGS, RUN_ENV_HELP),
-            )
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let command = match cli::parse(args.clone()) {
+        Ok(c) => c.command,
+        Err(e) => {
+            return match e.kind() {
+                // Help goes to stdout, exit 0.
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = e.print();
+                    std::process::ExitCode::SUCCESS
+                }
+                // No subcommand, or an unknown one: the usage, exit 2.
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                | ErrorKind::MissingSubcommand
+                | ErrorKind::InvalidSubcommand => {
+                    let _ = e.print();
+                    std::process::ExitCode::from(2)
+                }
+                // A bad flag of a subcommand: one line naming it, exit 1.
+                _ => {
+                    let sub = args.first().and_then(|a| a.to_str()).unwrap_or_default();
+                    let msg = match cli::subcommand(sub) {
+                        Some(cmd) => cli::flag_error(&e, &cmd).to_string(),
+                        None => e.kind().to_string(),
+                    };
+                    eprintln!("tern-agent: {msg}");
+                    std::process::ExitCode::FAILURE
+                }
+            };
         }
-        Some("install") => {
-            init_logging();
-            (
-                tern_agent::install::main(&args[1..]),
-                tern_agent::install::help(),
-            )
-        }
-        Some("--help" | "-h" | "help") => {
-            println!("{USAGE}");
-            return std::process::ExitCode::SUCCESS;
-        }
-        Some(other) => {
-            eprintln!("tern-agent: unknown subcommand {other:?}\n{USAGE}");
-            return std::process::ExitCode::from(2);
-        }
-        None => {
-            eprintln!("{USAGE}");
-            return std::process::ExitCode::from(2);
-        }
+    };
+    init_logging();
+    let result = match command {
+        Command::Run(a) => run(a),
+        Command::Install(a) => tern_agent::install::main(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) if e.downcast_ref::<HelpRequested>().is_some() => {
-            print!("{help}");
-            std::process::ExitCode::SUCCESS
-        }
         Err(e) => {
             // Printed once, plainly; the log carries what happened before it.
             eprintln!("tern-agent: {e:#}");

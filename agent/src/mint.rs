@@ -3,7 +3,7 @@
 //!
 //! Invariant: the token leaves this module only inside the kubeconfig file.
 
-use tern_kube::kubeconfig::{self, ClientConfig, TlsTrust};
+use tern_kube::kubeconfig::{ClientConfig, TlsTrust};
 use tern_kube::{
     write_atomic, BearerToken, Client, KubeError, TokenRequestSpec, TokenRequestStatus,
 };
@@ -58,7 +58,13 @@ pub fn mint_kubeconfig(cfg: &RunConfig) -> Result<MintedKubeconfig, KubeError> {
         &spec,
         cfg.request_timeout,
     )?;
-    let text = kubeconfig::render(&cfg.api_server, &ca, &status.token);
+    let text =
+        crate::kubeconfig::render(&cfg.api_server, &ca, &status.token).map_err(|reason| {
+            KubeError::Kubeconfig {
+                path: cfg.kubeconfig.clone(),
+                reason,
+            }
+        })?;
     Ok(MintedKubeconfig { status, text })
 }
 

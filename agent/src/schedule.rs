@@ -1,5 +1,5 @@
 //! Pure scheduling arithmetic for the token refresher: when to refresh after a success, how long
-//! to back off after a failure, strict parsing of duration settings, and a small seeded PRNG.
+//! to back off after a failure, and a small seeded PRNG.
 //!
 //! Invariants: no function here reads a clock or sleeps; every delay is ≥ [`MIN_DELAY`]; a
 //! success schedules the next refresh strictly before the returned expiry; a failure's delay is
@@ -70,48 +70,6 @@ pub fn backoff_delay(
         Some(ra) => delay.max(ra),
         None => delay,
     }
-}
-
-/// Parses a Go-style duration (`10m`, `1h30m`, `90s`, `1.5h`, `500ms`): one or more
-/// number+unit pairs, units `ms`, `s`, `m`, `h`; no sign, no spaces, no bare number.
-///
-/// # Errors
-/// A message saying what is accepted.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || {
-        format!("{text:?} is not a duration: use a number with a unit, such as 10m, 1h30m, 90s or 1.5h (units ms, s, m, h)")
-    };
-    if text.is_empty() {
-        return Err(bad());
-    }
-    let mut total = 0f64;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let n = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        if n == 0 {
-            return Err(bad());
-        }
-        let value: f64 = rest[..n].parse().map_err(|_| bad())?;
-        rest = &rest[n..];
-        let u = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = match &rest[..u] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * unit;
-        rest = &rest[u..];
-    }
-    if !total.is_finite() || total > 1e9 {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs_f64(total))
 }
 
 /// SplitMix64: a tiny, seedable PRNG for jitter (not for secrets).
@@ -245,28 +203,6 @@ mod tests {
             backoff_delay(&p, 20, None, Some(Duration::from_secs(2)), 1.0),
             Duration::from_secs(300)
         );
-    }
-
-    #[test]
-    fn durations_parse_strictly() {
-        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
-        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_duration("1.5h").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        for bad in [
-            "",
-            "10",
-            "10 m",
-            "-5m",
-            "m",
-            "10x",
-            "1h 5m",
-            "ten minutes",
-            "1e3s",
-        ] {
-            let e = parse_duration(bad).unwrap_err();
-            assert!(e.contains("such as 10m"), "{bad}: {e}");
-        }
     }
 
     #[test]

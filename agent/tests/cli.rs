@@ -59,7 +59,7 @@ fn help_for_each_subcommand_exits_zero_and_lists_flags_defaults_and_env() {
     let run = text(&agent(&["run", "--help"]).output().unwrap().stdout);
     for needle in [
         "--token-lifetime",
-        "default 24h",
+        "[default: 24h]",
         "--listen",
         "127.0.0.1:9412",
         "--allow-non-loopback-listen",
@@ -371,5 +371,46 @@ fn install_with_no_template_flags_uses_the_nodes_pod_cidrs() {
     assert!(
         err.contains("NODE_NAME") && err.contains("--node-name"),
         "{err}"
+    );
+}
+
+#[test]
+fn flags_fall_back_to_their_environment_variables_and_win_over_them() {
+    let f = Fixture::new();
+    f.s.set_node("node-1", &["10.99.0.0/24"]);
+    let (src, bin, conf) = image(&f);
+    let install = |extra: &[&str]| {
+        agent(&["install"])
+            .args(["--api-server", &f.s.url()])
+            .args(["--sa-dir", f.cfg.sa_dir.to_str().unwrap()])
+            .args(["--src-bin-dir", src.to_str().unwrap()])
+            .args(["--cni-bin-dir", bin.to_str().unwrap()])
+            .args(["--cni-conf-dir", conf.to_str().unwrap()])
+            .args(extra)
+            .env("NODE_NAME", "node-1")
+            .env("POD_NAMESPACE", NS)
+            .env("TERN_CNI_SERVICE_ACCOUNT", "tern-cni")
+            .output()
+            .unwrap()
+    };
+    // The sa-dir's namespace file says "tern" too: make it say something else, so only
+    // POD_NAMESPACE can name the right one.
+    std::fs::write(f.cfg.sa_dir.join("namespace"), "elsewhere").unwrap();
+    let out = install(&[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        f.token_requests(),
+        1,
+        "POD_NAMESPACE and TERN_CNI_SERVICE_ACCOUNT used"
+    );
+    // The flag wins over the variable.
+    let out = install(&["--service-account", "nobody"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(f.token_requests(), 1);
+    assert_eq!(
+        f.s.count("/api/v1/namespaces/tern/serviceaccounts/nobody/token"),
+        1,
+        "{}",
+        text(&out.stderr)
     );
 }

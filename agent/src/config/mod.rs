@@ -1,5 +1,5 @@
 //! `tern-agent run` settings: the [`RunConfig`] type and its defaults; parsing from flags and
-//! environment is in `parse.rs`, the checks in `validate.rs`, the flag machinery in `flags.rs`.
+//! environment is in `parse.rs`, the checks in `validate.rs`.
 //!
 //! Invariant: a [`RunConfig`] that exists is valid — the requested lifetime is ≥ 600 s and never
 //! exactly 3607 s, the refresh override parses strictly and lies in [1 min, lifetime), the
@@ -12,13 +12,10 @@ use std::time::Duration;
 
 use crate::schedule::Policy;
 
-mod flags;
 mod parse;
 mod validate;
 
-pub use flags::{help_text, parse_bool, parse_flags, FlagSpec, HelpRequested};
-pub(crate) use parse::CREDENTIAL_FLAGS;
-pub use parse::{api_server_from, namespace_from, RUN_ENV_HELP, RUN_FLAGS};
+pub use parse::{api_server_from, namespace_from, RunArgs, RUN_ENV_HELP};
 
 /// Default path of the kubeconfig the agent writes.
 pub const DEFAULT_KUBECONFIG: &str = "/etc/cni/net.d/tern-kubeconfig";

@@ -1,141 +1,64 @@
-//! `tern-agent run` settings from the command line and the environment: the flag tables, the
+//! `tern-agent run` settings from the command line and the environment: its flags (clap), the
 //! in-cluster API server and namespace, and [`RunConfig::from_args`].
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
+use clap::Args;
 
-use super::flags::{parse_flags, FlagSpec};
-use super::{
-    RunConfig, DEFAULT_CNI_SA, DEFAULT_KUBECONFIG, DEFAULT_LISTEN, DEFAULT_SA_DIR, REFRESH_ENV,
-};
-use crate::schedule::parse_duration;
+use super::{RunConfig, DEFAULT_KUBECONFIG, DEFAULT_LISTEN, REFRESH_ENV};
+use crate::cli::{parse_bool, parse_duration, parse_subcommand, CredentialArgs};
 
-/// Flags shared by `run` and `install` (in-cluster credentials and the CNI service account).
-const API_SERVER: FlagSpec = FlagSpec {
-    name: "api-server",
-    value: "URL",
-    default: "https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT",
-    env: "KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT",
-    help: "API server (https only)",
-};
-const SA_DIR: FlagSpec = FlagSpec {
-    name: "sa-dir",
-    value: "DIR",
-    default: DEFAULT_SA_DIR,
-    env: "",
-    help: "the agent's own token, ca.crt and namespace (re-read per request)",
-};
-const NAMESPACE: FlagSpec = FlagSpec {
-    name: "namespace",
-    value: "NS",
-    default: "$POD_NAMESPACE, else <sa-dir>/namespace, else default",
-    env: "POD_NAMESPACE",
-    help: "namespace of the CNI service account",
-};
-const SERVICE_ACCOUNT: FlagSpec = FlagSpec {
-    name: "service-account",
-    value: "NAME",
-    default: DEFAULT_CNI_SA,
-    env: "TERN_CNI_SERVICE_ACCOUNT",
-    help: "service account whose tokens are requested",
-};
-const TOKEN_LIFETIME: FlagSpec = FlagSpec {
-    name: "token-lifetime",
-    value: "DURATION",
-    default: "24h",
-    env: "",
-    help: "requested token lifetime (at least 10m, never 3607s)",
-};
-
-/// `tern-agent run` flags.
-pub const RUN_FLAGS: &[FlagSpec] = &[
-    API_SERVER,
-    SA_DIR,
-    NAMESPACE,
-    SERVICE_ACCOUNT,
-    TOKEN_LIFETIME,
-    FlagSpec {
-        name: "kubeconfig",
-        value: "PATH",
-        default: DEFAULT_KUBECONFIG,
-        env: "",
-        help: "kubeconfig written for the plugin (mode 0600)",
-    },
-    FlagSpec {
-        name: "socket",
-        value: "PATH",
-        default: tern_kube::channel::DEFAULT_SOCKET,
-        env: "",
-        help: "agent channel socket",
-    },
-    FlagSpec {
-        name: "listen",
-        value: "ADDR",
-        default: DEFAULT_LISTEN,
-        env: "",
-        help: "/healthz and /metrics address",
-    },
-    FlagSpec {
-        name: "allow-non-loopback-listen",
-        value: "BOOL",
-        default: "false",
-        env: "",
-        help: "allow a non-loopback --listen",
-    },
-    FlagSpec {
-        name: "request-timeout",
-        value: "DURATION",
-        default: "10s",
-        env: "",
-        help: "deadline of each API request",
-    },
-    FlagSpec {
-        name: "backoff-base",
-        value: "DURATION",
-        default: "1s",
-        env: "",
-        help: "first retry ceiling after a failure",
-    },
-    FlagSpec {
-        name: "backoff-cap",
-        value: "DURATION",
-        default: "5m",
-        env: "",
-        help: "largest retry ceiling",
-    },
-    FlagSpec {
-        name: "wall-check",
-        value: "DURATION",
-        default: "30s",
-        env: "",
-        help: "how often the wall clock is compared with the schedule (at most 1m)",
-    },
-    FlagSpec {
-        name: "channel-interval",
-        value: "DURATION",
-        default: "30s",
-        env: "",
-        help: "minimum spacing of channel-triggered refreshes",
-    },
-];
-
-/// Environment of `tern-agent run` that has no flag.
+/// Environment of `tern-agent run` that has no flag, shown under `--help`.
 pub const RUN_ENV_HELP: &str = "environment:
   CNI_TOKEN_REFRESH_DURATION   refresh interval instead of a quarter to a half of the lifetime
                                (e.g. 10m, 2h; at least 1m, below the token lifetime)
   TERN_LOG                     log level: debug, info (default) or warn
 durations: a number with a unit, e.g. 500ms, 30s, 10m, 24h";
 
-/// The shared credential flags, for `install`.
-pub(crate) const CREDENTIAL_FLAGS: [FlagSpec; 5] = [
-    API_SERVER,
-    SA_DIR,
-    NAMESPACE,
-    SERVICE_ACCOUNT,
-    TOKEN_LIFETIME,
-];
+/// `tern-agent run` flags.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = RUN_ENV_HELP)]
+pub struct RunArgs {
+    /// Credentials and the CNI service account.
+    #[command(flatten)]
+    pub credentials: CredentialArgs,
+    /// Kubeconfig written for the plugin (mode 0600)
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_KUBECONFIG)]
+    pub kubeconfig: PathBuf,
+    /// Agent channel socket
+    #[arg(long, value_name = "PATH", default_value = tern_kube::channel::DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+    /// /healthz and /metrics address
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Allow a non-loopback --listen (true, false, 1 or 0)
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "false",
+        value_parser = parse_bool,
+        action = clap::ArgAction::Set
+    )]
+    pub allow_non_loopback_listen: bool,
+    /// Deadline of each API request
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// First retry ceiling after a failure
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub backoff_base: Duration,
+    /// Largest retry ceiling
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub backoff_cap: Duration,
+    /// How often the wall clock is compared with the schedule (at most 1m)
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub wall_check: Duration,
+    /// Minimum spacing of channel-triggered refreshes
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub channel_interval: Duration,
+}
 
 /// The API server URL from `--api-server` or the in-cluster environment.
 ///
@@ -166,17 +89,10 @@ pub fn api_server_from(
     Ok(api_server)
 }
 
-/// The namespace from `--namespace`, `POD_NAMESPACE`, `<sa_dir>/namespace`, else `default`.
-pub fn namespace_from(
-    flag: Option<&String>,
-    env: &dyn Fn(&str) -> Option<String>,
-    sa_dir: &std::path::Path,
-) -> String {
-    match flag
-        .cloned()
-        .or_else(|| env("POD_NAMESPACE"))
-        .filter(|n| !n.is_empty())
-    {
+/// The namespace from `--namespace` (or its fallback `POD_NAMESPACE`), `<sa_dir>/namespace`,
+/// else `default`.
+pub fn namespace_from(flag: Option<&String>, sa_dir: &std::path::Path) -> String {
+    match flag.cloned().filter(|n| !n.is_empty()) {
         Some(ns) => ns,
         None => std::fs::read_to_string(sa_dir.join("namespace"))
             .map(|s| s.trim().to_owned())
@@ -187,50 +103,55 @@ pub fn namespace_from(
 }
 
 impl RunConfig {
+    /// Builds the configuration from `args` (the flags after `run`), the flags' environment
+    /// fallbacks, and the lookup `env` for the in-cluster variables and
+    /// `CNI_TOKEN_REFRESH_DURATION`.
+    ///
+    /// # Errors
     /// A message naming the bad flag or variable and what is accepted.
     pub fn from_args(
         args: &[String],
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
-        let flags = parse_flags(args, RUN_FLAGS)?;
-        let dur = |flag: &str, default: Duration| -> anyhow::Result<Duration> {
-            flags.get(flag).map_or(Ok(default), |v| {
-                parse_duration(v).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
-            })
-        };
-        let api_server = api_server_from(flags.get("api-server"), env)?;
-        let sa_dir = PathBuf::from(flags.get("sa-dir").map_or(DEFAULT_SA_DIR, String::as_str));
-        let namespace = namespace_from(flags.get("namespace"), env, &sa_dir);
-        let mut c = RunConfig::with_defaults(api_server, namespace);
-        c.sa_dir = sa_dir;
-        if let Some(sa) = flags
-            .get("service-account")
-            .cloned()
-            .or_else(|| env("TERN_CNI_SERVICE_ACCOUNT"))
-        {
-            c.cni_service_account = sa;
-        }
-        c.token_lifetime = dur("token-lifetime", c.token_lifetime)?;
-        c.kubeconfig = flags.get("kubeconfig").map_or(c.kubeconfig, PathBuf::from);
-        c.socket = flags.get("socket").map_or(c.socket, PathBuf::from);
-        if let Some(l) = flags.get("listen") {
-            c.listen = l.parse().with_context(|| {
-                format!("--listen {l:?} is not an address such as {DEFAULT_LISTEN}")
-            })?;
-        }
-        c.request_timeout = dur("request-timeout", c.request_timeout)?;
-        c.policy.backoff_base = dur("backoff-base", c.policy.backoff_base)?;
-        c.policy.backoff_cap = dur("backoff-cap", c.policy.backoff_cap)?;
-        c.wall_check = dur("wall-check", c.wall_check)?;
-        c.channel_min_interval = dur("channel-interval", c.channel_min_interval)?;
+        Self::from_run_args(parse_subcommand::<RunArgs>("run", args)?, env)
+    }
+
+    /// Builds the configuration from parsed flags and the lookup `env` (as [`Self::from_args`]).
+    ///
+    /// # Errors
+    /// As [`Self::from_args`].
+    pub fn from_run_args(a: RunArgs, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let mut c = RunConfig::from_credentials(&a.credentials, env)?;
+        c.kubeconfig = a.kubeconfig;
+        c.socket = a.socket;
+        c.listen = a.listen;
+        c.request_timeout = a.request_timeout;
+        c.policy.backoff_base = a.backoff_base;
+        c.policy.backoff_cap = a.backoff_cap;
+        c.wall_check = a.wall_check;
+        c.channel_min_interval = a.channel_interval;
         if let Some(v) = env(REFRESH_ENV).filter(|v| !v.is_empty()) {
             c.policy.refresh_override =
                 Some(parse_duration(&v).map_err(|e| anyhow::anyhow!("{REFRESH_ENV}: {e}"))?);
         }
-        let allow_remote = flags
-            .get("allow-non-loopback-listen")
-            .is_some_and(|v| v == "true"); // normalised by parse_flags
-        c.validate(allow_remote)?;
+        c.validate(a.allow_non_loopback_listen)?;
+        Ok(c)
+    }
+
+    /// Defaults plus the credential flags (shared with `install`); not yet validated.
+    ///
+    /// # Errors
+    /// No API server can be found, or it is not https.
+    pub fn from_credentials(
+        a: &CredentialArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
+        let api_server = api_server_from(a.api_server.as_ref(), env)?;
+        let namespace = namespace_from(a.namespace.as_ref(), &a.sa_dir);
+        let mut c = RunConfig::with_defaults(api_server, namespace);
+        c.sa_dir.clone_from(&a.sa_dir);
+        c.cni_service_account.clone_from(&a.service_account);
+        c.token_lifetime = a.token_lifetime;
         Ok(c)
     }
 }
@@ -253,9 +174,8 @@ mod tests {
         let env = env_of(&[
             ("KUBERNETES_SERVICE_HOST", "fd00::1"),
             ("KUBERNETES_SERVICE_PORT", "443"),
-            ("POD_NAMESPACE", "tern"),
         ]);
-        let c = RunConfig::from_args(&[], &env).unwrap();
+        let c = RunConfig::from_args(&["--namespace".into(), "tern".into()], &env).unwrap();
         assert_eq!(c.api_server, "https://[fd00::1]:443");
         assert_eq!(c.namespace, "tern");
         assert_eq!(c.token_lifetime, Duration::from_secs(86_400));

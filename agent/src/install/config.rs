@@ -1,20 +1,75 @@
-//! `tern-agent install` settings: its flags (the credential flags of `run`, then its own), their
-//! defaults and environment, and `--plugins` parsing.
+//! `tern-agent install` settings: its flags (the credential flags of `run`, then its own, on
+//! clap), their defaults and environment, and `--plugins` parsing.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context as _};
+use clap::Args;
 
 use super::conflist::{DEFAULT_TEMPLATE, RANGES_PLACEHOLDER};
-use crate::config::{
-    api_server_from, help_text, namespace_from, parse_bool, parse_flags, FlagSpec, RunConfig,
-    CREDENTIAL_FLAGS, DEFAULT_CNI_SA, DEFAULT_SA_DIR,
-};
-use crate::schedule::parse_duration;
+use crate::cli::{parse_bool, parse_subcommand, CredentialArgs};
+use crate::config::RunConfig;
 
 /// The CNI plugins tern ships, and `tern-lookup` (the helper that makes their API calls), copied
 /// by default (`--plugins`).
 pub const DEFAULT_PLUGINS: &[&str] = &["tern", "tern-tuning", "tern-ipam", "tern-lookup"];
+
+/// Environment of `tern-agent install` that has no flag, shown under `--help`.
+const INSTALL_ENV_HELP: &str = "environment:
+  TERN_CONFLIST_TEMPLATE   the conflist template text, used when --template is not given
+                           (else the built-in template)
+  TERN_LOG                 log level: debug, info (default) or warn";
+
+/// `tern-agent install` flags.
+#[derive(Debug, Clone, Args)]
+#[command(after_help = INSTALL_ENV_HELP)]
+pub struct InstallArgs {
+    /// Credentials and the CNI service account.
+    #[command(flatten)]
+    pub credentials: CredentialArgs,
+    /// Where the plugins are (in the image)
+    #[arg(long, value_name = "DIR", default_value = "/opt/tern/bin")]
+    pub src_bin_dir: PathBuf,
+    /// Comma-separated plugin file names to copy; each must exist, nothing else is copied
+    #[arg(
+        long,
+        value_name = "LIST",
+        default_value = "tern,tern-tuning,tern-ipam,tern-lookup"
+    )]
+    pub plugins: String,
+    /// The host's CNI bin dir as mounted here
+    #[arg(long, value_name = "DIR", default_value = "/host/opt/cni/bin")]
+    pub cni_bin_dir: PathBuf,
+    /// The host's CNI conf dir as mounted here
+    #[arg(long, value_name = "DIR", default_value = "/host/etc/cni/net.d")]
+    pub cni_conf_dir: PathBuf,
+    /// The CNI conf dir as the host sees it (fills __KUBECONFIG_FILEPATH__)
+    #[arg(long, value_name = "DIR", default_value = "/etc/cni/net.d")]
+    pub host_conf_dir: PathBuf,
+    /// File name of the conflist
+    #[arg(long, value_name = "NAME", default_value = "10-tern.conflist")]
+    pub conflist_name: String,
+    /// File name of the kubeconfig
+    #[arg(long, value_name = "NAME", default_value = "tern-kubeconfig")]
+    pub kubeconfig_name: String,
+    /// Conflist template file [default: $TERN_CONFLIST_TEMPLATE (the text), else the built-in template]
+    #[arg(long, value_name = "FILE")]
+    pub template: Option<PathBuf>,
+    /// This node (fills __NODE_NAME__; needed to read spec.podCIDRs)
+    #[arg(long, value_name = "NAME", env = "NODE_NAME", hide_env_values = true)]
+    pub node_name: Option<String>,
+    /// Fill __POD_CIDR_RANGES__ from the node's spec.podCIDRs (one GET); true, false, 1 or 0
+    /// [default: true if the template uses __POD_CIDR_RANGES__ (the built-in one does)]
+    #[arg(long, value_name = "BOOL", value_parser = parse_bool, action = clap::ArgAction::Set)]
+    pub pod_cidrs_from_node: Option<bool>,
+    /// Sysctl allowlist the tuning entries must pass (absent file: tern-tuning's built-in list)
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/host/etc/cni/tuning/allowlist.conf"
+    )]
+    pub allowlist: PathBuf,
+}
 
 /// Everything `install` needs.
 #[derive(Debug, Clone)]
@@ -60,7 +115,8 @@ pub struct Report {
 }
 
 impl InstallConfig {
-    /// Builds the configuration from `args` (after `install`) and `env`.
+    /// Builds the configuration from `args` (after `install`), the flags' environment
+    /// fallbacks, and the lookup `env` (in-cluster variables, `TERN_CONFLIST_TEMPLATE`).
     ///
     /// # Errors
     /// A bad flag or value, or no template/node name where needed.
@@ -68,158 +124,46 @@ impl InstallConfig {
         args: &[String],
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
-        let f = parse_flags(args, &install_flags())?;
-        let get = |k: &str, d: &str| f.get(k).cloned().unwrap_or_else(|| d.to_owned());
-        let api_server = api_server_from(f.get("api-server"), env)?;
-        let sa_dir = PathBuf::from(get("sa-dir", DEFAULT_SA_DIR));
-        let namespace = namespace_from(f.get("namespace"), env, &sa_dir);
-        let mut kube = RunConfig::with_defaults(api_server, namespace);
-        kube.sa_dir = sa_dir;
-        kube.cni_service_account = f
-            .get("service-account")
-            .cloned()
-            .or_else(|| env("TERN_CNI_SERVICE_ACCOUNT"))
-            .unwrap_or_else(|| DEFAULT_CNI_SA.into());
-        if let Some(l) = f.get("token-lifetime") {
-            kube.token_lifetime =
-                parse_duration(l).map_err(|e| anyhow::anyhow!("--token-lifetime: {e}"))?;
-        }
+        Self::from_install_args(parse_subcommand::<InstallArgs>("install", args)?, env)
+    }
+
+    /// Builds the configuration from parsed flags and `env` (as [`Self::from_args`]).
+    ///
+    /// # Errors
+    /// As [`Self::from_args`].
+    pub fn from_install_args(
+        a: InstallArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
+        let kube = RunConfig::from_credentials(&a.credentials, env)?;
         kube.validate(false)?;
         let template = match (
-            f.get("template"),
+            &a.template,
             env("TERN_CONFLIST_TEMPLATE").filter(|t| !t.trim().is_empty()),
         ) {
-            (Some(path), _) => {
-                std::fs::read_to_string(path).with_context(|| format!("read template {path}"))?
-            }
+            (Some(path), _) => std::fs::read_to_string(path)
+                .with_context(|| format!("read template {}", path.display()))?,
             (None, Some(t)) => t,
             (None, None) => DEFAULT_TEMPLATE.to_owned(),
         };
-        let node_name = f
-            .get("node-name")
-            .cloned()
-            .or_else(|| env("NODE_NAME"))
-            .unwrap_or_default();
-        let pod_cidrs_from_node = match f.get("pod-cidrs-from-node") {
-            Some(v) => parse_bool("pod-cidrs-from-node", v)?,
-            None => template.contains(RANGES_PLACEHOLDER),
-        };
-        let plugins = match f.get("plugins") {
-            Some(list) => parse_plugins(list)?,
-            None => DEFAULT_PLUGINS.iter().map(|p| (*p).to_owned()).collect(),
-        };
+        let pod_cidrs_from_node = a
+            .pod_cidrs_from_node
+            .unwrap_or_else(|| template.contains(RANGES_PLACEHOLDER));
         Ok(InstallConfig {
-            src_bin_dir: get("src-bin-dir", "/opt/tern/bin").into(),
-            plugins,
-            cni_bin_dir: get("cni-bin-dir", "/host/opt/cni/bin").into(),
-            cni_conf_dir: get("cni-conf-dir", "/host/etc/cni/net.d").into(),
-            host_conf_dir: get("host-conf-dir", "/etc/cni/net.d").into(),
-            conflist_name: get("conflist-name", "10-tern.conflist"),
-            kubeconfig_name: get("kubeconfig-name", "tern-kubeconfig"),
+            src_bin_dir: a.src_bin_dir,
+            plugins: parse_plugins(&a.plugins)?,
+            cni_bin_dir: a.cni_bin_dir,
+            cni_conf_dir: a.cni_conf_dir,
+            host_conf_dir: a.host_conf_dir,
+            conflist_name: a.conflist_name,
+            kubeconfig_name: a.kubeconfig_name,
             template,
-            node_name,
+            node_name: a.node_name.unwrap_or_default(),
             pod_cidrs_from_node,
-            allowlist: get("allowlist", "/host/etc/cni/tuning/allowlist.conf").into(),
+            allowlist: a.allowlist,
             kube,
         })
     }
-}
-
-/// `tern-agent install` flags: the credential flags of `run`, then the install's own.
-pub fn install_flags() -> Vec<FlagSpec> {
-    let own = [
-        FlagSpec {
-            name: "src-bin-dir",
-            value: "DIR",
-            default: "/opt/tern/bin",
-            env: "",
-            help: "where the plugins are (in the image)",
-        },
-        FlagSpec {
-            name: "plugins",
-            value: "LIST",
-            default: "tern,tern-tuning,tern-ipam,tern-lookup",
-            env: "",
-            help:
-                "comma-separated plugin file names to copy; each must exist, nothing else is copied",
-        },
-        FlagSpec {
-            name: "cni-bin-dir",
-            value: "DIR",
-            default: "/host/opt/cni/bin",
-            env: "",
-            help: "the host's CNI bin dir as mounted here",
-        },
-        FlagSpec {
-            name: "cni-conf-dir",
-            value: "DIR",
-            default: "/host/etc/cni/net.d",
-            env: "",
-            help: "the host's CNI conf dir as mounted here",
-        },
-        FlagSpec {
-            name: "host-conf-dir",
-            value: "DIR",
-            default: "/etc/cni/net.d",
-            env: "",
-            help: "the CNI conf dir as the host sees it (fills __KUBECONFIG_FILEPATH__)",
-        },
-        FlagSpec {
-            name: "conflist-name",
-            value: "NAME",
-            default: "10-tern.conflist",
-            env: "",
-            help: "file name of the conflist",
-        },
-        FlagSpec {
-            name: "kubeconfig-name",
-            value: "NAME",
-            default: "tern-kubeconfig",
-            env: "",
-            help: "file name of the kubeconfig",
-        },
-        FlagSpec {
-            name: "template",
-            value: "FILE",
-            default: "$TERN_CONFLIST_TEMPLATE (the text), else the built-in template",
-            env: "TERN_CONFLIST_TEMPLATE",
-            help: "conflist template file",
-        },
-        FlagSpec {
-            name: "node-name",
-            value: "NAME",
-            default: "",
-            env: "NODE_NAME",
-            help: "this node (fills __NODE_NAME__; needed to read spec.podCIDRs)",
-        },
-        FlagSpec {
-            name: "pod-cidrs-from-node",
-            value: "BOOL",
-            default: "true if the template uses __POD_CIDR_RANGES__ (the built-in one does)",
-            env: "",
-            help: "fill __POD_CIDR_RANGES__ from the node's spec.podCIDRs (one GET)",
-        },
-        FlagSpec {
-            name: "allowlist",
-            value: "FILE",
-            default: "/host/etc/cni/tuning/allowlist.conf (absent: tern-tuning's built-in list)",
-            env: "",
-            help: "sysctl allowlist the tuning entries must pass",
-        },
-    ];
-    CREDENTIAL_FLAGS.iter().copied().chain(own).collect()
-}
-
-/// The `tern-agent install --help` text.
-pub fn help() -> String {
-    help_text(
-        "usage: tern-agent install [flags]
-
-Renders and checks the conflist, checks the plugins, mints the first CNI token, then copies the
-plugins, writes the kubeconfig and writes the conflist last. A refusal changes nothing on the host.",
-        &install_flags(),
-        "environment: TERN_LOG (debug, info, warn)",
-    )
 }
 
 /// Parses `--plugins`: comma-separated plain file names, no duplicates.

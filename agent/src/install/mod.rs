@@ -28,7 +28,7 @@ use crate::mint::{in_cluster_client, mint_kubeconfig};
 mod config;
 mod conflist;
 
-pub use config::{help, install_flags, parse_plugins, InstallConfig, Report, DEFAULT_PLUGINS};
+pub use config::{parse_plugins, InstallArgs, InstallConfig, Report, DEFAULT_PLUGINS};
 pub use conflist::{
     ranges_for, render, require_lookup_helper, validate_tuning, DEFAULT_TEMPLATE,
     KUBECONFIG_PLACEHOLDER, NODE_NAME_PLACEHOLDER, RANGES_PLACEHOLDER,
@@ -134,12 +134,12 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     })
 }
 
-/// Entry point for `tern-agent install <args>`.
+/// Entry point for `tern-agent install` with its parsed flags.
 ///
 /// # Errors
-/// As [`InstallConfig::from_args`] and [`install`].
-pub fn main(args: &[String]) -> anyhow::Result<()> {
-    let cfg = InstallConfig::from_args(args, &|k| std::env::var(k).ok())?;
+/// As [`InstallConfig::from_install_args`] and [`install`].
+pub fn main(args: InstallArgs) -> anyhow::Result<()> {
+    let cfg = InstallConfig::from_install_args(args, &|k| std::env::var(k).ok())?;
     let r = install(&cfg)?;
     info!(binaries = ?r.binaries, "install done");
     Ok(())

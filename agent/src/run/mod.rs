@@ -2,7 +2,8 @@
 //! server, sharing one state.
 //!
 //! Files: the refresher loop (`refresher.rs`), the agent channel (`channel.rs`) and the
-//! endpoints (`http.rs`); this file holds the shared state and starts and stops the threads.
+//! endpoints (`http.rs`, `metrics.rs`); this file holds the shared state and starts and stops
+//! the threads.
 //!
 //! Threading model: one refresher thread owns the schedule and makes every TokenRequest; channel
 //! connections and HTTP requests each get a short-lived thread that only reads state or asks the
@@ -18,7 +19,7 @@
 //! metric or channel answer contains a token.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -34,6 +35,7 @@ use crate::config::RunConfig;
 
 mod channel;
 mod http;
+mod metrics;
 mod refresher;
 
 pub use crate::mint::{in_cluster_client, mint_kubeconfig, refresh_once, MintedKubeconfig};
@@ -89,6 +91,7 @@ pub struct Agent {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     http_addr: SocketAddr,
+    http_stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Agent {
@@ -144,15 +147,17 @@ impl Agent {
                 .spawn(move || channel::channel_server(&s, unix))?,
         );
         let s = Arc::clone(&shared);
+        let (http_stop, stopped) = tokio::sync::oneshot::channel();
         threads.push(
             std::thread::Builder::new()
                 .name("http".into())
-                .spawn(move || http::http_server(&s, http))?,
+                .spawn(move || http::http_server(s, http, stopped))?,
         );
         Ok(Agent {
             shared,
             threads,
             http_addr,
+            http_stop,
         })
     }
 
@@ -174,7 +179,7 @@ impl Agent {
             self.shared.cv.notify_all();
         }
         let _ = UnixStream::connect(&self.shared.cfg.socket);
-        let _ = TcpStream::connect(self.http_addr);
+        let _ = self.http_stop.send(());
         for t in self.threads {
             let _ = t.join();
         }

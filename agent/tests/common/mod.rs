@@ -102,7 +102,11 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 
 pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut c = TcpStream::connect(addr).unwrap();
-    write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut s = String::new();
     c.read_to_string(&mut s).unwrap();
     let code = s.split_whitespace().nth(1).unwrap().parse().unwrap();

@@ -1,0 +1,221 @@
+//! The `tern-agent` command line on clap: the subcommands, the flags both share, value parsers
+//! (strict booleans, humantime durations) and clap's errors turned into one-line messages.
+//!
+//! Invariants: flags are strict — only those a subcommand declares, each at most once, a value
+//! never taken from a following `--flag` (use `--name=--value`), booleans only
+//! `true`/`false`/`1`/`0` in any case; an environment variable is read only where a flag names it
+//! as its fallback, and the flag wins.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Args, CommandFactory as _, FromArgMatches, Parser, Subcommand};
+
+use crate::config::RunArgs;
+use crate::config::{DEFAULT_CNI_SA, DEFAULT_SA_DIR};
+use crate::install::InstallArgs;
+
+/// The subcommands' pointer, shown under the top-level usage.
+const AFTER_HELP: &str = "flags of each subcommand, with defaults and environment variables:
+  tern-agent run --help
+  tern-agent install --help";
+
+/// `tern-agent <subcommand> [flags]`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tern-agent",
+    about = "tern node agent: keeps the CNI token kubeconfig fresh, and installs tern on a node",
+    after_help = AFTER_HELP,
+    arg_required_else_help = true,
+    disable_help_subcommand = true,
+    disable_version_flag = true
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Keep the CNI token kubeconfig fresh (the DaemonSet's container): TokenRequest for the CNI
+    /// service account, the agent channel, and the health and metrics endpoints.
+    Run(RunArgs),
+    /// Install the CNI plugins, the first kubeconfig and the conflist (the init container):
+    /// checks the conflist and the plugins, mints the first CNI token, then copies the plugins,
+    /// writes the kubeconfig and the conflist last. A refusal changes nothing on the host.
+    Install(InstallArgs),
+}
+
+/// The in-cluster credentials and the CNI service account, shared by `run` and `install`.
+#[derive(Debug, Clone, Args)]
+pub struct CredentialArgs {
+    /// API server (https only) [default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT]
+    #[arg(long, value_name = "URL")]
+    pub api_server: Option<String>,
+    /// The agent's own token, ca.crt and namespace (re-read per request)
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_SA_DIR)]
+    pub sa_dir: PathBuf,
+    /// Namespace of the CNI service account [default: <sa-dir>/namespace, else default]
+    #[arg(long, value_name = "NS", env = "POD_NAMESPACE", hide_env_values = true)]
+    pub namespace: Option<String>,
+    /// Service account whose tokens are requested
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = DEFAULT_CNI_SA,
+        env = "TERN_CNI_SERVICE_ACCOUNT",
+        hide_env_values = true
+    )]
+    pub service_account: String,
+    /// Requested token lifetime (at least 10m, never 3607s)
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_duration)]
+    pub token_lifetime: Duration,
+}
+
+/// Parses a boolean flag value: `true`/`false`/`1`/`0`, any case.
+///
+/// # Errors
+/// Anything else, quoting it and naming the accepted forms.
+pub fn parse_bool(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(format!("takes true, false, 1 or 0, not {v:?}")),
+    }
+}
+
+/// Parses a duration with humantime (`500ms`, `30s`, `10m`, `1h30m`, `24h`): a number and a unit
+/// for each part, no sign, no bare number.
+///
+/// # Errors
+/// A message saying what is accepted.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| {
+        format!("{text:?} is not a duration ({e}): use a number with a unit, such as 10m, 1h30m, 90s or 500ms")
+    })
+}
+
+/// Parses the flags of one subcommand (`args` without the subcommand's name) as the binary does.
+///
+/// # Errors
+/// As [`flag_error`]; `--help` is an error too (its text is the help).
+pub fn parse_subcommand<T: Args + FromArgMatches>(
+    name: &str,
+    args: &[String],
+) -> anyhow::Result<T> {
+    let cmd =
+        T::augment_args(clap::Command::new(format!("tern-agent {name}")).no_binary_name(true));
+    let m = cmd
+        .clone()
+        .try_get_matches_from(args)
+        .map_err(|e| flag_error(&e, &cmd))?;
+    T::from_arg_matches(&m).map_err(|e| flag_error(&e, &cmd))
+}
+
+/// Parses the whole command line (without the program name).
+///
+/// # Errors
+/// The clap error itself: the caller prints help (exit 0), usage errors about the subcommand
+/// (exit 2), or [`flag_error`]'s line (exit 1).
+pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(std::iter::once(OsString::from("tern-agent")).chain(args))
+}
+
+/// The clap command of a subcommand, for error messages naming its flags.
+pub fn subcommand(name: &str) -> Option<clap::Command> {
+    Cli::command().find_subcommand(name).cloned()
+}
+
+/// Turns a clap error about `cmd`'s flags into one line: `unknown flag --x; known: --a, --b`,
+/// `--x given twice`, `--x needs a value`, `--x: <why the value is refused>`.
+pub fn flag_error(e: &clap::Error, cmd: &clap::Command) -> anyhow::Error {
+    let text = |k: ContextKind| match e.get(k) {
+        Some(ContextValue::String(s)) => s.clone(),
+        Some(ContextValue::Strings(v)) => v.join(" "),
+        _ => String::new(),
+    };
+    // "--namespace <NS>" -> "--namespace"; "--bogus=1" -> "--bogus".
+    let arg = text(ContextKind::InvalidArg);
+    let flag = arg.split([' ', '=']).next().unwrap_or_default().to_owned();
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            anyhow::anyhow!("{}", e.render())
+        }
+        ErrorKind::UnknownArgument if flag.starts_with('-') => {
+            let known: Vec<String> = cmd
+                .get_arguments()
+                .filter_map(clap::Arg::get_long)
+                .filter(|l| *l != "help")
+                .map(|l| format!("--{l}"))
+                .collect();
+            anyhow::anyhow!("unknown flag {flag}; known: {}", known.join(", "))
+        }
+        ErrorKind::UnknownArgument => {
+            anyhow::anyhow!("unexpected argument {arg:?}; flags are --name value (see --help)")
+        }
+        ErrorKind::ArgumentConflict => anyhow::anyhow!("{flag} given twice"),
+        ErrorKind::InvalidValue if text(ContextKind::InvalidValue).is_empty() => {
+            anyhow::anyhow!("{flag} needs a value")
+        }
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue => {
+            let why = std::error::Error::source(e).map_or_else(
+                || format!("{:?} is not accepted", text(ContextKind::InvalidValue)),
+                ToString::to_string,
+            );
+            anyhow::anyhow!("{flag} {why}")
+        }
+        _ => {
+            let first = e.kind().as_str().unwrap_or("bad command line");
+            anyhow::anyhow!("{first}: {arg}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_humantime_and_refuse_bare_numbers() {
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
+        for bad in ["", "10", "-5m", "m", "10x", "ten minutes", "1e3s"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("such as 10m"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn booleans_are_strict() {
+        for (v, want) in [
+            ("true", true),
+            ("TRUE", true),
+            ("1", true),
+            ("False", false),
+            ("0", false),
+        ] {
+            assert_eq!(parse_bool(v), Ok(want));
+        }
+        for v in ["yes", "on", "", "truee"] {
+            assert!(parse_bool(v).unwrap_err().contains("true, false, 1 or 0"));
+        }
+    }
+
+    #[test]
+    fn the_whole_command_line_parses() {
+        Cli::command().debug_assert();
+        let args = ["run", "--api-server", "https://h:1", "--namespace", "n"].map(OsString::from);
+        let cli = parse(args).unwrap();
+        assert!(matches!(cli.command, Command::Run(_)));
+        assert_eq!(
+            parse(["nope"].map(OsString::from)).unwrap_err().kind(),
+            ErrorKind::InvalidSubcommand
+        );
+    }
+}

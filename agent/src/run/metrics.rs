@@ -1,0 +1,110 @@
+//! `/metrics`: the agent's state in the Prometheus text format, encoded by prometheus-client from a
+//! [`Snapshot`] at scrape time, so the endpoint and the snapshot never disagree.
+//!
+//! Invariant: names carry their unit (`_seconds`, `_timestamp_seconds`) and counters end in
+//! `_total` (added by the encoder); a gauge with no value yet is left out, not reported as 0.
+
+use std::fmt;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::Snapshot;
+
+/// The `Content-Type` of [`render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Debug)]
+struct SnapshotCollector(Snapshot);
+
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: Option<i64>) -> fmt::Result {
+    if let Some(v) = v {
+        ConstGauge::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
+    }
+    Ok(())
+}
+
+fn counters<'a>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: impl IntoIterator<Item = (&'a str, u64)>,
+) -> fmt::Result {
+    let mut family = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (k, v) in values {
+        ConstCounter::new(v).encode(family.encode_family(&[(label, k)])?)?;
+    }
+    Ok(())
+}
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let s = &self.0;
+        gauge(
+            &mut enc,
+            "tern_agent_token_expiry_timestamp_seconds",
+            "Expiry of the CNI token in the kubeconfig (Unix seconds).",
+            s.token_expiry,
+        )?;
+        gauge(
+            &mut enc,
+            "tern_agent_last_success_timestamp_seconds",
+            "Time of the last successful refresh (Unix seconds).",
+            s.last_success,
+        )?;
+        gauge(
+            &mut enc,
+            "tern_agent_next_attempt_timestamp_seconds",
+            "When the next refresh attempt is due (Unix seconds).",
+            s.next_attempt,
+        )?;
+        gauge(
+            &mut enc,
+            "tern_agent_consecutive_failures",
+            "Refresh attempts failed in a row.",
+            Some(i64::from(s.consecutive_failures)),
+        )?;
+        gauge(
+            &mut enc,
+            "tern_agent_token_granted_seconds",
+            "Lifetime the API server granted for the current token.",
+            s.granted_seconds,
+        )?;
+        counters(
+            &mut enc,
+            "tern_agent_refreshes",
+            "Successful token refreshes by trigger.",
+            "trigger",
+            s.refreshes.iter().map(|(k, v)| (*k, *v)),
+        )?;
+        counters(
+            &mut enc,
+            "tern_agent_refresh_failures",
+            "Failed token refreshes by cause.",
+            "cause",
+            s.failures.iter().map(|(k, v)| (*k, *v)),
+        )?;
+        counters(
+            &mut enc,
+            "tern_agent_channel_requests",
+            "Agent channel requests by outcome.",
+            "outcome",
+            s.channel.iter().map(|(k, v)| (*k, *v)),
+        )
+    }
+}
+
+/// The metrics text (OpenMetrics, which Prometheus reads) for `snap`.
+pub fn render(snap: Snapshot) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(SnapshotCollector(snap)));
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    out
+}
