@@ -1,107 +1,179 @@
-//! Virtual-clock simulation of the refresh schedule across a fleet, using the agent's own
-//! scheduling functions (`tern_agent::schedule`) with default settings.
+//! Fleet simulation on a virtual clock: every node runs the agent's own [`Planner`] (the type the
+//! refresher thread drives) with `tern-agent run`'s default settings, against an API server that
+//! grants tokens of a given lifetime and is down for 30 minutes.
 //!
-//! `cargo run -p tern-agent --example simulate [nodes] [days] [max_expiration_seconds]`
+//! `cargo run -p tern-agent --example simulate [nodes] [days] [lifetime ...]`, lifetimes `1h`,
+//! `24h`, `1y-warnafter` (default: all three; 5,000 nodes, 7 days). Prints a Markdown table.
 //!
-//! Model: every node starts within the first 10 minutes (a DaemonSet rollout), asks for 24 h
-//! tokens, and the API server grants them (or caps them at the optional third argument). A
-//! 30-minute outage starts on day 4 at 12:00: every request in it fails without `Retry-After`
-//! (the worst case: connection refused or timeouts). Plugin-triggered channel requests are not
+//! Model: every node starts within the first 10 minutes (a DaemonSet rollout) and asks for the
+//! default lifetime (24 h). The server grants `1h` (a `--service-account-max-token-expiration=1h`
+//! cap), `24h` (as asked), or `1y-warnafter` (`status.expirationTimestamp` 3607 s ahead while the
+//! JWT stays valid for a year, as with `--service-account-extend-token-expiration`: the agent
+//! schedules from the status, the token never expires). A 30-minute outage starts on day 4 at
+//! 12:00: every request in it fails at once without `Retry-After` (connection refused, the worst
+//! case for load). Requests outside it succeed at once. Plugin-triggered channel requests are not
 //! modelled (they need a 401, which an outage does not produce).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::Duration;
 
-use tern_agent::schedule::{backoff_delay, refresh_delay, Policy, Rng};
+use tern_agent::plan::Planner;
+use tern_agent::schedule::Rng;
+use tern_agent::RunConfig;
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let nodes: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(5000);
-    let days: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(7);
-    let max_exp: Option<u64> = args.get(3).and_then(|a| a.parse().ok());
-    let requested: u64 = 24 * 3600;
-    let granted = max_exp.map_or(requested, |m| m.min(requested));
-    let policy = Policy::default();
-    let horizon_ms = days * 86_400 * 1000;
-    let outage = (
-        3 * 86_400 * 1000 + 12 * 3600 * 1000,
-        3 * 86_400 * 1000 + 12 * 3600 * 1000 + 30 * 60 * 1000,
-    );
-    let mut rng = Rng::seeded(20_260_101);
-    let mut per_second = vec![0u32; (horizon_ms / 1000) as usize + 1];
+/// 2026-01-01T00:00:00Z: the virtual wall clock's start (Unix ms).
+const T0: i64 = 1_767_225_600_000;
+const DAY: i64 = 86_400_000;
+const MIN: i64 = 60_000;
+
+/// What the server grants.
+pub struct Lifetime {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// What `status.expirationTimestamp` says, from the grant (s).
+    pub status_s: i64,
+    /// How long the token is accepted (s).
+    pub valid_s: i64,
+}
+
+/// TokenRequests per second and freshness, for one lifetime.
+pub struct Row {
+    /// Steady state: mean per second.
+    pub steady_mean: f64,
+    /// Steady state: busiest second.
+    pub steady_peak: u32,
+    /// During the outage: mean per second.
+    pub outage_mean: f64,
+    /// During the outage: busiest second.
+    pub outage_peak: u32,
+    /// First 5 minutes after the outage: mean per second.
+    pub after_mean: f64,
+    /// Longest wait, from the server's return, of a node that failed in the outage for its next
+    /// token (s).
+    pub slowest_recovery_s: f64,
+    /// Sum over nodes of the time they held an expired token (s).
+    pub expired_node_s: f64,
+}
+
+/// Runs `nodes` planners for `days` (at least 5: the outage is on day 4) against `life`.
+pub fn simulate(nodes: usize, days: i64, life: &Lifetime) -> Row {
+    let policy = RunConfig::with_defaults(String::new(), String::new()).policy;
+    let horizon = days * DAY;
+    let (o0, o1) = (3 * DAY + 12 * 60 * MIN, 3 * DAY + 12 * 60 * MIN + 30 * MIN);
+    let mut seeds = Rng::seeded(20_260_101);
+    let mut planners: Vec<Planner> = (0..nodes)
+        .map(|_| Planner::new(policy.clone(), Rng::seeded(seeds.next_u64())))
+        .collect();
+    let mut per_second = vec![0u32; (horizon / 1000) as usize + 1];
+    let mut valid_until = vec![i64::MIN; nodes];
+    let mut failed_in_outage = vec![false; nodes];
+    let mut recovered_at = vec![None::<i64>; nodes];
+    let mut expired_ms = 0i64;
     let mut heap = BinaryHeap::new();
-    let mut failures = vec![0u32; nodes];
-    let mut expiry_ms = vec![0u64; nodes];
     for n in 0..nodes {
-        heap.push(Reverse(((rng.unit() * 600_000.0) as u64, n)));
+        heap.push(Reverse(((seeds.unit() * 10.0 * MIN as f64) as i64, n)));
     }
     while let Some(Reverse((t, n))) = heap.pop() {
-        if t >= horizon_ms {
+        if t >= horizon {
             break;
         }
         per_second[(t / 1000) as usize] += 1;
-        let delay = if t >= outage.0 && t < outage.1 {
-            failures[n] += 1;
-            let left = expiry_ms[n].checked_sub(t).map(Duration::from_millis);
-            backoff_delay(&policy, failures[n], left, None, rng.unit())
+        let now = T0 + t;
+        let delay = if (o0..o1).contains(&t) {
+            failed_in_outage[n] = true;
+            planners[n].failed(now, None)
         } else {
-            failures[n] = 0;
-            expiry_ms[n] = t + granted * 1000;
-            refresh_delay(&policy, Duration::from_secs(granted), rng.unit())
+            if valid_until[n] != i64::MIN && t > valid_until[n] {
+                expired_ms += t - valid_until[n];
+            }
+            if failed_in_outage[n] && recovered_at[n].is_none() {
+                recovered_at[n] = Some(t);
+            }
+            valid_until[n] = t + life.valid_s * 1000;
+            planners[n].succeeded(now, now / 1000 + life.status_s).1
         };
-        heap.push(Reverse((t + delay.as_millis() as u64, n)));
+        heap.push(Reverse((t + delay.as_millis() as i64, n)));
     }
-    let rate = |from_s: u64, to_s: u64| -> f64 {
-        let total: u64 = per_second[from_s as usize..to_s as usize]
+    let s = |ms: i64| (ms / 1000) as usize;
+    let mean = |a: i64, b: i64| {
+        per_second[s(a)..s(b)]
             .iter()
             .map(|c| u64::from(*c))
-            .sum();
-        total as f64 / (to_s - from_s) as f64
+            .sum::<u64>() as f64
+            / ((b - a) / 1000) as f64
     };
-    let peak_minute = |from_s: u64, to_s: u64| -> f64 {
-        (from_s..to_s.saturating_sub(60))
-            .step_by(60)
-            .map(|s| {
-                per_second[s as usize..s as usize + 60]
-                    .iter()
-                    .map(|c| u64::from(*c))
-                    .sum::<u64>() as f64
-                    / 60.0
-            })
-            .fold(0.0, f64::max)
-    };
-    let (o0, o1) = (outage.0 / 1000, outage.1 / 1000);
-    let day = 86_400;
-    println!("fleet: {nodes} nodes, {days} days, tokens asked 24 h, granted {granted} s; backoff base {:?} cap {:?}", policy.backoff_base, policy.backoff_cap);
-    println!(
-        "startup (first 10 min): {:.2} TokenRequests/s",
-        rate(0, 600)
-    );
-    let steady: Vec<(u64, u64)> = vec![(day, o0), (o1 + 3600, days * day)];
-    let steady_total: f64 = steady
-        .iter()
-        .map(|(a, b)| rate(*a, *b) * (*b - *a) as f64)
-        .sum::<f64>();
-    let steady_len: u64 = steady.iter().map(|(a, b)| b - a).sum();
-    println!(
-        "steady state (day 1 to 7, outside the outage and the hour after it): mean {:.3} TokenRequests/s, busiest minute {:.3}/s",
-        steady_total / steady_len as f64,
-        steady.iter().map(|(a, b)| peak_minute(*a, *b)).fold(0.0, f64::max)
-    );
-    println!(
-        "30-minute outage (day 4, 12:00): mean {:.2} TokenRequests/s, busiest minute {:.2}/s, busiest second {}",
-        rate(o0, o1),
-        peak_minute(o0, o1),
-        per_second[o0 as usize..o1 as usize].iter().max().unwrap()
-    );
-    println!(
-        "after recovery: first 5 min mean {:.2}/s, busiest second {}",
-        rate(o1, o1 + 300),
-        per_second[o1 as usize..o1 as usize + 300]
+    let peak = |a: i64, b: i64| *per_second[s(a)..s(b)].iter().max().unwrap();
+    // Steady state: day 2 to the outage, and from an hour after it to the end.
+    let steady = [(DAY, o0), (o1 + 60 * MIN, horizon)];
+    let steady_len: i64 = steady.iter().map(|(a, b)| b - a).sum();
+    Row {
+        steady_mean: steady
             .iter()
-            .max()
-            .unwrap()
+            .map(|(a, b)| mean(*a, *b) * (b - a) as f64)
+            .sum::<f64>()
+            / steady_len as f64,
+        steady_peak: steady.iter().map(|(a, b)| peak(*a, *b)).max().unwrap(),
+        outage_mean: mean(o0, o1),
+        outage_peak: peak(o0, o1),
+        after_mean: mean(o1, o1 + 5 * MIN),
+        slowest_recovery_s: recovered_at
+            .iter()
+            .zip(&failed_in_outage)
+            .filter(|(_, f)| **f)
+            .map(|(r, _)| r.map_or(f64::INFINITY, |r| (r - o1) as f64 / 1000.0))
+            .fold(0.0, f64::max),
+        expired_node_s: expired_ms as f64 / 1000.0,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let nodes: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(5000);
+    let days: i64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(7);
+    let all = [
+        Lifetime {
+            name: "1h",
+            status_s: 3600,
+            valid_s: 3600,
+        },
+        Lifetime {
+            name: "24h",
+            status_s: 86_400,
+            valid_s: 86_400,
+        },
+        Lifetime {
+            name: "1y-warnafter",
+            status_s: 3607,
+            valid_s: 365 * 86_400,
+        },
+    ];
+    let wanted: Vec<&Lifetime> = if args.len() > 2 {
+        all.iter()
+            .filter(|l| args[2..].iter().any(|a| a == l.name))
+            .collect()
+    } else {
+        all.iter().collect()
+    };
+    let policy = RunConfig::with_defaults(String::new(), String::new()).policy;
+    println!(
+        "{nodes} nodes, {days} days, defaults (backoff base {:?}, cap {:?}), 30-minute outage on day 4\n",
+        policy.backoff_base, policy.backoff_cap
     );
+    println!("| granted lifetime | steady mean /s (busiest s) | outage mean /s (busiest s) | first 5 min after, mean /s | slowest node fresh after the server returns | node-seconds with an expired token |");
+    println!("|---|---|---|---|---|---|");
+    for l in wanted {
+        let r = simulate(nodes, days, l);
+        println!(
+            "| {} | {:.2} ({}) | {:.2} ({}) | {:.2} | {:.0} s | {:.0} |",
+            l.name,
+            r.steady_mean,
+            r.steady_peak,
+            r.outage_mean,
+            r.outage_peak,
+            r.after_mean,
+            r.slowest_recovery_s,
+            r.expired_node_s
+        );
+    }
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod install;
 pub mod kubeconfig;
 pub mod mint;
+pub mod plan;
 pub mod run;
 pub mod schedule;
 

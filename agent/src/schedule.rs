@@ -3,9 +3,9 @@
 //!
 //! Invariants: no function here reads a clock or sleeps; every delay is ≥ [`MIN_DELAY`]; a
 //! success schedules the next refresh strictly before the returned expiry; a failure's delay is
-//! full-jitter exponential (uniform in `[0, ceiling]`, floored at [`MIN_DELAY`]) where the ceiling is
-//! `min(cap, base·2^(n−1))`, further kept to half the time left while the current token is valid,
-//! and never below the server's `Retry-After`.
+//! uniform in `[ceiling/2, ceiling]` (floored at [`MIN_DELAY`], never below the server's
+//! `Retry-After`), where the ceiling is `min(cap, time_left/2)` while the current token is valid
+//! and `min(cap, base·2^(n−1))` without one.
 
 use std::time::Duration;
 
@@ -20,7 +20,8 @@ pub struct Policy {
     pub refresh_override: Option<Duration>,
     /// First backoff ceiling.
     pub backoff_base: Duration,
-    /// Largest backoff ceiling (default 5 min).
+    /// Largest backoff ceiling (default 4 min: with a request deadline of 10 s, a node is fresh
+    /// within 5 min of the server's return).
     pub backoff_cap: Duration,
 }
 
@@ -29,7 +30,7 @@ impl Default for Policy {
         Policy {
             refresh_override: None,
             backoff_base: Duration::from_secs(1),
-            backoff_cap: Duration::from_secs(300),
+            backoff_cap: Duration::from_secs(240),
         }
     }
 }
@@ -50,6 +51,12 @@ pub fn refresh_delay(policy: &Policy, lifetime: Duration, u: f64) -> Duration {
 ///
 /// `time_left` is how long the current token stays valid (`None` or zero when there is none or it
 /// expired); `retry_after` is the server's `Retry-After`; `u` is uniform in `[0, 1)`.
+///
+/// The ceiling is `min(cap, time_left/2)` while a token is valid — there is time, so the retries
+/// are spread over it rather than rushed, and the cap bounds how long after the server's return a
+/// node waits — and `min(cap, base·2^(n−1))` without one (start-up, or expired). The delay is
+/// uniform in `[ceiling/2, ceiling]` (equal jitter: spread, yet never a burst of near-zero
+/// waits), at least [`MIN_DELAY`] and at least `retry_after`.
 pub fn backoff_delay(
     policy: &Policy,
     failures: u32,
@@ -57,15 +64,19 @@ pub fn backoff_delay(
     retry_after: Option<Duration>,
     u: f64,
 ) -> Duration {
-    let exp = failures.saturating_sub(1).min(30);
-    let mut ceiling = policy
-        .backoff_base
-        .saturating_mul(1u32 << exp)
-        .min(policy.backoff_cap);
-    if let Some(left) = time_left.filter(|l| !l.is_zero()) {
-        ceiling = ceiling.min(left / 2);
-    }
-    let delay = ceiling.mul_f64(u.clamp(0.0, 1.0)).max(MIN_DELAY);
+    let ceiling = match time_left.filter(|l| !l.is_zero()) {
+        Some(left) => policy.backoff_cap.min(left / 2),
+        None => {
+            let exp = failures.saturating_sub(1).min(30);
+            policy
+                .backoff_base
+                .saturating_mul(1u32 << exp)
+                .min(policy.backoff_cap)
+        }
+    };
+    let delay = ceiling
+        .mul_f64(0.5 + u.clamp(0.0, 1.0) / 2.0)
+        .max(MIN_DELAY);
     match retry_after {
         Some(ra) => delay.max(ra),
         None => delay,
@@ -148,60 +159,81 @@ mod tests {
     }
 
     #[test]
-    fn backoff_grows_to_the_cap_with_full_jitter() {
+    fn without_a_token_backoff_grows_to_the_cap_with_equal_jitter() {
         let p = Policy::default();
+        let cap = Duration::from_secs(240);
         assert_eq!(
-            backoff_delay(&p, 1, None, None, 0.999),
-            Duration::from_millis(999)
+            backoff_delay(&p, 1, None, None, 0.0),
+            Duration::from_millis(500)
         );
         assert_eq!(
             backoff_delay(&p, 4, None, None, 0.5),
-            Duration::from_secs(4)
+            Duration::from_secs(6)
         );
-        assert_eq!(
-            backoff_delay(&p, 20, None, None, 1.0),
-            Duration::from_secs(300)
-        );
-        assert_eq!(
-            backoff_delay(&p, u32::MAX, None, None, 1.0),
-            Duration::from_secs(300)
-        );
-        assert_eq!(backoff_delay(&p, 3, None, None, 0.0), MIN_DELAY);
-        // Full jitter: the spread covers the whole [0, ceiling] range.
+        assert_eq!(backoff_delay(&p, 20, None, None, 1.0), cap);
+        assert_eq!(backoff_delay(&p, u32::MAX, None, None, 1.0), cap);
+        let tiny = Policy {
+            backoff_base: Duration::from_millis(10),
+            ..Policy::default()
+        };
+        assert_eq!(backoff_delay(&tiny, 1, None, None, 0.0), MIN_DELAY);
+        // Equal jitter: spread over [cap/2, cap], never below half the ceiling.
         let mut rng = Rng::seeded(1);
         let ds: Vec<Duration> = (0..1000)
             .map(|_| backoff_delay(&p, 12, None, None, rng.unit()))
             .collect();
+        assert!(ds.iter().all(|d| *d >= cap / 2 && *d <= cap));
         assert!(
-            ds.iter().any(|d| *d < Duration::from_secs(30))
-                && ds.iter().any(|d| *d > Duration::from_secs(270))
+            ds.iter().any(|d| *d < Duration::from_secs(130))
+                && ds.iter().any(|d| *d > Duration::from_secs(230))
         );
         let mean = ds.iter().sum::<Duration>() / 1000;
         assert!(
-            mean > Duration::from_secs(130) && mean < Duration::from_secs(170),
+            mean > Duration::from_secs(170) && mean < Duration::from_secs(190),
             "{mean:?}"
         );
     }
 
     #[test]
-    fn backoff_stays_below_the_time_left_and_honours_retry_after() {
+    fn with_a_valid_token_retries_are_spread_over_the_time_left() {
         let p = Policy::default();
+        // Plenty of time left: the first retry already waits 2-4 min, no burst of quick ones.
+        let hour = Some(Duration::from_secs(1800));
+        assert_eq!(
+            backoff_delay(&p, 1, hour, None, 0.0),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            backoff_delay(&p, 1, hour, None, 1.0),
+            Duration::from_secs(240)
+        );
+        // Near expiry: at most half the time left, so some retries land before it.
         let left = Some(Duration::from_secs(100));
         assert_eq!(
             backoff_delay(&p, 20, left, None, 1.0),
             Duration::from_secs(50)
         );
         assert_eq!(
-            backoff_delay(&p, 20, Some(Duration::ZERO), None, 1.0),
-            Duration::from_secs(300)
+            backoff_delay(&p, 1, left, None, 0.0),
+            Duration::from_secs(25)
         );
+        // Expired (zero left): the growth from the base applies.
+        assert_eq!(
+            backoff_delay(&p, 20, Some(Duration::ZERO), None, 1.0),
+            Duration::from_secs(240)
+        );
+    }
+
+    #[test]
+    fn retry_after_is_a_floor() {
+        let p = Policy::default();
         assert_eq!(
             backoff_delay(&p, 1, None, Some(Duration::from_secs(32)), 0.1),
             Duration::from_secs(32)
         );
         assert_eq!(
             backoff_delay(&p, 20, None, Some(Duration::from_secs(2)), 1.0),
-            Duration::from_secs(300)
+            Duration::from_secs(240)
         );
     }
 

@@ -165,13 +165,24 @@ fn rbac_is_least_privilege() {
         ),
         (
             "tern/tern-cni".to_owned(),
-            [(
-                "cluster".into(),
-                String::new(),
-                "pods".into(),
-                vec![],
-                "get".into(),
-            )]
+            [
+                // tern's pod lookup on ADD.
+                (
+                    "cluster".into(),
+                    String::new(),
+                    "pods".into(),
+                    vec![],
+                    "get".into(),
+                ),
+                // tern-ipam's usePodCidr node read.
+                (
+                    "cluster".into(),
+                    String::new(),
+                    "nodes".into(),
+                    vec![],
+                    "get".into(),
+                ),
+            ]
             .into_iter()
             .collect(),
         ),
@@ -211,11 +222,18 @@ fn daemonset_has_what_the_agent_needs() {
         strs(&agent["command"])[..2],
         ["tern-agent".to_owned(), "run".to_owned()]
     );
-    assert_eq!(agent["livenessProbe"]["httpGet"]["path"], "/healthz");
-    assert_eq!(
-        agent["livenessProbe"]["httpGet"]["host"], "127.0.0.1",
-        "the agent listens on loopback only"
-    );
+    // Liveness only on the loop's progress, so an API outage never restarts the agent;
+    // readiness on the token.
+    assert_eq!(agent["livenessProbe"]["httpGet"]["path"], "/livez");
+    assert_eq!(agent["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert!(agent.get("startupProbe").is_none());
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            agent[probe]["httpGet"]["host"], "127.0.0.1",
+            "the agent listens on loopback only"
+        );
+        assert_eq!(agent[probe]["httpGet"]["port"], 9412);
+    }
     let paths: BTreeSet<String> = spec["volumes"]
         .as_array()
         .unwrap()

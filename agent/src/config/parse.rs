@@ -31,7 +31,7 @@ pub struct RunArgs {
     /// Agent channel socket
     #[arg(long, value_name = "PATH", default_value = tern_kube::channel::DEFAULT_SOCKET)]
     pub socket: PathBuf,
-    /// /healthz and /metrics address
+    /// Address of /livez, /readyz, /healthz and /metrics
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
     /// Allow a non-loopback --listen (true, false, 1 or 0)
@@ -50,7 +50,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub backoff_base: Duration,
     /// Largest retry ceiling
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "4m", value_parser = parse_duration)]
     pub backoff_cap: Duration,
     /// How often the wall clock is compared with the schedule (at most 1m)
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
@@ -179,7 +179,7 @@ mod tests {
         assert_eq!(c.api_server, "https://[fd00::1]:443");
         assert_eq!(c.namespace, "tern");
         assert_eq!(c.token_lifetime, Duration::from_secs(86_400));
-        assert_eq!(c.policy.backoff_cap, Duration::from_secs(300));
+        assert_eq!(c.policy.backoff_cap, Duration::from_secs(240));
         assert!(c.listen.ip().is_loopback());
     }
 

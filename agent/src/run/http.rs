@@ -1,6 +1,8 @@
-//! The health and metrics endpoints (`/healthz`, `/metrics`) on the `--listen` address, served by
-//! axum on one single-threaded tokio runtime: they read the shared state and never wait on the
-//! refresher or the API.
+//! The probe and metrics endpoints on the `--listen` address, served by axum on one
+//! single-threaded tokio runtime: `/livez` (the refresher loop makes progress), `/readyz` and its
+//! alias `/healthz` (the plugins can start pods: a valid token in a written kubeconfig),
+//! `/metrics`. They read the shared state and never wait on the refresher or the API, so an API
+//! outage can fail readiness but never liveness.
 
 use std::net::TcpListener;
 use std::sync::Arc;
@@ -15,26 +17,29 @@ use tracing::warn;
 
 use super::{lock, metrics, Shared};
 
-/// `/healthz`: healthy while the token is valid and the next attempt is due before it expires.
-fn health(s: &Shared) -> (StatusCode, String) {
+/// `/readyz`: ready while the kubeconfig holds a token that is valid now and will be refreshed
+/// (or retried) before it expires, and the file is still there.
+fn readiness(s: &Shared) -> (StatusCode, String) {
     let snap = lock(&s.snap).clone();
     let now = s.clock.now_secs();
+    let unavailable = StatusCode::SERVICE_UNAVAILABLE;
     match (snap.token_expiry, snap.next_attempt) {
-        (None, _) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no token written yet\n".into(),
-        ),
+        (None, _) => (unavailable, "no token written yet\n".into()),
         (Some(exp), _) if exp <= now => (
-            StatusCode::SERVICE_UNAVAILABLE,
+            unavailable,
             format!("token expired at {}\n", format_rfc3339(exp)),
         ),
         (Some(exp), Some(next)) if next >= exp => (
-            StatusCode::SERVICE_UNAVAILABLE,
+            unavailable,
             format!(
                 "token expires at {} before the next attempt at {}\n",
                 format_rfc3339(exp),
                 format_rfc3339(next)
             ),
+        ),
+        (Some(_), _) if !s.cfg.kubeconfig.is_file() => (
+            unavailable,
+            format!("kubeconfig {} is missing\n", s.cfg.kubeconfig.display()),
         ),
         (Some(exp), _) => (
             StatusCode::OK,
@@ -43,8 +48,31 @@ fn health(s: &Shared) -> (StatusCode, String) {
     }
 }
 
-async fn healthz(State(s): State<Arc<Shared>>) -> (StatusCode, String) {
-    health(&s)
+/// `/livez`: live while the refresher loop made progress within its stall limit, whatever the
+/// API server does (an attempt is bounded by the request deadline, a wait by the wall check).
+fn liveness(s: &Shared) -> (StatusCode, String) {
+    let idle = lock(&s.heartbeat).elapsed();
+    let limit = s.stall_limit();
+    if idle > limit {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "refresher loop stuck: no progress for {} s (limit {} s)\n",
+                idle.as_secs(),
+                limit.as_secs()
+            ),
+        )
+    } else {
+        (StatusCode::OK, "ok: refresher loop running\n".into())
+    }
+}
+
+async fn readyz(State(s): State<Arc<Shared>>) -> (StatusCode, String) {
+    readiness(&s)
+}
+
+async fn livez(State(s): State<Arc<Shared>>) -> (StatusCode, String) {
+    liveness(&s)
 }
 
 async fn metrics_text(
@@ -53,7 +81,7 @@ async fn metrics_text(
     let snap = lock(&s.snap).clone();
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        metrics::render(snap),
+        metrics::render(snap, &s.latency),
     )
 }
 
@@ -63,7 +91,9 @@ pub(super) fn http_server(s: Arc<Shared>, listener: TcpListener, stop: oneshot::
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let app = Router::new()
-            .route("/healthz", get(healthz))
+            .route("/livez", get(livez))
+            .route("/readyz", get(readyz))
+            .route("/healthz", get(readyz))
             .route("/metrics", get(metrics_text))
             .with_state(s);
         axum::serve(listener, app)

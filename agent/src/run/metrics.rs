@@ -10,6 +10,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
@@ -18,8 +19,19 @@ use super::Snapshot;
 /// The `Content-Type` of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// The results of `tern_agent_token_requests_total`, always all reported (0 until seen) so that
+/// rates exist from the first scrape.
+pub const REQUEST_RESULTS: [&str; 6] = [
+    "success",
+    "unauthorized",
+    "throttled",
+    "unavailable",
+    "timeout",
+    "error",
+];
+
 #[derive(Debug)]
-struct SnapshotCollector(Snapshot);
+struct SnapshotCollector(Snapshot, Histogram);
 
 fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: Option<i64>) -> fmt::Result {
     if let Some(v) = v {
@@ -95,14 +107,31 @@ impl Collector for SnapshotCollector {
             "Agent channel requests by outcome.",
             "outcome",
             s.channel.iter().map(|(k, v)| (*k, *v)),
-        )
+        )?;
+        counters(
+            &mut enc,
+            "tern_agent_token_requests",
+            "TokenRequests sent to the API server, by result.",
+            "result",
+            REQUEST_RESULTS
+                .iter()
+                .map(|r| (*r, s.token_requests.get(r).copied().unwrap_or(0))),
+        )?;
+        let latency = &self.1;
+        latency.encode(enc.encode_descriptor(
+            "tern_agent_token_request_duration_seconds",
+            "TokenRequest latency, from sending to the answer or the deadline.",
+            None,
+            MetricType::Histogram,
+        )?)
     }
 }
 
-/// The metrics text (OpenMetrics, which Prometheus reads) for `snap`.
-pub fn render(snap: Snapshot) -> String {
+/// The metrics text (OpenMetrics, which Prometheus reads) for `snap` and the TokenRequest
+/// latency histogram.
+pub fn render(snap: Snapshot, latency: &Histogram) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(SnapshotCollector(snap)));
+    registry.register_collector(Box::new(SnapshotCollector(snap, latency.clone())));
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);

@@ -24,9 +24,10 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use prometheus_client::metrics::histogram::Histogram;
 use tern_kube::channel::Outcome;
 use tracing::info;
 
@@ -68,6 +69,9 @@ pub struct Snapshot {
     pub failures: BTreeMap<&'static str, u64>,
     /// Channel requests by outcome.
     pub channel: BTreeMap<&'static str, u64>,
+    /// TokenRequests sent, by result (`success`, `unauthorized`, `throttled`, `unavailable`,
+    /// `timeout`, `error`).
+    pub token_requests: BTreeMap<&'static str, u64>,
     /// Lifetime granted by the server for the current token (s).
     pub granted_seconds: Option<i64>,
 }
@@ -80,6 +84,29 @@ struct Shared {
     snap: Mutex<Snapshot>,
     stop: AtomicBool,
     channel_conns: AtomicUsize,
+    /// TokenRequest latency (seconds).
+    latency: Histogram,
+    /// When the refresher last made progress (monotonic): what `/livez` checks.
+    heartbeat: Mutex<Instant>,
+}
+
+/// Upper bounds of the TokenRequest latency buckets (seconds), up to the default request deadline.
+const LATENCY_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+impl Shared {
+    /// Records that the refresher made progress now.
+    fn beat(&self) {
+        *lock(&self.heartbeat) = Instant::now();
+    }
+
+    /// How long the refresher may go without progress before it counts as stuck: two wall
+    /// checks plus two request deadlines (a pass waits at most one wall check; an attempt is
+    /// bounded by one request deadline and a local write).
+    fn stall_limit(&self) -> Duration {
+        (self.cfg.wall_check + self.cfg.request_timeout) * 2
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,6 +150,8 @@ impl Agent {
             snap: Mutex::new(Snapshot::default()),
             stop: AtomicBool::new(false),
             channel_conns: AtomicUsize::new(0),
+            latency: Histogram::new(LATENCY_BUCKETS),
+            heartbeat: Mutex::new(Instant::now()),
         });
         info!(
             api_server = %shared.cfg.api_server,

@@ -1,21 +1,26 @@
-//! The refresher thread: the one place that makes TokenRequests, on the schedule of
-//! [`crate::schedule`], and records each outcome for the channel and the endpoints.
+//! The refresher thread: the one place that makes TokenRequests, on the plan of
+//! [`crate::plan::Planner`], and records each outcome for the channel and the endpoints.
+//!
+//! Invariant: every pass of the loop (a wake-up at least every `wall_check`, an attempt bounded
+//! by `request_timeout`) stamps the heartbeat `/livez` reads, so only a stuck loop goes stale.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tern_kube::channel::Outcome;
 use tern_kube::time::format_rfc3339;
-use tern_kube::KubeError;
+use tern_kube::{KubeError, TokenRequestStatus};
 use tracing::{debug, info, warn};
 
 use super::{lock, Shared};
-use crate::mint::refresh_once;
-use crate::schedule::{backoff_delay, refresh_delay, Rng};
+use crate::mint::mint_kubeconfig;
+use crate::plan::Planner;
+use crate::schedule::Rng;
 
 /// Wall time may run ahead of the monotonic schedule by this much before it counts as a jump.
 const WALL_SLACK_MS: i64 = 1000;
 
+/// Why a refresh failed, for logs and `tern_agent_refresh_failures_total{cause}`.
 fn cause(e: &KubeError) -> &'static str {
     match e {
         KubeError::Io { op: "read", .. } => "credentials",
@@ -24,18 +29,45 @@ fn cause(e: &KubeError) -> &'static str {
     }
 }
 
+/// The TokenRequest's result for `tern_agent_token_requests_total{result}`; `None` when no
+/// request was sent (the agent's own credentials could not be read).
+pub(super) fn request_result(r: &Result<(), &KubeError>) -> Option<&'static str> {
+    Some(match r {
+        Ok(()) => "success",
+        Err(KubeError::Io { .. } | KubeError::Kubeconfig { .. }) => return None,
+        Err(KubeError::Unauthorized | KubeError::Forbidden { .. }) => "unauthorized",
+        Err(KubeError::TooManyRequests { .. }) => "throttled",
+        Err(KubeError::ServerError { .. } | KubeError::Connect(_)) => "unavailable",
+        Err(KubeError::Timeout(_)) => "timeout",
+        Err(_) => "error",
+    })
+}
+
+/// One refresh: the TokenRequest (timed and counted), then the kubeconfig write.
+fn attempt(s: &Shared) -> Result<TokenRequestStatus, KubeError> {
+    let started = Instant::now();
+    let minted = mint_kubeconfig(&s.cfg);
+    let result = request_result(&minted.as_ref().map(|_| ()));
+    if let Some(result) = result {
+        s.latency.observe(started.elapsed().as_secs_f64());
+        *lock(&s.snap).token_requests.entry(result).or_insert(0) += 1;
+    }
+    let minted = minted?;
+    minted.write(&s.cfg.kubeconfig)?;
+    Ok(minted.status)
+}
+
 pub(super) fn refresher(s: &Shared) {
     let cfg = &s.cfg;
-    let mut rng = Rng::from_entropy();
+    let mut plan = Planner::new(cfg.policy.clone(), Rng::from_entropy());
     let mut due_mono = Instant::now();
     let mut due_wall = s.clock.now_ms();
-    let mut failures: u32 = 0;
-    let mut expiry: Option<i64> = None;
     let mut first = true;
     loop {
         let trigger = {
             let mut g = lock(&s.coord);
             let trigger = loop {
+                s.beat();
                 if s.stop.load(Ordering::SeqCst) {
                     return;
                 }
@@ -46,7 +78,7 @@ pub(super) fn refresher(s: &Shared) {
                 if now >= due_mono {
                     break if first {
                         "startup"
-                    } else if failures > 0 {
+                    } else if plan.failures() > 0 {
                         "retry"
                     } else {
                         "timer"
@@ -72,16 +104,12 @@ pub(super) fn refresher(s: &Shared) {
         };
         first = false;
         debug!(trigger, "refreshing CNI token");
-        let result = refresh_once(cfg);
+        let result = attempt(s);
+        s.beat();
         let wall_now = s.clock.now_ms();
         let (delay, outcome, not_before) = match &result {
             Ok(st) => {
-                failures = 0;
-                expiry = Some(st.expiration_timestamp);
-                let lifetime = Duration::from_millis(
-                    u64::try_from(st.expiration_timestamp * 1000 - wall_now).unwrap_or(0),
-                );
-                let delay = refresh_delay(&cfg.policy, lifetime, rng.unit());
+                let (lifetime, delay) = plan.succeeded(wall_now, st.expiration_timestamp);
                 for w in &st.warnings {
                     info!(warning = %w, "API server shortened the token lifetime");
                 }
@@ -102,22 +130,16 @@ pub(super) fn refresher(s: &Shared) {
                 )
             }
             Err(e) => {
-                failures += 1;
-                let time_left = expiry
-                    .map(|x| x * 1000 - wall_now)
-                    .filter(|ms| *ms > 0)
-                    .map(|ms| Duration::from_millis(ms.unsigned_abs()));
                 let retry_after = e.retry_after().map(Duration::from_secs);
-                let delay =
-                    backoff_delay(&cfg.policy, failures, time_left, retry_after, rng.unit());
+                let delay = plan.failed(wall_now, retry_after);
                 warn!(
                     trigger,
                     cause = cause(e),
                     error = %e,
-                    consecutive_failures = failures,
+                    consecutive_failures = plan.failures(),
                     retry_after_seconds = retry_after.map(|d| d.as_secs()),
                     backoff_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                    token_expires_at = expiry.map(format_rfc3339),
+                    token_expires_at = plan.expiry_ms().map(|x| format_rfc3339(x / 1000)),
                     "token refresh failed; backing off"
                 );
                 (
@@ -133,7 +155,7 @@ pub(super) fn refresher(s: &Shared) {
         due_wall = wall_now + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX / 2);
         {
             let mut snap = lock(&s.snap);
-            snap.consecutive_failures = failures;
+            snap.consecutive_failures = plan.failures();
             snap.next_attempt = Some(due_wall.div_euclid(1000));
             match &result {
                 Ok(st) => {

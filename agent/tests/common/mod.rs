@@ -5,6 +5,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -119,4 +120,23 @@ pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
 
 pub fn kubeconfig_path(f: &Fixture) -> PathBuf {
     f.cfg.kubeconfig.clone()
+}
+
+/// `tern-agent <args>` with none of the environment the agent reads.
+pub fn agent(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tern-agent"));
+    c.args(args)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .env_remove("POD_NAMESPACE")
+        .env_remove("NODE_NAME")
+        .env_remove("TERN_CONFLIST_TEMPLATE")
+        .env_remove("CNI_TOKEN_REFRESH_DURATION")
+        .env_remove("TERN_CNI_SERVICE_ACCOUNT");
+    c
+}
+
+/// Bytes as (lossy) text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
 }
