@@ -3,7 +3,8 @@
 //! applied step if a later one fails.
 //!
 //! Invariants: nothing is written before the whole configuration validated (keys, values,
-//! allowlist, MAC, prevResult, the link exists); the backup exists before the first change;
+//! allowlist, MAC, prevResult, and the link exists when link attributes or `IFNAME` keys need
+//! it; a sysctl-only configuration does not need `CNI_IFNAME` in the netns); the backup exists before the first change;
 //! on failure the pod netns is left as it was and a backup this ADD created is removed.
 
 use tern_cni::{AddInput, CniResult, Error};
@@ -29,7 +30,7 @@ enum Undo {
 ///
 /// # Errors
 /// Code 7 for an invalid or disallowed configuration (nothing written), a missing prevResult or
-/// a missing interface; 103 when the kernel rejects a sysctl value (earlier writes rolled back);
+/// a missing interface (when link attributes or `IFNAME` keys are configured); 103 when the kernel rejects a sysctl value (earlier writes rolled back);
 /// 101 for netlink failures; 104 when the backup cannot be written; 5 when the netns is unusable.
 pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> {
     let ifname = input.ifname.as_str();
@@ -43,14 +44,24 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     })?;
 
     let netns = NetNs::open(&input.netns)?;
-    let handle = Handle::in_netns(&netns)?;
-    let link = handle.link_by_name(ifname)?.ok_or_else(|| {
-        Error::invalid_config(format!(
-            "interface {ifname} not found in {}",
-            input.netns.display()
-        ))
-        .with_details("tern-tuning adjusts an interface created by an earlier plugin in the chain")
-    })?;
+    // Only link attributes and `IFNAME` keys need the interface; a sysctl-only configuration
+    // works on the netns alone, as the reference's does (no netlink socket in the pod either).
+    let pod_link = if needs_link(&plan) {
+        let handle = Handle::in_netns(&netns)?;
+        let link = handle.link_by_name(ifname)?.ok_or_else(|| {
+            Error::invalid_config(format!(
+                "interface {ifname} not found in {}",
+                input.netns.display()
+            ))
+            .with_details(
+                "tern-tuning adjusts an interface created by an earlier plugin in the chain",
+            )
+        })?;
+        Some((handle, link))
+    } else {
+        None
+    };
+    let link = pod_link.as_ref().map(|(_, l)| l);
 
     let file = backup::path(&conf.data_dir, input.container_id.as_str(), ifname);
     let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
@@ -60,16 +71,21 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
         sysctl::read(&netns, &keys)?
     };
     let mut fresh = Backup {
+        network: Some(input.config.name.clone()),
+        container_id: Some(input.container_id.as_str().to_owned()),
+        ifname: Some(ifname.to_owned()),
         sysctl: keys
             .iter()
             .map(|k| k.raw().to_string())
             .zip(current)
             .collect(),
-        mac: plan.mac.and(link.mac.as_ref().map(format_mac)),
-        mtu: plan.mtu.map(|_| link.mtu),
-        promisc: plan.promisc.map(|_| link.promisc),
-        allmulti: plan.allmulti.map(|_| link.allmulti),
-        txqlen: plan.txqlen.map(|_| link.txqlen),
+        mac: plan
+            .mac
+            .and(link.and_then(|l| l.mac.as_ref()).map(format_mac)),
+        mtu: plan.mtu.and(link.map(|l| l.mtu)),
+        promisc: plan.promisc.and(link.map(|l| l.promisc)),
+        allmulti: plan.allmulti.and(link.map(|l| l.allmulti)),
+        txqlen: plan.txqlen.and(link.map(|l| l.txqlen)),
     };
     let created = match backup::load(&file)? {
         // A repeated ADD keeps the values from before the first one.
@@ -85,8 +101,8 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     };
 
     let mut undo = Vec::new();
-    if let Err(e) = apply(&netns, &handle, &link, &plan, &mut undo) {
-        unwind(&netns, &handle, link.index, undo);
+    if let Err(e) = apply(&netns, pod_link.as_ref(), &plan, &mut undo) {
+        unwind(&netns, pod_link.as_ref(), undo);
         if created {
             if let Err(re) = backup::remove(&file) {
                 tracing::warn!(error = %re, "could not remove the backup after a failed ADD");
@@ -104,6 +120,18 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     Ok(result)
 }
 
+/// Whether applying or checking `plan` needs `CNI_IFNAME` in the netns: for a link attribute,
+/// or a sysctl key with `IFNAME` (the interface's own `conf/<ifname>` entries exist only with
+/// it). A plan of plain sysctls works on the netns alone, as the reference's does.
+pub fn needs_link(plan: &Plan) -> bool {
+    plan.mac.is_some()
+        || plan.mtu.is_some()
+        || plan.promisc.is_some()
+        || plan.allmulti.is_some()
+        || plan.txqlen.is_some()
+        || plan.sysctls.iter().any(|(k, _)| k.uses_ifname())
+}
+
 /// Fields already in `existing` win (they hold the pre-tuning values).
 fn merge_into(fresh: &mut Backup, existing: Backup) {
     for (k, v) in existing.sysctl {
@@ -119,19 +147,23 @@ fn merge_into(fresh: &mut Backup, existing: Backup) {
     fresh.txqlen = existing.txqlen.or(fresh.txqlen);
 }
 
+/// Writes the sysctls, then the link attributes through `pod_link` (present whenever
+/// [`needs_link`]).
 fn apply(
     netns: &NetNs,
-    handle: &Handle,
-    link: &Link,
+    pod_link: Option<&(Handle, Link)>,
     plan: &Plan,
     undo: &mut Vec<Undo>,
 ) -> Result<(), Error> {
-    let idx = link.index;
     if !plan.sysctls.is_empty() {
         // write_all rolls back its own earlier writes when one fails.
         let previous = sysctl::write_all(netns, &plan.sysctls)?;
         undo.push(Undo::Sysctls(previous));
     }
+    let Some((handle, link)) = pod_link else {
+        return Ok(());
+    };
+    let idx = link.index;
     if let Some(mac) = plan.mac {
         handle.set_mac(idx, mac)?;
         if let Some(old) = link.mac {
@@ -158,8 +190,12 @@ fn apply(
 }
 
 /// Undoes applied steps in reverse order; failures are logged (the ADD error is what matters).
-fn unwind(netns: &NetNs, handle: &Handle, idx: u32, undo: Vec<Undo>) {
+fn unwind(netns: &NetNs, pod_link: Option<&(Handle, Link)>, undo: Vec<Undo>) {
     for step in undo.into_iter().rev() {
+        let link_step = |f: &dyn Fn(&Handle, u32) -> Result<(), tern_net::Error>| match pod_link {
+            Some((handle, link)) => f(handle, link.index),
+            None => Ok(()), // no link, so no link step was applied
+        };
         let r: Result<(), tern_net::Error> = match step {
             Undo::Sysctls(prev) => {
                 let items: Vec<(SysctlKey, SysctlValue)> = prev
@@ -172,11 +208,11 @@ fn unwind(netns: &NetNs, handle: &Handle, idx: u32, undo: Vec<Undo>) {
                     }
                 })
             }
-            Undo::Mac(m) => handle.set_mac(idx, m),
-            Undo::Promisc(b) => handle.set_promisc(idx, b),
-            Undo::Mtu(m) => handle.set_mtu(idx, m),
-            Undo::Allmulti(b) => handle.set_allmulti(idx, b),
-            Undo::Txqlen(q) => handle.set_txqlen(idx, q),
+            Undo::Mac(m) => link_step(&|h, i| h.set_mac(i, m)),
+            Undo::Promisc(b) => link_step(&|h, i| h.set_promisc(i, b)),
+            Undo::Mtu(m) => link_step(&|h, i| h.set_mtu(i, m)),
+            Undo::Allmulti(b) => link_step(&|h, i| h.set_allmulti(i, b)),
+            Undo::Txqlen(q) => link_step(&|h, i| h.set_txqlen(i, q)),
         };
         if let Err(e) = r {
             tracing::warn!(error = %e, "undo after failed ADD");

@@ -17,9 +17,24 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use tern_cni::{code, Error};
 
-/// Previous values of what ADD changes.
+/// Previous values of what ADD changes, and whose they are.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Backup {
+    /// The network (netconf `name`) of the ADD that wrote it: GC of one network never touches
+    /// another's backups in a shared `dataDir`. Absent in backups of older builds and of the
+    /// reference plugin; GC leaves those alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// `CNI_CONTAINERID` of that ADD (the file name alone is ambiguous: both parts may hold `_`).
+    #[serde(
+        default,
+        rename = "containerID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub container_id: Option<String>,
+    /// `CNI_IFNAME` of that ADD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifname: Option<String>,
     /// `(key as written, previous value)` for every configured sysctl.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sysctl: Vec<(String, String)>,
@@ -85,6 +100,27 @@ pub fn load(file: &Path) -> Result<Option<Backup>, Error> {
             format!("decode backup {}: {e}", file.display()),
         )
     })
+}
+
+/// Every backup in `data_dir` that decodes, with its file, after removing the temp files of
+/// writers that were killed (GC's view); none when the directory is missing or unreadable.
+/// Files that do not decode are left out (and so left alone): they may be another tool's.
+pub fn list(data_dir: &Path) -> Vec<(PathBuf, Backup)> {
+    tern_cni::fs::remove_stale_temps(data_dir);
+    let Ok(entries) = std::fs::read_dir(data_dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "json")
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .filter_map(|p| Some((p.clone(), load(&p).ok()??)))
+        .collect()
 }
 
 /// Removes a backup, and the temp file of a writer killed between create and rename (an ADD

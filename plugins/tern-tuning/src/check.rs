@@ -1,6 +1,8 @@
 //! CHECK: every configured sysctl and link attribute still has its configured value.
 //!
-//! Invariant: read-only. Sysctl values are compared after collapsing whitespace (the kernel prints
+//! Invariant: read-only. The interface must exist only when ADD needed it (link attributes or
+//! `IFNAME` keys: [`needs_link`]); the reference requires it even for plain sysctls, which
+//! would fail CHECK right after a successful ADD. Sysctl values are compared after collapsing whitespace (the kernel prints
 //! multi-value sysctls with tabs; the reference compares strings exactly and fails on them).
 
 use tern_cni::{code, CheckInput, Error};
@@ -8,6 +10,7 @@ use tern_net::netlink::{format_mac, Handle};
 use tern_net::netns::NetNs;
 use tern_net::sysctl::{self, SysctlKey};
 
+use crate::add::needs_link;
 use crate::config::TuningConf;
 use crate::TuningPlugin;
 
@@ -34,13 +37,19 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
         return Err(Error::invalid_config("required prevResult missing"));
     }
     let netns = NetNs::open(&input.netns)?;
-    let handle = Handle::in_netns(&netns)?;
-    let link = handle.link_by_name(ifname)?.ok_or_else(|| {
-        Error::new(
-            CHECK_MISMATCH,
-            format!("cannot find container link {ifname}"),
-        )
-    })?;
+    // As ADD: plain sysctls need no interface, so only then is its absence no mismatch.
+    let link = if needs_link(&plan) {
+        let handle = Handle::in_netns(&netns)?;
+        let link = handle.link_by_name(ifname)?.ok_or_else(|| {
+            Error::new(
+                CHECK_MISMATCH,
+                format!("cannot find container link {ifname}"),
+            )
+        })?;
+        Some(link)
+    } else {
+        None
+    };
     let mut diffs = Vec::new();
     let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
     if !keys.is_empty() {
@@ -57,6 +66,9 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
             }
         }
     }
+    let Some(link) = link else {
+        return mismatch(ifname, diffs);
+    };
     if let Some(mac) = plan.mac {
         if link.mac != Some(mac) {
             diffs.push(format!(
@@ -92,6 +104,11 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
         plan.txqlen.map(|v| v.to_string()),
         link.txqlen.to_string(),
     );
+    mismatch(ifname, diffs)
+}
+
+/// `Ok` when `diffs` is empty, else code 106 listing them.
+fn mismatch(ifname: &str, diffs: Vec<String>) -> Result<(), Error> {
     if diffs.is_empty() {
         Ok(())
     } else {

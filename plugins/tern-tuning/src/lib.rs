@@ -4,18 +4,21 @@
 //! and restore of everything (sysctls included) on DEL.
 //!
 //! Modules: [`config`] (netconf, precedence, validation), [`add`], [`del`], [`check`],
-//! [`backup`] (the per-attachment backup file), [`validate`] (`tern-tuning validate FILE`).
+//! [`status`], [`gc`] (CNI 1.1.0), [`backup`] (the per-attachment backup file), [`validate`]
+//! (`tern-tuning validate FILE`).
 
 pub mod add;
 pub mod backup;
 pub mod check;
 pub mod config;
 pub mod del;
+pub mod gc;
+pub mod status;
 pub mod validate;
 
 use std::path::PathBuf;
 
-use tern_cni::{AddInput, CheckInput, CniResult, DelInput, Error, Plugin};
+use tern_cni::{AddInput, CheckInput, CniResult, DelInput, Error, GcInput, Plugin, StatusInput};
 use tern_net::sysctl::DEFAULT_ALLOWLIST_PATH;
 
 /// The plugin; the allowlist path is a field so tests can point it at a temporary file (the
@@ -49,5 +52,13 @@ impl Plugin for TuningPlugin {
 
     fn check(&self, input: &CheckInput) -> Result<(), Error> {
         check::check(self, input)
+    }
+
+    fn status(&self, input: &StatusInput) -> Result<(), Error> {
+        status::status(self, input)
+    }
+
+    fn gc(&self, input: &GcInput) -> Result<(), Error> {
+        gc::gc(input)
     }
 }

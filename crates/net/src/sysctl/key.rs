@@ -99,6 +99,12 @@ impl SysctlKey {
         &self.raw
     }
 
+    /// Whether the key names the attachment's interface (holds the `IFNAME` token): only then
+    /// does writing it need `CNI_IFNAME` to exist in the netns.
+    pub fn uses_ifname(&self) -> bool {
+        self.raw.contains(IFNAME_TOKEN)
+    }
+
     /// The path relative to `/proc/sys`, slash-separated, `IFNAME` substituted
     /// (e.g. `net/ipv4/conf/eth0.100/rp_filter`).
     pub fn relative(&self) -> &str {
@@ -231,6 +237,11 @@ mod tests {
         );
         // Only the first token is replaced, as the reference does.
         assert_eq!(rel("net.IFNAME.IFNAME", "x"), "net/x/IFNAME");
+        let uses = |raw: &str| SysctlKey::parse(raw, "eth0").unwrap().uses_ifname();
+        assert!(uses("net.ipv4.conf.IFNAME.rp_filter"));
+        assert!(uses("net/ipv4/conf/IFNAME/rp_filter"));
+        assert!(!uses("net.ipv4.conf.eth0.rp_filter"));
+        assert!(!uses("net.ipv4.tcp_keepalive_time"));
     }
 
     #[test]
