@@ -25,7 +25,6 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use nix::errno::Errno;
 use nix::fcntl::{renameat2, Flock, FlockArg, RenameFlags};
@@ -39,10 +38,9 @@ pub const LOCK_FILE: &str = "lock";
 pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
 /// Separator between container ID and ifname in a lease file.
 pub const LINE_BREAK: &str = "\r\n";
-/// Prefix of lease temp files; `tern_cni::fs::remove_stale_temps` recognises the `.tmp-` part.
-const LEASE_TEMP_PREFIX: &str = ".tern-lease.tmp-";
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+/// The name lease temp files are made for (`tern_cni::fs::temp_name`: `.tern-lease.tmp-<pid>-…`),
+/// which `tern_cni::fs::remove_stale_temps` recognises.
+const LEASE_TEMP_NAME: &str = "tern-lease";
 
 /// Who holds a lease, as read from its file (content trimmed of surrounding whitespace).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,11 +228,7 @@ impl Store {
         range_set: usize,
     ) -> Result<bool, IpamError> {
         let name = ip.to_string();
-        let tmp_name = format!(
-            "{LEASE_TEMP_PREFIX}{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
+        let tmp_name = tern_cni::fs::temp_name(LEASE_TEMP_NAME);
         let tmp = self.dir.join(&tmp_name);
         let content = format!("{}{LINE_BREAK}{ifname}", id.trim());
         let written = (|| {
@@ -270,11 +264,7 @@ impl Store {
     /// a power failure is harmless (an unreadable or stale cursor only moves where the round-robin
     /// scan starts), so it does not pay for durability.
     fn replace_unsynced(&self, file: &str, data: &[u8]) -> io::Result<()> {
-        let tmp = self.dir.join(format!(
-            ".{file}.tmp-{}-{}",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        let tmp = self.dir.join(tern_cni::fs::temp_name(file));
         let result = OpenOptions::new()
             .write(true)
             .create_new(true)
