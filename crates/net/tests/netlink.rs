@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
-use tern_net::netlink::{Family, Handle, Route, RouteScope};
+use tern_net::netlink::{Family, Handle, KernelRoute, RouteScope};
 use tern_net::netns::NetNs;
 use tern_testkit::netns::HostAndPod;
 
@@ -88,6 +88,24 @@ fn veth_with_peer_created_directly_in_the_pod_netns() {
     assert!(f.pod.link_by_name("eth0").unwrap().is_none());
     let e = f.host.delete_link(host_end.index).unwrap_err();
     assert_eq!(e.errno(), Some(libc::ENODEV), "{e}");
+}
+
+#[test]
+fn delete_link_by_name_takes_both_ends_and_is_idempotent() {
+    let f = fixture("nl-delname");
+    f.host
+        .create_veth("ternd0", "eth0", &f.pod_ns, None, None)
+        .unwrap();
+    assert!(f.host.delete_link_by_name("ternd0").unwrap());
+    assert!(f.host.link_by_name("ternd0").unwrap().is_none());
+    assert!(
+        f.pod.link_by_name("eth0").unwrap().is_none(),
+        "the pod end goes with the host end"
+    );
+    assert!(
+        !f.host.delete_link_by_name("ternd0").unwrap(),
+        "already gone"
+    );
 }
 
 #[test]
@@ -217,13 +235,13 @@ fn routed_veth_routes_onlink_default_and_host_routes() {
 
     // Pod: default via 169.254.1.1 dev eth0 onlink (no address covers the gateway).
     let gw: IpAddr = "169.254.1.1".parse().unwrap();
-    let mut default = Route::new(net("0.0.0.0/0"));
+    let mut default = KernelRoute::new(net("0.0.0.0/0"));
     default.gateway = Some(gw);
     default.oif = Some(pod_idx);
     default.onlink = true;
     f.pod.add_route(&default).unwrap();
     // Without onlink the kernel refuses it (ENETUNREACH) and the advice says why.
-    let mut not_onlink = Route::new(net("10.99.0.0/16"));
+    let mut not_onlink = KernelRoute::new(net("10.99.0.0/16"));
     not_onlink.gateway = Some(gw);
     not_onlink.oif = Some(pod_idx);
     let e = f.pod.add_route(&not_onlink).unwrap_err();
@@ -231,7 +249,7 @@ fn routed_veth_routes_onlink_default_and_host_routes() {
     assert!(e.to_string().contains("onlink"), "{e}");
 
     // Host: /32 to the pod via the host veth, scope link, with a metric.
-    let mut host_route = Route::new(net("10.22.0.5/32"));
+    let mut host_route = KernelRoute::new(net("10.22.0.5/32"));
     host_route.oif = Some(host_idx);
     host_route.scope = RouteScope::Link;
     host_route.priority = Some(100);
@@ -266,7 +284,7 @@ fn routed_veth_routes_onlink_default_and_host_routes() {
     assert_eq!(e.errno(), Some(libc::EEXIST), "{e}");
 
     // Delete (scope is a wildcard on delete), then ESRCH.
-    let mut del = Route::new(net("10.22.0.5/32"));
+    let mut del = KernelRoute::new(net("10.22.0.5/32"));
     del.oif = Some(host_idx);
     f.host.del_route(&del).unwrap();
     assert!(!f
@@ -282,7 +300,7 @@ fn routed_veth_routes_onlink_default_and_host_routes() {
     f.pod
         .add_address(pod_idx, net("fd00:22::5/128"), true)
         .unwrap();
-    let mut v6 = Route::new(net("::/0"));
+    let mut v6 = KernelRoute::new(net("::/0"));
     v6.gateway = Some("fe80::1".parse().unwrap());
     v6.oif = Some(pod_idx);
     v6.table = Some(1000);

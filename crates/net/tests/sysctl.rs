@@ -195,6 +195,21 @@ fn host_helpers_act_in_the_callers_netns() {
     ));
 }
 
+#[test]
+fn ensure_host_writes_only_a_different_value() {
+    let hp = HostAndPod::with_pod_link("sc-ensure", "eth0", "vethse1");
+    let host = NetNs::open(hp.host.path()).unwrap();
+    let key = SysctlKey::parse("net.ipv4.conf.IFNAME.proxy_arp", "vethse1").unwrap();
+    let one = SysctlValue::parse("proxy_arp", "1").unwrap();
+    let ensure = |v: &SysctlValue| host.run_in(|| sysctl::ensure_host(&key, v)).unwrap();
+    assert!(ensure(&one).unwrap(), "0 -> 1 is a write");
+    assert_eq!(hp.host.sysctl("net.ipv4.conf.vethse1.proxy_arp"), "1");
+    assert!(!ensure(&one).unwrap(), "already 1: no write");
+    let zero = SysctlValue::parse("proxy_arp", "0").unwrap();
+    assert!(ensure(&zero).unwrap());
+    assert_eq!(hp.host.sysctl("net.ipv4.conf.vethse1.proxy_arp"), "0");
+}
+
 /// Every escape is refused before anything is written, even under a sloppy
 /// allowlist line `net.*`.
 #[test]

@@ -4,64 +4,20 @@
 //! Invariant: every change is pushed on the undo stack right after it is made, so any error (or
 //! panic) leaves nothing behind: no IPAM reservation, no veth, no route, no state file.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
-use ipnetwork::IpNetwork;
-use tern_cni::{code, AddInput, CniResult, Command, Error, Interface, IpConfig, Route};
-use tern_net::netlink::{format_mac, Handle, Link, Route as KernelRoute, RouteScope};
+use tern_cni::{code, AddInput, CniResult, Command, Error, Interface, IpConfig};
+use tern_net::netlink::{format_mac, Handle, Link};
 use tern_net::netns::NetNs;
-use tern_net::sysctl::{self, SysctlKey, SysctlValue};
 
+use crate::codes::{from_net, state_io};
 use crate::config::TernConf;
-use crate::errors::{from_net, state_io};
-use crate::naming::{host_veth_name, HOST_VETH_PREFIX};
+use crate::gateway::{gateway_for, host_prefix};
+use crate::host_side::{add_host_route, configure_host_side, enable_forwarding};
+use crate::naming::host_veth_name;
+use crate::pod_side::configure_pod_side;
 use crate::rollback::Rollback;
 use crate::state::{AttachmentState, StateStore};
-
-/// The pod's IPv4 gateway: link-local, answered by proxy ARP on the host veth.
-pub const GATEWAY_V4: Ipv4Addr = Ipv4Addr::new(169, 254, 1, 1);
-/// The pod's IPv6 gateway: the link-local address tern puts on every host veth (without DAD).
-pub const GATEWAY_V6: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
-
-/// The gateway for an address family.
-pub fn gateway_for(ip: &IpAddr) -> IpAddr {
-    if ip.is_ipv4() {
-        IpAddr::V4(GATEWAY_V4)
-    } else {
-        IpAddr::V6(GATEWAY_V6)
-    }
-}
-
-/// `ip/32` or `ip/128`.
-pub fn host_prefix(ip: IpAddr) -> IpNetwork {
-    let prefix = if ip.is_ipv4() { 32 } else { 128 };
-    // A full-length prefix is valid for either family.
-    IpNetwork::new(ip, prefix).unwrap_or_else(|_| IpNetwork::from(ip))
-}
-
-fn default_route(v4: bool) -> IpNetwork {
-    if v4 {
-        IpNetwork::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)
-    } else {
-        IpNetwork::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)
-    }
-    .unwrap_or_else(|_| IpNetwork::from(IpAddr::V4(Ipv4Addr::UNSPECIFIED)))
-}
-
-fn sysctl(raw: &str, ifname: &str, value: &str) -> Result<(SysctlKey, SysctlValue), Error> {
-    let key = SysctlKey::parse(raw, ifname).map_err(from_net)?;
-    let value = SysctlValue::parse(raw, value).map_err(from_net)?;
-    Ok((key, value))
-}
-
-/// Writes a host sysctl unless it already has the value (saves a write per ADD).
-fn ensure_host_sysctl(raw: &str, ifname: &str, value: &str) -> Result<(), Error> {
-    let (key, val) = sysctl(raw, ifname, value)?;
-    if sysctl::read_host(&key).map_err(from_net)?.trim() != value {
-        sysctl::write_host(&key, &val).map_err(from_net)?;
-    }
-    Ok(())
-}
 
 /// Runs ADD for one attachment.
 ///
@@ -120,16 +76,13 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
             .map_err(|e| e.to_string())
     });
 
-    if has_v4 {
-        ensure_host_sysctl("net.ipv4.ip_forward", "", "1")?;
-    }
-    if has_v6 {
-        ensure_host_sysctl("net.ipv6.conf.all.forwarding", "", "1")?;
-    }
+    enable_forwarding(has_v4, has_v6)?;
 
     create_veth(&host, &host_veth, ifname, &netns, conf.mtu, input, &store)?;
     undo.push("delete host veth", || {
-        delete_link_by_name(&host, &host_veth)
+        host.delete_link_by_name(&host_veth)
+            .map(drop)
+            .map_err(|e| e.to_string())
     });
     let host_link = required_link(&host, &host_veth, "host")?;
     let pod_link = required_link(&pod, ifname, "pod")?;
@@ -267,212 +220,4 @@ fn required_link(h: &Handle, name: &str, side: &str) -> Result<Link, Error> {
             format!("{side} veth {name} vanished right after it was created"),
         )
     })
-}
-
-/// Deletes a link by name; already gone is fine.
-pub fn delete_link_by_name(h: &Handle, name: &str) -> Result<(), String> {
-    match h.link_by_name(name) {
-        Ok(Some(l)) => match h.delete_link(l.index) {
-            Err(e) if e.errno() != Some(libc::ENODEV) => Err(e.to_string()),
-            _ => Ok(()),
-        },
-        Ok(None) => Ok(()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-fn configure_host_side(host: &Handle, link: &Link, v4: bool, v6: bool) -> Result<(), Error> {
-    if v4 {
-        // Answer the pod's ARP for 169.254.1.1 at once (proxy_delay 0), from the host veth.
-        let items = [
-            sysctl("net.ipv4.conf.IFNAME.proxy_arp", &link.name, "1")?,
-            sysctl("net.ipv4.neigh.IFNAME.proxy_delay", &link.name, "0")?,
-        ];
-        for (k, v) in &items {
-            sysctl::write_host(k, v).map_err(from_net)?;
-        }
-    }
-    if v6 {
-        let (k, v) = sysctl("net.ipv6.conf.IFNAME.accept_ra", &link.name, "0")?;
-        sysctl::write_host(&k, &v).map_err(from_net)?;
-        host.add_address(link.index, host_prefix_ll(), true)
-            .map_err(from_net)?;
-    }
-    host.set_up(link.index).map_err(from_net)
-}
-
-fn host_prefix_ll() -> IpNetwork {
-    IpNetwork::new(IpAddr::V6(GATEWAY_V6), 64)
-        .unwrap_or_else(|_| IpNetwork::from(IpAddr::V6(GATEWAY_V6)))
-}
-
-fn configure_pod_side(
-    pod: &Handle,
-    netns: &NetNs,
-    link: &Link,
-    addrs: &[IpAddr],
-    ipam_routes: &[Route],
-) -> Result<Vec<Route>, Error> {
-    if addrs.iter().any(IpAddr::is_ipv6) {
-        // A runtime may create the netns with IPv6 disabled by default; the pod end needs it.
-        let items = [sysctl(
-            "net.ipv6.conf.IFNAME.disable_ipv6",
-            &link.name,
-            "0",
-        )?];
-        sysctl::write_all(netns, &items).map_err(from_net)?;
-    }
-    for addr in addrs {
-        // No DAD: only tern routes to this /32 or /128, and a tentative address cannot be used.
-        pod.add_address(link.index, host_prefix(*addr), true)
-            .map_err(from_net)?;
-    }
-    pod.set_up(link.index).map_err(from_net)?;
-
-    let mut installed = Vec::new();
-    for v4 in [true, false] {
-        let Some(addr) = addrs.iter().find(|a| a.is_ipv4() == v4) else {
-            continue;
-        };
-        let gw = gateway_for(addr);
-        // A pod attached to a second tern network (another ifname, as with Multus) already has
-        // these routes through its first interface for a family both use: the first attachment
-        // keeps that default route; this one adds the defaults of families only it uses, and
-        // its IPAM routes. The result lists what it added.
-        if v4 {
-            let mut r = KernelRoute::new(host_prefix(gw));
-            r.oif = Some(link.index);
-            r.scope = RouteScope::Link;
-            add_route_or_keep_terns(pod, &r)?;
-        }
-        let mut r = KernelRoute::new(default_route(v4));
-        r.gateway = Some(gw);
-        r.oif = Some(link.index);
-        r.onlink = true;
-        if add_route_or_keep_terns(pod, &r)? {
-            installed.push(Route::new(default_route(v4), Some(gw)));
-        } else {
-            tracing::info!(
-                ifname = %link.name,
-                dst = %default_route(v4),
-                "the pod already has this default route through a veth (an earlier attachment's): left as it is"
-            );
-        }
-    }
-    // IPAM routes all go through the link-local gateway: in routed mode only the host is on-link.
-    for route in ipam_routes {
-        let v4 = route.dst.is_ipv4();
-        if route.dst.prefix() == 0 || !addrs.iter().any(|a| a.is_ipv4() == v4) {
-            continue;
-        }
-        let gw = gateway_for(&route.dst.ip());
-        let mut r = KernelRoute::new(
-            IpNetwork::new(route.dst.network(), route.dst.prefix()).unwrap_or(route.dst),
-        );
-        r.gateway = Some(gw);
-        r.oif = Some(link.index);
-        r.onlink = true;
-        r.priority = route.priority;
-        // Listed twice by IPAM, or routed by an earlier tern attachment: kept, not listed.
-        if add_route_or_keep_terns(pod, &r)? {
-            installed.push(Route {
-                gw: Some(gw),
-                ..route.clone()
-            });
-        }
-    }
-    Ok(installed)
-}
-
-/// Adds a pod route, or keeps the one the pod already has to that destination and metric when it
-/// is a routed-veth one: the same link-local gateway through a veth of the pod (an earlier tern
-/// attachment's interface; this one's for a route IPAM listed twice; or another plugin's that uses
-/// the same gateway, as Calico does). `Ok(true)` when added, `Ok(false)` when kept.
-///
-/// # Errors
-/// Code 101 when the kernel refuses the route, or when the pod's own route to that destination
-/// and metric is not such a route (a blackhole or unreachable route, another gateway, another
-/// kind of link): it is never replaced, and ADD then unwinds as for any failure (the reference
-/// ptp fails too). A route with another metric is no duplicate: the kernel adds tern's beside it.
-fn add_route_or_keep_terns(pod: &Handle, r: &KernelRoute) -> Result<bool, Error> {
-    match pod.add_route(r) {
-        Ok(()) => Ok(true),
-        Err(e) if e.errno() == Some(libc::EEXIST) => {
-            if has_terns_route(pod, r)? {
-                return Ok(false);
-            }
-            Err(Error::new(
-                code::NETLINK,
-                format!(
-                    "the pod already has a route to {} that tern cannot share: refusing to replace it",
-                    r.dst
-                ),
-            )
-            .with_details(format!(
-                "tern routes {} via {} through a veth; the pod's own route (a blackhole, another gateway or link) stays",
-                r.dst,
-                r.gateway.map_or_else(|| "no gateway".to_owned(), |g| g.to_string()),
-            )))
-        }
-        Err(e) => Err(from_net(e)),
-    }
-}
-
-/// Whether the pod has a unicast route to `r.dst` with `r`'s gateway and metric through one of
-/// its veths: the very route the kernel refused as a duplicate, not another one beside it.
-fn has_terns_route(pod: &Handle, r: &KernelRoute) -> Result<bool, Error> {
-    let fam = tern_net::netlink::Family::of(&r.dst.ip());
-    // The kernel's metric when none is given: 0 for IPv4, 1024 for IPv6 (IP6_RT_PRIO_USER).
-    let metric = |x: &KernelRoute| x.priority.unwrap_or(if x.dst.is_ipv4() { 0 } else { 1024 });
-    for existing in pod.routes(fam).map_err(from_net)? {
-        if existing.dst != r.dst || existing.gateway != r.gateway || metric(&existing) != metric(r)
-        {
-            continue;
-        }
-        let Some(oif) = existing.oif else { continue };
-        let link = pod.link_by_index(oif).map_err(from_net)?;
-        if link.is_some_and(|l| l.kind.as_deref() == Some("veth")) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
-fn add_host_route(host: &Handle, oif: u32, addr: IpAddr) -> Result<(), Error> {
-    let mut r = KernelRoute::new(host_prefix(addr));
-    r.oif = Some(oif);
-    r.scope = RouteScope::Link;
-    match host.add_route(&r) {
-        Err(e) if e.errno() == Some(libc::EEXIST) => {
-            // A route to this very address exists. Through a tern veth it is stale (that veth's
-            // DEL never came, and IPAM has since handed the address to us): replace it. Through
-            // anything else it is the host's own: never hijack it.
-            let fam = tern_net::netlink::Family::of(&addr);
-            let existing = host
-                .routes(fam)
-                .map_err(from_net)?
-                .into_iter()
-                .find(|x| x.dst == host_prefix(addr));
-            let dev = match existing.as_ref().and_then(|x| x.oif) {
-                Some(i) => host.link_by_index(i).map_err(from_net)?.map(|l| l.name),
-                None => None,
-            };
-            match dev {
-                Some(d) if d.starts_with(HOST_VETH_PREFIX) => {
-                    let mut stale = KernelRoute::new(host_prefix(addr));
-                    stale.scope = RouteScope::Link;
-                    host.del_route(&stale).map_err(from_net)?;
-                    host.add_route(&r).map_err(from_net)
-                }
-                other => Err(Error::new(
-                    code::IPAM_NO_ADDRESS,
-                    format!(
-                        "pod address {addr} is already routed on this host via {}: refusing to take it over",
-                        other.unwrap_or_else(|| "another route".into())
-                    ),
-                )),
-            }
-        }
-        other => other.map_err(from_net),
-    }
 }

@@ -8,8 +8,8 @@ use tern_cni::{code, CheckInput, Command, Error};
 use tern_net::netlink::{format_mac, Family, Handle, Link};
 use tern_net::netns::NetNs;
 
+use crate::codes::from_net;
 use crate::config::TernConf;
-use crate::errors::from_net;
 use crate::naming::host_veth_name;
 
 fn failed(msg: String) -> Error {
@@ -142,7 +142,7 @@ pub fn check(input: &CheckInput) -> Result<(), Error> {
         for a in wanted {
             let found = routes.iter().any(|r| {
                 r.dst.ip() == a
-                    && r.dst.prefix() == crate::add::host_prefix(a).prefix()
+                    && r.dst.prefix() == crate::gateway::host_prefix(a).prefix()
                     && r.oif == Some(host_link.index)
             });
             if !found {
@@ -158,7 +158,7 @@ fn check_pod_routes(
     link: &Link,
     wanted: impl Iterator<Item = (ipnetwork::IpNetwork, Option<IpAddr>)>,
 ) -> Result<(), Error> {
-    let mut cache: Vec<(Family, Vec<tern_net::netlink::Route>)> = Vec::new();
+    let mut cache: Vec<(Family, Vec<tern_net::netlink::KernelRoute>)> = Vec::new();
     for (dst, gw) in wanted {
         let fam = Family::of(&dst.ip());
         if !cache.iter().any(|(f, _)| *f == fam) {

@@ -8,21 +8,22 @@
 use tern_cni::{Command, DelInput, Error};
 use tern_net::netlink::Handle;
 
-use crate::add::delete_link_by_name;
+use crate::codes::{from_net, state_io};
 use crate::config::TernConf;
-use crate::errors::{from_net, state_io};
 use crate::naming::host_veth_name;
 use crate::state::StateStore;
+use crate::teardown::Teardown;
 
 /// Runs DEL for one attachment.
 ///
 /// # Errors
-/// Only when something that exists could not be removed: the first failure (IPAM's error keeps
-/// its code), after every step was tried.
+/// Only when something that exists could not be removed, after every step was tried: the
+/// first failure's code (IPAM's error keeps its own), every failure's message
+/// ([`Teardown::finish`]).
 pub fn del(input: &DelInput) -> Result<(), Error> {
     let conf = TernConf::from_netconf(&input.config)?;
     let ifname = input.ifname.as_str();
-    let mut errors: Vec<Error> = Vec::new();
+    let mut errors = Teardown::new();
 
     let host_veth = host_veth_name(input.container_id.as_str(), ifname);
     let store = StateStore::new(&conf.state_dir, &input.config.name);
@@ -37,14 +38,14 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
     // IPAM DEL runs beside the host veth deletion (the kernel's part, which waits for RCU grace
     // periods, is the slowest step): the two touch nothing in common. Both are always waited for.
     let release = || ipam.exec(Command::Del, &input.config.bytes);
-    let delete_veth = |errors: &mut Vec<Error>| {
+    let delete_veth = |errors: &mut Teardown| {
         if let Some(other) = &foreign {
             tracing::warn!(link = %host_veth, network = %other, "host veth belongs to another network: left alone");
             return;
         }
         match Handle::new() {
             Ok(host) => {
-                if let Err(e) = delete_link_by_name(&host, &host_veth) {
+                if let Err(e) = host.delete_link_by_name(&host_veth) {
                     errors.push(Error::new(
                         tern_cni::code::NETLINK,
                         format!("delete {host_veth}: {e}"),
@@ -72,24 +73,11 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
             }
         }
     });
-    if let Err(e) = ipam_result {
-        errors.push(e);
-    }
-    if let Err(e) = store.remove(input.container_id.as_str(), ifname) {
-        errors.push(state_io("remove attachment state", e));
-    }
-    match errors.len() {
-        0 => Ok(()),
-        1 => Err(errors.remove(0)),
-        _ => {
-            let rest: Vec<String> = errors[1..].iter().map(ToString::to_string).collect();
-            let first = errors.remove(0);
-            let details = if first.details.is_empty() {
-                rest.join("; ")
-            } else {
-                format!("{}; {}", first.details, rest.join("; "))
-            };
-            Err(first.with_details(details))
-        }
-    }
+    errors.record(ipam_result);
+    errors.record(
+        store
+            .remove(input.container_id.as_str(), ifname)
+            .map_err(|e| state_io("remove attachment state", e)),
+    );
+    errors.finish()
 }

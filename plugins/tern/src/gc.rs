@@ -7,23 +7,23 @@ use std::collections::HashSet;
 use tern_cni::{code, Command, Error, GcInput};
 use tern_net::netlink::Handle;
 
-use crate::add::delete_link_by_name;
+use crate::codes::from_net;
 use crate::config::TernConf;
-use crate::errors::from_net;
 use crate::state::StateStore;
+use crate::teardown::Teardown;
 
 /// Runs GC for one network.
 ///
 /// # Errors
-/// The IPAM plugin's error (code kept), or code 101 listing what could not be removed.
+/// After every step was tried: the first failure's code (the IPAM plugin's error keeps its own;
+/// 101 for a veth, 104 for a state file), every failure's message ([`Teardown::finish`]).
 pub fn gc(input: &GcInput) -> Result<(), Error> {
     let conf = TernConf::from_netconf(&input.config)?;
-    let mut errors: Vec<Error> = Vec::new();
-    if let Err(e) = crate::ipam::delegate(input.delegate(&conf.ipam_type))
-        .exec(Command::Gc, &input.config.bytes)
-    {
-        errors.push(e);
-    }
+    let mut errors = Teardown::new();
+    errors.record(
+        crate::ipam::delegate(input.delegate(&conf.ipam_type))
+            .exec(Command::Gc, &input.config.bytes),
+    );
     // No list at all means the runtime asked for nothing to be removed.
     if let Some(valid) = &input.valid_attachments {
         let valid: HashSet<(&str, &str)> = valid
@@ -37,7 +37,7 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
                 continue;
             }
             tracing::info!(container_id = %st.container_id, ifname = %st.ifname, "collecting stale attachment");
-            if let Err(e) = delete_link_by_name(&host, &st.host_veth) {
+            if let Err(e) = host.delete_link_by_name(&st.host_veth) {
                 errors.push(Error::new(
                     code::NETLINK,
                     format!("delete {}: {e}", st.host_veth),
@@ -52,16 +52,5 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
             }
         }
     }
-    match errors.len() {
-        0 => Ok(()),
-        _ => {
-            let first = errors.remove(0);
-            let rest: Vec<String> = errors.iter().map(ToString::to_string).collect();
-            Err(if rest.is_empty() {
-                first
-            } else {
-                first.with_details(rest.join("; "))
-            })
-        }
-    }
+    errors.finish()
 }

@@ -208,6 +208,23 @@ impl Handle {
         )
     }
 
+    /// Deletes the link named `name` (for a veth, both ends go). Returns whether it deleted one:
+    /// a link that does not exist, or vanishes between lookup and delete (ENODEV), is `Ok(false)`,
+    /// so teardown can run twice.
+    ///
+    /// # Errors
+    /// [`Error::Netlink`] from the lookup or the delete, other than ENODEV.
+    pub fn delete_link_by_name(&self, name: &str) -> Result<bool> {
+        let Some(link) = self.link_by_name(name)? else {
+            return Ok(false);
+        };
+        match self.delete_link(link.index) {
+            Ok(()) => Ok(true),
+            Err(e) if e.errno() == Some(libc::ENODEV) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     fn set_link(&self, op: &str, index: u32, build: impl FnOnce(&mut LinkMessage)) -> Result<()> {
         let mut msg = LinkMessage::default();
         msg.header.index = index;

@@ -27,7 +27,7 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 pub use address::Address;
 pub use link::{format_mac, Link};
-pub use route::{Route, RouteScope};
+pub use route::{KernelRoute, RouteScope};
 
 use crate::error::{Error, Result};
 use crate::netns::NetNs;

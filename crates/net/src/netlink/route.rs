@@ -39,9 +39,9 @@ impl RouteScope {
     }
 }
 
-/// A unicast route.
+/// A unicast route in the kernel's routing table (as opposed to the route list of a CNI result).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Route {
+pub struct KernelRoute {
     /// Destination network (`0.0.0.0/0` or `::/0` for a default route).
     pub dst: IpNetwork,
     /// Next hop (`RTA_GATEWAY`); `None` for a directly connected destination.
@@ -61,10 +61,10 @@ pub struct Route {
     pub onlink: bool,
 }
 
-impl Route {
+impl KernelRoute {
     /// A route to `dst` with every optional field empty, scope universe, main table.
-    pub fn new(dst: IpNetwork) -> Route {
-        Route {
+    pub fn new(dst: IpNetwork) -> KernelRoute {
+        KernelRoute {
             dst,
             gateway: None,
             oif: None,
@@ -139,14 +139,14 @@ impl Route {
         msg
     }
 
-    fn from_message(m: RouteMessage) -> Option<Route> {
+    fn from_message(m: RouteMessage) -> Option<KernelRoute> {
         let family = match m.header.address_family {
             netlink_packet_route::AddressFamily::Inet => Family::V4,
             netlink_packet_route::AddressFamily::Inet6 => Family::V6,
             _ => return None,
         };
         let mut dst_ip: Option<IpAddr> = None;
-        let mut route = Route::new(IpNetwork::V4(ipnetwork::Ipv4Network::from(
+        let mut route = KernelRoute::new(IpNetwork::V4(ipnetwork::Ipv4Network::from(
             Ipv4Addr::UNSPECIFIED,
         )));
         let mut table = u32::from(m.header.table);
@@ -192,7 +192,7 @@ impl Handle {
     /// [`Error::Netlink`]: EEXIST when the same route exists (the caller decides whether that is
     /// fine); ENETUNREACH when the gateway is not reachable (consider `onlink`); ENODEV when
     /// `oif` is gone; EACCES/EAFNOSUPPORT for IPv6 when IPv6 is disabled.
-    pub fn add_route(&self, route: &Route) -> Result<()> {
+    pub fn add_route(&self, route: &KernelRoute) -> Result<()> {
         let advice = match route.gateway {
             Some(_) if !route.onlink => Some("the gateway must be reachable through an address on the link, or the route must be onlink"),
             _ => None,
@@ -222,7 +222,7 @@ impl Handle {
     ///
     /// # Errors
     /// [`Error::Netlink`]: ESRCH when no such route exists.
-    pub fn del_route(&self, route: &Route) -> Result<()> {
+    pub fn del_route(&self, route: &KernelRoute) -> Result<()> {
         self.request(
             &format!("delete route {}", route.describe()),
             RouteNetlinkMessage::DelRoute(route.message(true)),
@@ -236,7 +236,7 @@ impl Handle {
     ///
     /// # Errors
     /// [`Error::Netlink`] when the dump fails.
-    pub fn routes(&self, family: Family) -> Result<Vec<Route>> {
+    pub fn routes(&self, family: Family) -> Result<Vec<KernelRoute>> {
         self.routes_in_table(family, MAIN_TABLE)
     }
 
@@ -244,7 +244,7 @@ impl Handle {
     ///
     /// # Errors
     /// [`Error::Netlink`] when the dump fails.
-    pub fn routes_in_table(&self, family: Family, table: u32) -> Result<Vec<Route>> {
+    pub fn routes_in_table(&self, family: Family, table: u32) -> Result<Vec<KernelRoute>> {
         let msgs = self
             .dump(
                 &format!("dump {family:?} routes"),
@@ -260,7 +260,7 @@ impl Handle {
             .into_iter()
             .filter_map(|m| match m {
                 RouteNetlinkMessage::NewRoute(r) if r.header.kind == RouteType::Unicast => {
-                    Route::from_message(r)
+                    KernelRoute::from_message(r)
                 }
                 _ => None,
             })

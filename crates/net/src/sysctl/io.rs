@@ -165,3 +165,17 @@ pub fn write_host(key: &SysctlKey, value: &SysctlValue) -> Result<String> {
     let mut prev = write_here(&[(key.clone(), value.clone())])?;
     Ok(prev.pop().map(|(_, v)| v).unwrap_or_default())
 }
+
+/// Writes one sysctl in the calling thread's network namespace unless it already holds `value`
+/// (compared after trimming the kernel's trailing newline); returns whether it wrote. Saves a
+/// write per call where the value is nearly always set already (`net.ipv4.ip_forward` on a node).
+///
+/// # Errors
+/// As [`read_host`] and [`write_host`].
+pub fn ensure_host(key: &SysctlKey, value: &SysctlValue) -> Result<bool> {
+    if read_host(key)?.trim() == value.as_str() {
+        return Ok(false);
+    }
+    write_host(key, value)?;
+    Ok(true)
+}

@@ -1,6 +1,6 @@
 //! Network-namespace sysctls: validated keys and values ([`SysctlKey`], [`SysctlValue`]), the
 //! allowlist ([`Allowlist`]), and reading/writing them inside a namespace ([`read`],
-//! [`write_all`]) or in the caller's own ([`read_host`], [`write_host`]).
+//! [`write_all`]) or in the caller's own ([`read_host`], [`write_host`], [`ensure_host`]).
 //!
 //! Invariants:
 //! - A [`SysctlKey`] always maps to a normalised path strictly under `/proc/sys/net/`: no empty,
@@ -15,5 +15,5 @@ mod io;
 mod key;
 
 pub use allowlist::{Allowlist, DEFAULT_ALLOWLIST, DEFAULT_ALLOWLIST_PATH};
-pub use io::{read, read_host, restore, write_all, write_host};
+pub use io::{ensure_host, read, read_host, restore, write_all, write_host};
 pub use key::{SysctlKey, SysctlValue, MAX_KEY_LEN, MAX_VALUE_LEN, SYSCTL_ROOT};

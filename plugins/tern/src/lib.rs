@@ -1,0 +1,57 @@
+//! `tern`: routed veth pod networking. [`Tern`] is the verb table the binary dispatches to; each
+//! verb lives in its own module (`add`, `del`, `check`, `status`, `gc`), over shared modules for
+//! the config, the addressing scheme, the host and pod sides of the wiring, the state files, the
+//! IPAM delegate, the pod lookup, the CNI error codes and the teardown error collector. Verb
+//! modules never import each other. Linked by the `tern` binary and by the in-process tests.
+
+pub mod add;
+pub mod check;
+pub mod codes;
+pub mod config;
+pub mod del;
+pub mod gateway;
+pub mod gc;
+pub mod host_side;
+pub mod ipam;
+pub mod lookup;
+pub mod naming;
+pub mod pod_side;
+pub mod rollback;
+pub mod state;
+pub mod status;
+pub mod teardown;
+
+use tern_cni::{AddInput, CheckInput, CniResult, DelInput, Error, GcInput, Plugin, StatusInput};
+
+/// The tern plugin: its verbs, for [`tern_cni::plugin_main`] or [`tern_cni::dispatch`].
+pub struct Tern;
+
+impl Plugin for Tern {
+    fn about(&self) -> &str {
+        concat!(
+            "tern ",
+            env!("CARGO_PKG_VERSION"),
+            ": routed veth pod networking"
+        )
+    }
+
+    fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
+        add::add(input)
+    }
+
+    fn del(&self, input: &DelInput) -> Result<(), Error> {
+        del::del(input)
+    }
+
+    fn check(&self, input: &CheckInput) -> Result<(), Error> {
+        check::check(input)
+    }
+
+    fn status(&self, input: &StatusInput) -> Result<(), Error> {
+        status::status(input)
+    }
+
+    fn gc(&self, input: &GcInput) -> Result<(), Error> {
+        gc::gc(input)
+    }
+}
