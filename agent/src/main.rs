@@ -56,15 +56,20 @@ fn main() -> std::process::ExitCode {
                     let _ = e.print();
                     std::process::ExitCode::from(2)
                 }
-                // A bad flag of a subcommand: one line naming it, exit 1.
+                // A bad flag of a subcommand: one line naming it, exit 1; anything before a
+                // subcommand: the usage, exit 2.
                 _ => {
                     let sub = args.first().and_then(|a| a.to_str()).unwrap_or_default();
-                    let msg = match cli::subcommand(sub) {
-                        Some(cmd) => cli::flag_error(&e, &cmd).to_string(),
-                        None => e.kind().to_string(),
-                    };
-                    eprintln!("tern-agent: {msg}");
-                    std::process::ExitCode::FAILURE
+                    match cli::subcommand(sub) {
+                        Some(cmd) => {
+                            eprintln!("tern-agent: {}", cli::flag_error(&e, &cmd));
+                            std::process::ExitCode::FAILURE
+                        }
+                        None => {
+                            let _ = e.print();
+                            std::process::ExitCode::from(2)
+                        }
+                    }
                 }
             };
         }

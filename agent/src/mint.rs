@@ -46,18 +46,33 @@ impl MintedKubeconfig {
 /// # Errors
 /// Reading the credentials or the TokenRequest failed.
 pub fn mint_kubeconfig(cfg: &RunConfig) -> Result<MintedKubeconfig, KubeError> {
+    mint_observed(cfg, |_, _| {})
+}
+
+/// As [`mint_kubeconfig`], calling `observe` with the TokenRequest's duration and result once it
+/// was sent (not when the credentials could not be read, so no request left).
+///
+/// # Errors
+/// As [`mint_kubeconfig`].
+pub fn mint_observed(
+    cfg: &RunConfig,
+    observe: impl FnOnce(std::time::Duration, Result<(), &KubeError>),
+) -> Result<MintedKubeconfig, KubeError> {
     let (client, ca) = in_cluster_client(cfg)?;
     let spec = TokenRequestSpec {
         audiences: Vec::new(),
         expiration_seconds: Some(i64::try_from(cfg.token_lifetime.as_secs()).unwrap_or(86_400)),
         bound_object_ref: None,
     };
+    let started = std::time::Instant::now();
     let status = client.create_token(
         &cfg.namespace,
         &cfg.cni_service_account,
         &spec,
         cfg.request_timeout,
-    )?;
+    );
+    observe(started.elapsed(), status.as_ref().map(|_| ()));
+    let status = status?;
     let text =
         crate::kubeconfig::render(&cfg.api_server, &ca, &status.token).map_err(|reason| {
             KubeError::Kubeconfig {

@@ -70,6 +70,11 @@ fn help_for_each_subcommand_exits_zero_and_lists_flags_defaults_and_env() {
     for needle in ["tern-agent run --help", "tern-agent install --help"] {
         assert!(usage.contains(needle), "{usage}");
     }
+    for args in [&["nope"][..], &["--bogus"], &["--bogus", "run"]] {
+        let out = agent(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(text(&out.stderr).contains("tern-agent"), "{out:?}");
+    }
     let out = agent(&["--help"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("tern-agent install --help"));

@@ -13,7 +13,7 @@ use tern_kube::{KubeError, TokenRequestStatus};
 use tracing::{debug, info, warn};
 
 use super::{lock, Shared};
-use crate::mint::mint_kubeconfig;
+use crate::mint::mint_observed;
 use crate::plan::Planner;
 use crate::schedule::Rng;
 
@@ -29,30 +29,27 @@ fn cause(e: &KubeError) -> &'static str {
     }
 }
 
-/// The TokenRequest's result for `tern_agent_token_requests_total{result}`; `None` when no
-/// request was sent (the agent's own credentials could not be read).
-pub(super) fn request_result(r: &Result<(), &KubeError>) -> Option<&'static str> {
-    Some(match r {
+/// The TokenRequest's result for `tern_agent_token_requests_total{result}`.
+fn request_result(r: Result<(), &KubeError>) -> &'static str {
+    match r {
         Ok(()) => "success",
-        Err(KubeError::Io { .. } | KubeError::Kubeconfig { .. }) => return None,
         Err(KubeError::Unauthorized | KubeError::Forbidden { .. }) => "unauthorized",
         Err(KubeError::TooManyRequests { .. }) => "throttled",
         Err(KubeError::ServerError { .. } | KubeError::Connect(_)) => "unavailable",
         Err(KubeError::Timeout(_)) => "timeout",
         Err(_) => "error",
-    })
+    }
 }
 
 /// One refresh: the TokenRequest (timed and counted), then the kubeconfig write.
 fn attempt(s: &Shared) -> Result<TokenRequestStatus, KubeError> {
-    let started = Instant::now();
-    let minted = mint_kubeconfig(&s.cfg);
-    let result = request_result(&minted.as_ref().map(|_| ()));
-    if let Some(result) = result {
-        s.latency.observe(started.elapsed().as_secs_f64());
-        *lock(&s.snap).token_requests.entry(result).or_insert(0) += 1;
-    }
-    let minted = minted?;
+    let minted = mint_observed(&s.cfg, |took, result| {
+        s.latency.observe(took.as_secs_f64());
+        *lock(&s.snap)
+            .token_requests
+            .entry(request_result(result))
+            .or_insert(0) += 1;
+    })?;
     minted.write(&s.cfg.kubeconfig)?;
     Ok(minted.status)
 }
