@@ -1,4 +1,4 @@
-//! `tern-agent run`: the refresher thread, the agent channel server and the health/metrics
+//! `tern-agent run`: the refresher thread, the agent channel server and the probe/metrics
 //! server, sharing one state.
 //!
 //! Files: the refresher loop (`refresher.rs`), the agent channel (`channel.rs`) and the
