@@ -32,69 +32,18 @@ use nix::fcntl::{renameat2, Flock, FlockArg, RenameFlags};
 use crate::config::StoreLocation;
 use crate::error::IpamError;
 
+mod lease;
+
+pub use lease::{Lease, Owner, LINE_BREAK};
+
 /// The lock file's name inside the network directory.
 pub const LOCK_FILE: &str = "lock";
 /// Prefix of the per-range-set round-robin cursor files.
 pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
-/// Separator between container ID and ifname in a lease file.
-pub const LINE_BREAK: &str = "\r\n";
+
 /// The name lease temp files are made for (`tern_cni::fs::temp_name`: `.tern-lease.tmp-<pid>-…`),
 /// which `tern_cni::fs::remove_stale_temps` recognises.
 const LEASE_TEMP_NAME: &str = "tern-lease";
-
-/// Who holds a lease, as read from its file (content trimmed of surrounding whitespace).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Owner {
-    /// `<containerID>\r\n<ifname>`.
-    Attachment {
-        /// The container ID.
-        id: String,
-        /// The interface name.
-        ifname: String,
-    },
-    /// Only a container ID (files written by host-local before 0.8).
-    Legacy {
-        /// The container ID.
-        id: String,
-    },
-}
-
-impl Owner {
-    /// Parses a lease file's content.
-    pub fn parse(content: &str) -> Owner {
-        let content = content.trim();
-        match content.split_once(LINE_BREAK) {
-            Some((id, ifname)) => Owner::Attachment {
-                id: id.to_owned(),
-                ifname: ifname.to_owned(),
-            },
-            None => Owner::Legacy {
-                id: content.to_owned(),
-            },
-        }
-    }
-
-    /// Whether this is exactly the attachment (`id`, `ifname`); `id` is trimmed as host-local does.
-    pub fn is_attachment(&self, id: &str, ifname: &str) -> bool {
-        matches!(self, Owner::Attachment { id: i, ifname: n } if i == id.trim() && n == ifname)
-    }
-
-    /// Whether this is a legacy lease of container `id`.
-    pub fn is_legacy_of(&self, id: &str) -> bool {
-        matches!(self, Owner::Legacy { id: i } if i == id.trim())
-    }
-}
-
-/// One lease file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lease {
-    /// The leased address (the file name).
-    pub ip: IpAddr,
-    /// The file name exactly as found.
-    pub file_name: String,
-    /// Its holder.
-    pub owner: Owner,
-}
 
 /// The network directory with its lock held.
 #[derive(Debug)]
@@ -340,112 +289,4 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn loc(dir: &Path) -> StoreLocation {
-        StoreLocation {
-            name: "net1".into(),
-            data_dir: dir.to_path_buf(),
-        }
-    }
-
-    #[test]
-    fn lease_files_are_host_locals_format() {
-        let tmp = tempfile::tempdir().unwrap();
-        let s = Store::open(&loc(tmp.path())).unwrap();
-        let ip: IpAddr = "10.1.2.3".parse().unwrap();
-        assert!(s.reserve(ip, " c1 ", "eth0", 2).unwrap());
-        let dir = tmp.path().join("net1");
-        assert_eq!(fs::read(dir.join("10.1.2.3")).unwrap(), b"c1\r\neth0");
-        assert_eq!(
-            fs::read(dir.join("last_reserved_ip.2")).unwrap(),
-            b"10.1.2.3"
-        );
-        assert!(dir.join("lock").is_file());
-        use std::os::unix::fs::PermissionsExt;
-        let mode = fs::metadata(dir.join("10.1.2.3"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o077, 0, "lease is private: {mode:o}");
-        assert!(!s.reserve(ip, "c2", "eth0", 2).unwrap(), "taken");
-        assert_eq!(
-            fs::read(dir.join("10.1.2.3")).unwrap(),
-            b"c1\r\neth0",
-            "not replaced"
-        );
-        let v6: IpAddr = "2001:db8::5".parse().unwrap();
-        assert!(s.reserve(v6, "c1", "net1", 0).unwrap());
-        assert!(dir.join("2001:db8::5").is_file());
-        let mut names: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        assert_eq!(
-            names,
-            [
-                "10.1.2.3",
-                "2001:db8::5",
-                "last_reserved_ip.0",
-                "last_reserved_ip.2",
-                "lock"
-            ],
-            "no temp file left"
-        );
-        assert_eq!(s.last_reserved_ip(2), Some(ip));
-        assert_eq!(s.last_reserved_ip(7), None);
-    }
-
-    #[test]
-    fn owners_and_legacy_lookup() {
-        assert_eq!(
-            Owner::parse("abc\r\neth0\n"),
-            Owner::Attachment {
-                id: "abc".into(),
-                ifname: "eth0".into()
-            }
-        );
-        assert_eq!(Owner::parse(" abc \n"), Owner::Legacy { id: "abc".into() });
-        let tmp = tempfile::tempdir().unwrap();
-        let s = Store::open(&loc(tmp.path())).unwrap();
-        let dir = s.dir().to_path_buf();
-        fs::write(dir.join("10.0.0.2"), "c1\r\neth0").unwrap();
-        fs::write(dir.join("10.0.0.3"), "c1\r\neth1").unwrap();
-        fs::write(dir.join("10.0.0.4"), "c1").unwrap();
-        fs::write(dir.join("10.0.0.5"), "c2").unwrap();
-        fs::write(dir.join("not-an-ip"), "c1\r\neth0").unwrap();
-        fs::write(dir.join("last_reserved_ip.0"), "c1").unwrap();
-        let ips = |v: Vec<Lease>| v.into_iter().map(|l| l.file_name).collect::<Vec<_>>();
-        assert_eq!(ips(s.leases_of("c1", "eth0").unwrap()), ["10.0.0.2"]);
-        assert_eq!(
-            ips(s.leases_of("c1", "eth9").unwrap()),
-            ["10.0.0.4"],
-            "legacy fallback"
-        );
-        assert_eq!(ips(s.leases_of("c2", "eth0").unwrap()), ["10.0.0.5"]);
-        assert!(s.leases_of("c3", "eth0").unwrap().is_empty());
-        assert_eq!(s.leases().unwrap().len(), 4);
-    }
-
-    #[test]
-    fn stale_temps_are_swept_and_never_leases() {
-        let tmp = tempfile::tempdir().unwrap();
-        let s = Store::open(&loc(tmp.path())).unwrap();
-        let stale = s.dir().join(".tern-lease.tmp-999999-0");
-        fs::write(&stale, "c1\r\neth0").unwrap();
-        assert!(s.leases().unwrap().is_empty());
-        s.sweep_temps();
-        assert!(!stale.exists());
-    }
-
-    #[test]
-    fn open_existing_does_not_create() {
-        let tmp = tempfile::tempdir().unwrap();
-        assert!(Store::open_existing(&loc(tmp.path())).unwrap().is_none());
-        assert!(!tmp.path().join("net1").exists());
-        drop(Store::open(&loc(tmp.path())).unwrap());
-        assert!(Store::open_existing(&loc(tmp.path())).unwrap().is_some());
-    }
-}
+mod tests;
