@@ -1,8 +1,12 @@
-//! Dev-only fixtures for tern's tests: throwaway host and pod network namespaces ([`netns`]) and
-//! running built binaries exactly as a runtime does ([`exec`]). Never a dependency of a shipped binary.
+//! Dev-only fixtures for tern's tests: throwaway host and pod network namespaces ([`netns`]),
+//! running built binaries exactly as a runtime does ([`exec`]), the processes of a killed
+//! invocation ([`procs`]), and pod churn with kills through libcni ([`churn`]). Never a
+//! dependency of a shipped binary.
 
+pub mod churn;
 pub mod exec;
 pub mod netns;
+pub mod procs;
 
 /// The host veth name tern must give the attachment (`container_id`, `ifname`): `tern` + the first
 /// 11 hex characters of SHA-256(container ID, NUL, ifname) (DESIGN.md). Computed here, apart from
