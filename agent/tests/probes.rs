@@ -24,6 +24,15 @@ fn an_api_outage_fails_readiness_and_never_liveness() {
     for p in ["/livez", "/readyz", "/healthz"] {
         assert_eq!(code(&a, p), 200, "{p}");
     }
+    // Without the kubeconfig the plugins cannot start pods: not ready until it is written again.
+    std::fs::remove_file(&f.cfg.kubeconfig).unwrap();
+    let (r, body) = http_get(a.http_addr(), "/readyz");
+    assert_eq!(r, 503);
+    assert!(body.contains("missing"), "{body}");
+    assert_eq!(code(&a, "/livez"), 200);
+    let o = AgentClient::request_refresh(&f.cfg.socket, "test", Duration::from_secs(5)).unwrap();
+    assert!(matches!(o, Outcome::Refreshed { .. }), "{o:?}");
+    assert_eq!(code(&a, "/readyz"), 200);
     // The API stops answering (every attempt runs into its 2 s deadline) and the token expires.
     f.s.set_fault(Some(Fault::Stall));
     f.jump(25 * 3600);
