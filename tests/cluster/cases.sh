@@ -16,6 +16,7 @@ cluster_up() {
     start_scheduler
     start_containerd
     import_images
+    node_address
     start_kubelet
     wait_for 120 "node $NODE registered" kubectl get node "$NODE"
     wait_for 60 "node $NODE podCIDR" bash -c "[ -n \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.spec.podCIDR}')\" ]"
@@ -55,7 +56,6 @@ ip_in_cidr() {
 nothing_left() {
     local ip=$1
     if ip route show | grep -q "^$ip "; then fail "host route to $ip left: $(ip route show | grep "^$ip ")"; fi
-    if grep -rlx "$ip" /var/lib/cni/networks/tern 2>/dev/null | grep -q .; then fail "lease for $ip left"; fi
     if [ -e "/var/lib/cni/networks/tern/$ip" ]; then fail "lease file /var/lib/cni/networks/tern/$ip left"; fi
     if grep -rl "\"$ip/" /run/cni/tern 2>/dev/null | grep -q .; then fail "tern state for $ip left"; fi
 }
@@ -102,16 +102,17 @@ case_pods() {
     nothing_left "$ipb"
 }
 
-# can_i AS VERB RESOURCE [NAMESPACE [NAME]]: prints yes/no as the real authorizer answers.
+# can_i AS VERB RESOURCE [NAMESPACE [NAME [SUBRESOURCE]]]: yes/no as the real authorizer answers.
 can_i() {
-    local as=$1 verb=$2 res=$3 ns=${4:-} name=${5:-}
+    local as=$1 verb=$2 res=$3 ns=${4:-} name=${5:-} sub=${6:-}
+    [ -n "$name" ] && res="$res/$name"
     local args=(auth can-i "$verb" "$res" --as "system:serviceaccount:tern:$as")
     [ -n "$ns" ] && args+=(-n "$ns")
-    [ -n "$name" ] && args[3]="$res/$name"
+    [ -n "$sub" ] && args+=(--subresource "$sub")
     kubectl "${args[@]}" 2>/dev/null || true
 }
 
-expect() { # expect yes|no AS VERB RESOURCE [NS [NAME]]
+expect() { # expect yes|no AS VERB RESOURCE [NS [NAME [SUBRESOURCE]]]
     local want=$1 got
     shift
     got=$(can_i "$@")
@@ -121,18 +122,18 @@ expect() { # expect yes|no AS VERB RESOURCE [NS [NAME]]
 
 case_rbac() {
     # what tern does
-    expect yes tern-agent create serviceaccounts/token tern tern-cni
+    expect yes tern-agent create serviceaccounts tern tern-cni token
     expect yes tern-agent get nodes "" "$NODE"
     expect yes tern-cni get pods default
     # what it must not do
-    expect no tern-agent create serviceaccounts/token tern tern-agent
-    expect no tern-agent create serviceaccounts/token kube-system default
+    expect no tern-agent create serviceaccounts tern tern-agent token
+    expect no tern-agent create serviceaccounts kube-system default token
     expect no tern-agent get secrets tern
     expect no tern-agent list secrets
     expect no tern-agent update nodes "" "$NODE"
     expect no tern-agent patch nodes "" "$NODE"
     expect no tern-agent delete pods default
-    expect no tern-cni create serviceaccounts/token tern tern-cni
+    expect no tern-cni create serviceaccounts tern tern-cni token
     expect no tern-cni get secrets tern
     expect no tern-cni update pods default
     expect no tern-cni create pods default

@@ -21,7 +21,7 @@
 
 KT="${KT:-/tmp/tern-cluster}"
 GOBIN_DIR="${TERN_GO_CACHE:-/var/cache/tern-build}/bin"
-K8S_BIN="$GOBIN_DIR/kubernetes"
+K8S_BIN="${TERN_K8S_BIN:-$GOBIN_DIR/kubernetes}"
 NODE=tern-node
 API_PORT=16443
 API="https://127.0.0.1:$API_PORT"
@@ -37,7 +37,7 @@ kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KT/pki/admin.kubeconfig" "$@"; }
 ctr() { "$GOBIN_DIR/containerd/ctr" --address "$KT/containerd/containerd.sock" "$@"; }
 crictl() {
     "$GOBIN_DIR/cri-tools/crictl" --runtime-endpoint "unix://$KT/containerd/containerd.sock" \
-        --image-endpoint "unix://$KT/containerd/containerd.sock" --timeout 30s "$@"
+        --image-endpoint "unix://$KT/containerd/containerd.sock" --timeout 30s --config /dev/null "$@"
 }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: retries COMMAND every 0.5 s until it succeeds.
@@ -142,7 +142,7 @@ make_pki() {
     cert controller-manager system:kube-controller-manager ""
     cert scheduler system:kube-scheduler ""
     cert kubelet "system:node:$NODE" system:nodes
-    cert kubelet-serving "system:node:$NODE" system:nodes "IP:127.0.0.1,DNS:$NODE,DNS:localhost"
+    cert kubelet-serving "system:node:$NODE" system:nodes "IP:$NODE_IP,IP:127.0.0.1,DNS:$NODE"
     for n in admin controller-manager scheduler kubelet; do kubeconfig "$n"; done
     sa_key sa
 }
@@ -167,11 +167,12 @@ start_apiserver() {
         --client-ca-file "$d/ca.crt" \
         --kubelet-client-certificate "$d/apiserver-kubelet-client.crt" \
         --kubelet-client-key "$d/apiserver-kubelet-client.key" \
-        --kubelet-certificate-authority "$d/ca.crt" \
+        --kubelet-certificate-authority "$d/ca.crt" --kubelet-preferred-address-types InternalIP \
         --service-account-issuer "$SA_ISSUER" --api-audiences "$SA_ISSUER" \
         --service-account-key-file "$d/$key.pub" --service-account-signing-key-file "$d/$key.key" \
         --service-cluster-ip-range "$SERVICE_CIDR" \
         --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+        --endpoint-reconciler-type none \
         --allow-privileged=true --profiling=false --v=1 "$@"
     wait_for 90 "kube-apiserver /readyz" curl -sf --cacert "$d/ca.crt" --cert "$d/admin.crt" \
         --key "$d/admin.key" "$API/readyz"
@@ -219,8 +220,24 @@ check_node_clean() {
             return 1
         fi
     done
-    mkdir -p "$KT"
+    mkdir -p "$KT/aside"
+    # Another network's conflist (podman's 87-podman-bridge.conflist on these machines) would make
+    # the node Ready before tern is installed: set aside for the run, put back by `down`.
+    for f in $CNI_NET/*.conf $CNI_NET/*.conflist $CNI_NET/*.json; do
+        [ -e "$f" ] && mv "$f" "$KT/aside/"
+    done
     ls -d $CNI_BIN/* $CNI_NET/* 2>/dev/null >"$KT/preexisting" || true
+}
+
+# The node's address: kubelets refuse a loopback node IP, so the node gets one on a veth of its
+# own in the root netns (local traffic only; removed by `down`).
+NODE_IP=10.99.219.1
+NODE_LINK=kt-node0
+node_address() {
+    ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1"
+    ip addr replace "$NODE_IP/32" dev "$NODE_LINK"
+    ip link set "$NODE_LINK" up
+    ip link set "${NODE_LINK%0}1" up
 }
 
 start_containerd() {
@@ -228,7 +245,9 @@ start_containerd() {
     mkdir -p "$c" "$CNI_BIN" "$CNI_NET"
     # The node's CNI bin dir holds what a node's `kubernetes-cni` package brings: the reference
     # plugins (loopback for containerd, host-local for the conflist's IPAM); tern-agent adds tern's.
-    for p in loopback host-local; do [ -e "$CNI_BIN/$p" ] || cp "/usr/lib/cni/$p" "$CNI_BIN/$p"; done
+    for p in loopback host-local; do
+        [ -e "$CNI_BIN/$p" ] || { cp "/usr/lib/cni/$p" "$CNI_BIN/$p" && echo "$CNI_BIN/$p" >>"$KT/created"; }
+    done
     cat >"$c/config.toml" <<TOML
 version = 3
 root = "$c/root"
@@ -276,12 +295,16 @@ import_images() {
 }
 
 start_kubelet() {
-    local k="$KT/kubelet" d="$KT/pki"
+    local k="$KT/kubelet" d="$KT/pki" h
     mkdir -p "$k/root"
+    # the kubelet's cgroupRoot must exist in every v1 hierarchy
+    for h in /sys/fs/cgroup/*/; do
+        [ -f "$h/cgroup.procs" ] && mkdir -p "$h${CGROUP_ROOT#/}"
+    done
     cat >"$k/config.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: $NODE_IP
 port: 10350
 healthzBindAddress: 127.0.0.1
 healthzPort: 10348
@@ -309,7 +332,7 @@ fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 5s
 YAML
     start kubelet "$K8S_BIN/kubelet" --config "$k/config.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
-        --root-dir "$k/root" --hostname-override "$NODE" --node-ip 127.0.0.1 --v=1
+        --root-dir "$k/root" --hostname-override "$NODE" --node-ip "$NODE_IP" --v=1
 }
 
 # --- teardown ----------------------------------------------------------------------------------
@@ -334,11 +357,14 @@ down() {
     for h in /sys/fs/cgroup/*/; do
         [ -d "$h${CGROUP_ROOT#/}" ] && find "$h${CGROUP_ROOT#/}" -depth -type d -exec rmdir {} + 2>/dev/null
     done
+    # only tern's files and what the tier copied, never a file that was there before the run
     local f
-    for f in $CNI_BIN/* $CNI_NET/*; do
-        [ -e "$f" ] && ! grep -qxF "$f" "$KT/preexisting" 2>/dev/null && rm -f "$f"
+    for f in $(node_files) $(cat "$KT/created" 2>/dev/null); do
+        grep -qxF "$f" "$KT/preexisting" 2>/dev/null || rm -f "$f"
     done
     rm -f /run/tern/agent.sock && rmdir /run/tern 2>/dev/null || true
+    [ -d "$KT/aside" ] && for f in "$KT"/aside/*; do [ -e "$f" ] && mv "$f" "$CNI_NET/"; done
+    ip link del "$NODE_LINK" 2>/dev/null || true
     ip -o route show | awk '/^10\.99\.21[01]\./ {print $1}' | while read -r r; do ip route del "$r" 2>/dev/null || true; done
     rm -rf "$KT"
 }

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# tests/cluster/bench.sh — the pod-start row of scripts/bench (`scripts/bench --cluster`): on the
+# real one-node cluster of tests/cluster, the time from a pod's creation to the API reporting it
+# Ready, for tern's deployed chain and for the reference chains (ptp + host-local + tuning with the
+# same keepalive sysctls: the current release v1.10, and Debian's 1.1.1), in one run.
+#
+# Method: rounds; each round creates one pod per chain, in rotating order, one at a time (pods
+# started one after another, as a node sees most of the time). A chain is chosen by its conflist:
+# the reference chains' conflists sort before tern's (05-*), and containerd takes the first one;
+# it re-reads the directory on change, which the bench waits for by a probe pod. Timed: from
+# `kubectl create` returning to `kubectl wait --for=condition=Ready` returning (both kubectl
+# start-ups are in every sample of every chain alike). Prints p50 and p90 per chain and the ratios.
+# Not a test: exits 0 whatever the figures (non-zero only when the run itself fails).
+#
+# Usage (root, after scripts/setup and scripts/build-go): bash tests/cluster/bench.sh [--pods N]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+KT=/tmp/tern-cluster-bench
+# shellcheck source=lib.sh
+. "$ROOT/tests/cluster/lib.sh"
+# shellcheck source=cases.sh
+. "$ROOT/tests/cluster/cases.sh"
+
+pods=30
+while [ "$#" -gt 0 ]; do
+    case "$1" in
+        --pods) pods=$2; shift ;;
+        *) echo "tests/cluster/bench.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ -d "$KT" ]; then (down) || true; fi
+check_node_clean
+trap 'rm -rf "$ref_bins"; down' EXIT
+ref_bins=$(mktemp -d)
+log "bringing up the cluster under $KT"
+(cluster_up) >"$KT/up.log" 2>&1 || { tail -30 "$KT/up.log"; exit 1; }
+(case_install) >"$KT/install.log" 2>&1 || { tail -30 "$KT/install.log"; exit 1; }
+
+# The reference chains' plugins under names of their own, so both releases sit in one bin dir.
+declare -A src=([v110]="$GOBIN_DIR/plugins" [deb]=/usr/lib/cni)
+for rel in v110 deb; do
+    for p in ptp host-local tuning; do cp "${src[$rel]}/$p" "$CNI_BIN/$p-$rel"; done
+done
+cidr=$(kubectl get node "$NODE" -o jsonpath='{.spec.podCIDR}')
+# ref_conflist REL: ptp + host-local + tuning of release REL on the node's podCIDR.
+ref_conflist() {
+    jq -n --arg rel "$1" --arg cidr "$cidr" --arg dir "$KT/ref-ipam-$1" '{
+        cniVersion: "1.0.0", name: ("ref-" + $rel), plugins: [
+          {type: ("ptp-" + $rel), ipMasq: false, mtu: 1500,
+           ipam: {type: ("host-local-" + $rel), ranges: [[{subnet: $cidr}]], dataDir: $dir,
+                  routes: [{dst: "0.0.0.0/0"}]}},
+          {type: ("tuning-" + $rel), sysctl: {"net.ipv4.tcp_keepalive_time": "600",
+           "net.ipv4.tcp_keepalive_intvl": "60", "net.ipv4.tcp_keepalive_probes": "5"}}]}'
+}
+
+# use_chain NAME: makes NAME the chain new sandboxes get (tern = the deployed 10-tern.conflist).
+use_chain() {
+    rm -f "$CNI_NET"/05-ref-*.conflist
+    [ "$1" = tern ] || ref_conflist "$1" >"$CNI_NET/05-ref-$1.conflist"
+    # containerd reloads on change: a probe pod shows which network it now uses
+    local want=$1 n=0
+    while :; do
+        n=$((n + 1))
+        pod_manifest "probe-$n" | kubectl apply -f - >/dev/null
+        kubectl wait --for=condition=Ready "pod/probe-$n" --timeout=60s >/dev/null
+        local id net
+        id=$(crictl pods --name "probe-$n" -q | head -1)
+        net=$(crictl inspectp "$id" | jq -r '.info.cniResult.Interfaces // {} | keys | join(",")' 2>/dev/null || true)
+        kubectl delete pod "probe-$n" --wait=true >/dev/null
+        # tern's host veth is named tern*, ptp's veth*: the host-side interface in the result says
+        if { [ "$want" = tern ] && [[ "$net" == *tern* ]]; } || { [ "$want" != tern ] && [[ "$net" == *veth* ]]; }; then
+            return 0
+        fi
+        [ "$n" -lt 20 ] || { log "containerd did not switch to chain $want"; return 1; }
+        sleep 0.5
+    done
+}
+
+declare -A samples
+chains=(tern v110 deb)
+for ((r = 0; r < pods; r++)); do
+    for ((k = 0; k < ${#chains[@]}; k++)); do
+        c=${chains[$(((r + k) % ${#chains[@]}))]}
+        use_chain "$c"
+        name="bench-$c-$r"
+        t0=$(date +%s%N)
+        pod_manifest "$name" | kubectl create -f - >/dev/null
+        kubectl wait --for=condition=Ready "pod/$name" --timeout=60s >/dev/null
+        t1=$(date +%s%N)
+        samples[$c]+="$(((t1 - t0) / 1000)) "
+        kubectl delete pod "$name" --wait=true >/dev/null
+    done
+done
+
+pct() { tr ' ' '\n' | grep . | sort -n | awk -v q="$1" '{a[NR]=$1} END {i=int((NR-1)*q+0.5)+1; printf "%.1f", a[i]/1000}'; }
+echo "pod start on the real cluster (create -> Ready, ms; $pods pods per chain, one at a time; load $(cut -d' ' -f1-3 /proc/loadavg))"
+printf '%-44s %8s %8s\n' chain p50 p90
+declare -A p50
+for c in "${chains[@]}"; do
+    case $c in
+        tern) label="tern + deployed IPAM + tern-tuning" ;;
+        v110) label="ptp + host-local + tuning (v1.10.0)" ;;
+        deb) label="ptp + host-local + tuning (Debian 1.1.1)" ;;
+    esac
+    p50[$c]=$(echo "${samples[$c]}" | pct 0.5)
+    printf '%-44s %8s %8s\n' "$label" "${p50[$c]}" "$(echo "${samples[$c]}" | pct 0.9)"
+done
+awk -v t="${p50[tern]}" -v a="${p50[v110]}" -v b="${p50[deb]}" \
+    'BEGIN { printf "ratio tern/v1.10 p50 %.2fx, tern/Debian p50 %.2fx\n", t / a, t / b }'

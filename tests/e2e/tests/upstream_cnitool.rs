@@ -1,0 +1,122 @@
+//! Upstream `cnitool` (github.com/containernetworking/cni v1.3.0, libcni with CNI 1.1.0's STATUS
+//! and GC; built by `scripts/build-go cni`) drives the default chain at cniVersion 1.1.0: ADD,
+//! CHECK, STATUS, DEL, and GC with no valid attachment, which must remove everything ADD made.
+//!
+//! IPAM is the current reference host-local (`scripts/build-go plugins`, v1.10), which implements
+//! GC; Debian's 1.1.1 does not. cnitool runs inside the test's fake host netns; it names the
+//! container `cnitool-<hash of the netns path>` and keeps libcni's cache in `/var/lib/cni`.
+
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::{result_addrs, Node};
+use serde_json::Value;
+use tern_testkit::exec::bin_dir;
+use tern_testkit::netns::TestNetns;
+
+/// The Go programs `scripts/build-go` builds, as `scripts/test` exports them.
+fn go_bin(var: &str, default: &str) -> PathBuf {
+    let p = PathBuf::from(std::env::var(var).unwrap_or_else(|_| default.to_owned()));
+    assert!(
+        p.exists(),
+        "{} missing: run `bash scripts/build-go` (or set {var})",
+        p.display()
+    );
+    p
+}
+
+fn upstream_cnitool() -> PathBuf {
+    go_bin(
+        "TERN_UPSTREAM_CNITOOL",
+        "/var/cache/tern-build/bin/cni/cnitool",
+    )
+}
+
+fn current_ref_plugins() -> PathBuf {
+    go_bin(
+        "TERN_REF_PLUGINS_CURRENT",
+        "/var/cache/tern-build/bin/plugins",
+    )
+}
+
+/// `cnitool VERB c0 <pod netns>` inside the node's host netns.
+fn cnitool(node: &Node, verb: &str, pod: &TestNetns) -> Output {
+    let cni_path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        current_ref_plugins().display()
+    );
+    std::process::Command::new("ip")
+        .args(["netns", "exec", node.host.name()])
+        .arg("env")
+        .arg(format!("NETCONFPATH={}", node.tool.conf_dir().display()))
+        .arg(format!("CNI_PATH={cni_path}"))
+        .arg(upstream_cnitool())
+        .args([verb, "c0"])
+        .arg(pod.path())
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A node whose chain C0 is at 1.1.0 with v1.10's host-local as IPAM.
+fn node(tag: &str) -> Node {
+    let n = Node::new(tag);
+    let mut n = n;
+    let c0 = n.c0("1.1.0");
+    n.tool.write_conflist(&c0).unwrap();
+    n
+}
+
+#[test]
+fn add_check_status_del_at_1_1_0() {
+    let node = node("upcni-del");
+    let pod = node.pod("upcni-del");
+    let out = cnitool(&node, "status", &pod);
+    ok(&out, "STATUS before ADD");
+    let out = cnitool(&node, "add", &pod);
+    ok(&out, "ADD");
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["cniVersion"], "1.1.0", "{result}");
+    let addrs = result_addrs(&result);
+    assert_eq!(addrs.len(), 1, "{result}");
+    assert!(
+        pod.ip(&["-4", "addr", "show", "eth0"])
+            .contains(&format!("{}/32", addrs[0])),
+        "pod lacks {}",
+        addrs[0]
+    );
+    ok(&cnitool(&node, "check", &pod), "CHECK");
+    ok(&cnitool(&node, "status", &pod), "STATUS");
+    ok(&cnitool(&node, "del", &pod), "DEL");
+    node.assert_nothing_left(&addrs);
+    ok(&cnitool(&node, "del", &pod), "DEL again");
+}
+
+#[test]
+fn gc_with_no_valid_attachment_removes_everything() {
+    let node = node("upcni-gc");
+    let pod = node.pod("upcni-gc");
+    let out = cnitool(&node, "add", &pod);
+    ok(&out, "ADD");
+    let addrs = result_addrs(&serde_json::from_slice(&out.stdout).unwrap());
+    assert!(!node.reservations().is_empty(), "ADD reserved nothing");
+    // upstream cnitool's gc passes no valid attachment: every attachment of c0 is garbage
+    ok(&cnitool(&node, "gc", &pod), "GC");
+    node.assert_nothing_left(&addrs);
+    ok(&cnitool(&node, "del", &pod), "DEL after GC");
+}
