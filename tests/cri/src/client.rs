@@ -17,7 +17,8 @@ use crate::proto::runtime_service_client::RuntimeServiceClient;
 use crate::proto::{
     LinuxPodSandboxConfig, ListPodSandboxRequest, PodSandbox, PodSandboxConfig, PodSandboxMetadata,
     PodSandboxStatusRequest, PodSandboxStatusResponse, RemovePodSandboxRequest,
-    RunPodSandboxRequest, StopPodSandboxRequest, VersionRequest, VersionResponse,
+    RunPodSandboxRequest, RuntimeCondition, StatusRequest, StopPodSandboxRequest, VersionRequest,
+    VersionResponse,
 };
 use crate::CriError;
 
@@ -237,6 +238,20 @@ impl CriClient {
                 .await
         })?;
         Ok(r.items)
+    }
+}
+
+impl CriClient {
+    /// `Status`: the runtime's conditions (`RuntimeReady`, `NetworkReady`: the latter is the
+    /// runtime's view of its CNI network, which kubelet turns into the node's readiness).
+    ///
+    /// # Errors
+    /// [`CriError::Rpc`] or [`CriError::Timeout`].
+    pub fn status(&mut self) -> Result<Vec<RuntimeCondition>, CriError> {
+        let r = self.call("Status", |mut c, t| async move {
+            c.status(req(StatusRequest { verbose: false }, t)).await
+        })?;
+        Ok(r.status.map(|s| s.conditions).unwrap_or_default())
     }
 }
 

@@ -72,6 +72,8 @@ pub struct Options {
     pub tag: String,
     /// Pod ranges the conflists use (`10.99.202.0/24`): teardown removes host routes into them.
     pub subnets: Vec<String>,
+    /// Plugins (by type) wrapped by the tracer ([`crate::trace`]); log in the instance dir.
+    pub trace: Vec<String>,
 }
 
 /// A running private containerd; dropping it tears everything down.
@@ -90,7 +92,7 @@ pub fn instance_dir(tag: &str) -> PathBuf {
     PathBuf::from(format!("/tmp/tern-cri-{tag}-{}", std::process::id()))
 }
 
-fn mkdir(p: &Path) -> Result<(), CriError> {
+pub(crate) fn mkdir(p: &Path) -> Result<(), CriError> {
     std::fs::create_dir_all(p).map_err(CriError::io("create dir", p))
 }
 
@@ -126,6 +128,11 @@ impl Containerd {
         };
         // On error `c` drops here and tears down what exists.
         c.prepare(networks)?;
+        crate::trace::wrap(
+            &c.dir.join("bin"),
+            &opts.trace,
+            &crate::trace::log_path(&c.dir),
+        )?;
         c.spawn()?;
         c.import_pause_image()?;
         Ok(c)
@@ -203,20 +210,7 @@ impl Containerd {
     /// The CRI call's [`CriError`], or [`CriError::Shape`] when the info lacks the path.
     pub fn netns_path(&mut self, id: &str) -> Result<PathBuf, CriError> {
         let st = self.cri()?.pod_sandbox_status(id, true)?;
-        let info = st.info.get("info").ok_or(CriError::Shape {
-            what: "PodSandboxStatus info",
-            detail: "no \"info\" key (verbose)".into(),
-        })?;
-        let v: Value = serde_json::from_str(info)?;
-        v["runtimeSpec"]["linux"]["namespaces"]
-            .as_array()
-            .and_then(|a| a.iter().find(|n| n["type"] == "network"))
-            .and_then(|n| n["path"].as_str())
-            .map(PathBuf::from)
-            .ok_or(CriError::Shape {
-                what: "PodSandboxStatus info",
-                detail: format!("no network namespace path in {v}"),
-            })
+        netns_from_info(&st.info)
     }
 
     fn prepare(&mut self, networks: impl FnOnce(&Path) -> Vec<Network>) -> Result<(), CriError> {
@@ -234,24 +228,8 @@ impl Containerd {
         ] {
             mkdir(&d.join(sub))?;
         }
-        // CNI bin dir: tern's binaries (those built), then every reference plugin (loopback,
-        // host-local, ptp, tuning...). The CRI plugin always runs `loopback` for `lo`.
-        for name in TERN_PLUGINS {
-            let src = bin_dir().join(name);
-            if src.is_file() {
-                let dst = d.join("bin").join(name);
-                std::os::unix::fs::symlink(&src, &dst).map_err(CriError::io("symlink", &dst))?;
-            }
-        }
-        let refs = ref_plugin_dir();
-        let rd = std::fs::read_dir(&refs).map_err(CriError::io("read dir", &refs))?;
-        for e in rd.flatten() {
-            let dst = d.join("bin").join(e.file_name());
-            if !dst.exists() {
-                std::os::unix::fs::symlink(e.path(), &dst)
-                    .map_err(CriError::io("symlink", &dst))?;
-            }
-        }
+        // The CRI plugin always runs `loopback` for `lo`.
+        link_cni_bin(&d.join("bin"))?;
         let mut handlers = String::new();
         let mut have_default = false;
         for net in networks(&d) {
@@ -598,13 +576,62 @@ disabled_plugins = [
     )
 }
 
+/// The network namespace path in a verbose `PodSandboxStatus` info map (containerd and CRI-O
+/// both put the sandbox's OCI runtime spec under `info`: `runtimeSpec.linux.namespaces`).
+///
+/// # Errors
+/// [`CriError::Shape`] without an `info` key or a network namespace path, [`CriError::Json`]
+/// when `info` is not JSON.
+pub(crate) fn netns_from_info(
+    info: &std::collections::HashMap<String, String>,
+) -> Result<PathBuf, CriError> {
+    let info = info.get("info").ok_or(CriError::Shape {
+        what: "PodSandboxStatus info",
+        detail: "no \"info\" key (verbose)".into(),
+    })?;
+    let v: Value = serde_json::from_str(info)?;
+    v["runtimeSpec"]["linux"]["namespaces"]
+        .as_array()
+        .and_then(|a| a.iter().find(|n| n["type"] == "network"))
+        .and_then(|n| n["path"].as_str())
+        .map(PathBuf::from)
+        .ok_or(CriError::Shape {
+            what: "PodSandboxStatus info",
+            detail: format!("no network namespace path in {v}"),
+        })
+}
+
+/// Fills the CNI bin dir `bin` with symlinks: tern's binaries (those built), then every
+/// reference plugin (loopback, host-local, ptp, tuning...) whose name is still free.
+///
+/// # Errors
+/// [`CriError::Io`] when the reference plugin dir cannot be read or a link cannot be made.
+pub(crate) fn link_cni_bin(bin: &Path) -> Result<(), CriError> {
+    for name in TERN_PLUGINS {
+        let src = bin_dir().join(name);
+        if src.is_file() {
+            let dst = bin.join(name);
+            std::os::unix::fs::symlink(&src, &dst).map_err(CriError::io("symlink", &dst))?;
+        }
+    }
+    let refs = ref_plugin_dir();
+    let rd = std::fs::read_dir(&refs).map_err(CriError::io("read dir", &refs))?;
+    for e in rd.flatten() {
+        let dst = bin.join(e.file_name());
+        if !dst.exists() {
+            std::os::unix::fs::symlink(e.path(), &dst).map_err(CriError::io("symlink", &dst))?;
+        }
+    }
+    Ok(())
+}
+
 /// Whether a CRI error says the sandbox does not exist (already removed).
-fn is_not_found(e: &CriError) -> bool {
+pub(crate) fn is_not_found(e: &CriError) -> bool {
     matches!(e, CriError::Rpc { status, .. } if status.code() == tonic::Code::NotFound)
 }
 
 /// The last `n` lines of a file.
-fn tail(path: &Path, n: usize) -> String {
+pub(crate) fn tail(path: &Path, n: usize) -> String {
     let s = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
@@ -691,7 +718,7 @@ pub fn cgroup_pids(parent: &str) -> Vec<i32> {
 /// rmdir of a cgroup and its children, leaves first (a cgroup dir is removed with rmdir, its
 /// control files go with it). A cgroup whose last task just died may be busy for a moment:
 /// retried for up to 2 s.
-fn remove_cgroup_tree(dir: &Path, problems: &mut Vec<String>) {
+pub(crate) fn remove_cgroup_tree(dir: &Path, problems: &mut Vec<String>) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         if e.path().is_dir() {
             remove_cgroup_tree(&e.path(), problems);

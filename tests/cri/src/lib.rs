@@ -1,4 +1,4 @@
-//! tern under containerd's CRI plugin, the runtime Kubernetes nodes actually use.
+//! tern under the CRI runtimes Kubernetes nodes actually use: containerd and CRI-O.
 //!
 //! - [`proto`]: the CRI `runtime.v1` messages and client, generated from the hand-written subset
 //!   `proto/runtime_v1.proto` (upstream field numbers).
@@ -7,15 +7,22 @@
 //! - [`containerd`]: [`containerd::Containerd`], a private containerd (own config, root, state,
 //!   socket, CNI dirs, cgroup parent) whose drop guard stops it by PID and removes everything it
 //!   and the CNI chain made.
+//! - [`crio`]: [`crio::Crio`], a private CRI-O (built by `scripts/build-go cri-o`), the same way;
+//!   [`crio_conf`] writes its configuration.
+//! - [`trace`]: wraps plugins in the CNI bin dir to record what the runtime passes them.
 //!
-//! Invariant: nothing here touches the machine's own containerd (if any): every path, socket and
-//! cgroup is derived from one temp dir and one tag, and teardown removes only those.
+//! Invariant: nothing here touches the machine's own containerd or CRI-O (if any): every path,
+//! socket and cgroup is derived from one temp dir and one tag, and teardown removes only those.
 
 pub mod chains;
 pub mod client;
 pub mod containerd;
+pub mod crio;
+pub mod crio_conf;
 pub mod error;
 pub mod image;
+pub mod stats;
+pub mod trace;
 
 pub use error::CriError;
 

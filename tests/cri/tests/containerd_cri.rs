@@ -4,7 +4,8 @@
 //! Each test starts its own private containerd (see `tern_cri::containerd`) with a pod range of
 //! its own, so the tests run in parallel: 10.99.202.0/24 (default chain), 10.99.203.0/24 (UID
 //! mismatch), 10.99.204.0/24 and 10.99.205.0/24 (the drop guard). The API server stand-in listens
-//! on 127.0.0.1 in the root netns, where containerd (and so tern) runs.
+//! on 127.0.0.1 in the root netns, where containerd (and so tern) runs. tern runs behind the
+//! tracer (`tern_cri::trace`), so the tests also assert what containerd passes it.
 //!
 //! Needs root, containerd, runc, busybox-static, the reference CNI plugins and the release
 //! binaries (scripts/setup): fails, never skips, without them.
@@ -12,108 +13,22 @@
 // Test code: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::Ipv4Addr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use std::path::{Path, PathBuf};
+
+use common::{
+    alive, api_with_kubeconfig, assert_nothing_left, assert_root, cache_entries, in_netns_ok,
+    leases, link_exists, pod_path, run_and_check, state_files, tuning_backups, IFNAME,
+};
 use serde_json::Value;
-use tern_apiserver::ApiServer;
-use tern_cri::chains::{tern_chain, tuning_sysctls};
+use tern_cri::chains::tern_chain;
 use tern_cri::client::PodRef;
 use tern_cri::containerd::{
     cgroup_dirs, cgroup_pids, host_routes_into, mount_points, shim_pids, shim_socket_name,
-    tern_host_veth, Containerd, Network, Options, K8S_NAMESPACE, LIBCNI_CACHE,
+    tern_host_veth, Containerd, Network, Options, K8S_NAMESPACE,
 };
 use tern_cri::proto::PodSandboxState;
-use tern_cri::CriError;
-
-const IFNAME: &str = "eth0";
-
-fn sh(cmd: &mut Command) -> String {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (run scripts/setup?)"));
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Runs `args` inside the network namespace at `netns` (`nsenter --net`).
-fn in_netns(netns: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("nsenter")
-        .arg(format!("--net={}", netns.display()))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn in_netns_ok(netns: &Path, args: &[&str]) -> String {
-    let out = in_netns(netns, args);
-    assert!(
-        out.status.success(),
-        "in {}: {args:?}: {}\n{}{}",
-        netns.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn assert_root() {
-    let uid = sh(Command::new("id").arg("-u"));
-    assert_eq!(uid.trim(), "0", "the containerd tier needs root");
-}
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
-/// libcni result cache entries of network `net` (file names `<net>-<containerID>-<ifname>`).
-fn cache_entries(net: &str) -> Vec<String> {
-    std::fs::read_dir(LIBCNI_CACHE)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("{net}-")))
-        .collect()
-}
-
-fn link_exists(name: &str) -> bool {
-    Path::new("/sys/class/net").join(name).exists()
-}
-
-/// The stand-in API server and a token kubeconfig for it under `dir`.
-fn api_with_kubeconfig(dir: &Path) -> (ApiServer, PathBuf) {
-    let api = ApiServer::start().unwrap();
-    let token = api.issue_token("kube-system", "tern-cni", 3600);
-    let kubeconfig = tern_kube::kubeconfig::render(
-        &api.url(),
-        api.ca_pem().as_bytes(),
-        &tern_kube::token::BearerToken::new(token),
-    );
-    let path = dir.join("tern-kubeconfig");
-    std::fs::write(&path, kubeconfig).unwrap();
-    (api, path)
-}
-
-fn pod_path(p: &PodRef) -> String {
-    format!("/api/v1/namespaces/{}/pods/{}", p.namespace, p.name)
-}
 
 /// A private containerd on the default chain (named `net`, on `subnet`), with the pod lookup
 /// against `kubeconfig` when given. The kubeconfig lives outside the instance dir.
@@ -128,6 +43,7 @@ fn start(tag: &str, net: &str, subnet: &str, kubeconfig: Option<&Path>) -> (Cont
         &Options {
             tag: tag.into(),
             subnets: vec![subnet.into()],
+            trace: vec!["tern".into(), "tern-tuning".into()],
         },
         |dir| {
             chain = tern_chain(dir, net, subnet, kubeconfig).unwrap();
@@ -139,255 +55,6 @@ fn start(tag: &str, net: &str, subnet: &str, kubeconfig: Option<&Path>) -> (Cont
     )
     .unwrap_or_else(|e| panic!("private containerd: {e}"));
     (c, chain)
-}
-
-/// A wired sandbox, as the checks see it.
-struct Wired {
-    id: String,
-    ip: Ipv4Addr,
-    netns: PathBuf,
-}
-
-/// Runs a sandbox for `pod` and checks it: READY, a pod IP in `subnet`, its netns under our
-/// state dir, inside it `eth0` with the /32, the routes via 169.254.1.1, `lo` up and the
-/// sysctls; on the host the /32 route through tern's veth, the lease, tern's state file,
-/// tern-tuning's backup and libcni's cache entry.
-fn run_and_check(c: &mut Containerd, chain: &Value, pod: &PodRef, subnet: &str) -> Wired {
-    let id = c
-        .run_sandbox(pod, None)
-        .unwrap_or_else(|e| panic!("RunPodSandbox {}: {e}", pod.name));
-    let st = c.cri().unwrap().pod_sandbox_status(&id, false).unwrap();
-    let status = st.status.expect("PodSandboxStatus.status");
-    assert_eq!(
-        status.state,
-        PodSandboxState::SandboxReady as i32,
-        "{} not READY: {status:?}",
-        pod.name
-    );
-    let meta = status.metadata.expect("metadata");
-    assert_eq!(
-        (meta.name.as_str(), meta.uid.as_str()),
-        (pod.name.as_str(), pod.uid.as_str())
-    );
-    let ip: Ipv4Addr = status
-        .network
-        .as_ref()
-        .map(|n| n.ip.as_str())
-        .unwrap_or_default()
-        .parse()
-        .unwrap_or_else(|e| panic!("pod IP of {}: {e}: {:?}", pod.name, status.network));
-    let net: ipnet_v4::Net = subnet.parse().unwrap();
-    assert!(
-        net.contains(ip),
-        "pod IP {ip} of {} not in {subnet}",
-        pod.name
-    );
-
-    let netns = c.netns_path(&id).unwrap();
-    assert!(
-        netns.starts_with(c.dir().join("state")),
-        "netns {} is not under the private state dir",
-        netns.display()
-    );
-    // Inside the pod netns.
-    let addrs: Value = serde_json::from_str(&in_netns_ok(
-        &netns,
-        &["ip", "-j", "-4", "addr", "show", "dev", IFNAME],
-    ))
-    .unwrap();
-    let inet: Vec<String> = addrs[0]["addr_info"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| format!("{}/{}", a["local"].as_str().unwrap(), a["prefixlen"]))
-        .collect();
-    assert_eq!(
-        inet,
-        vec![format!("{ip}/32")],
-        "addresses of {IFNAME} in {}",
-        pod.name
-    );
-    assert_eq!(addrs[0]["mtu"], 1500, "mtu of {IFNAME}: {addrs}");
-    assert!(
-        addrs[0]["flags"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f == "UP"),
-        "{IFNAME} not up: {addrs}"
-    );
-    let lo: Value = serde_json::from_str(&in_netns_ok(
-        &netns,
-        &["ip", "-j", "link", "show", "dev", "lo"],
-    ))
-    .unwrap();
-    assert!(
-        lo[0]["flags"].as_array().unwrap().iter().any(|f| f == "UP"),
-        "lo not up (the CRI plugin's loopback): {lo}"
-    );
-    let routes: Value =
-        serde_json::from_str(&in_netns_ok(&netns, &["ip", "-j", "-4", "route", "show"])).unwrap();
-    let routes = routes.as_array().unwrap();
-    assert!(
-        routes
-            .iter()
-            .any(|r| r["dst"] == "default" && r["gateway"] == "169.254.1.1" && r["dev"] == IFNAME),
-        "no default route via 169.254.1.1 in {}: {routes:?}",
-        pod.name
-    );
-    assert!(
-        routes
-            .iter()
-            .any(|r| r["dst"] == "169.254.1.1" && r["dev"] == IFNAME && r["scope"] == "link"),
-        "no link route to the gateway in {}: {routes:?}",
-        pod.name
-    );
-    let sysctls = tuning_sysctls(chain);
-    assert!(
-        !sysctls.is_empty(),
-        "the default chain sets no sysctl: {chain}"
-    );
-    for (key, want) in &sysctls {
-        let file = format!("/proc/sys/{}", key.replace('.', "/"));
-        let got = in_netns_ok(&netns, &["cat", &file]);
-        assert_eq!(got.trim(), want, "{key} in {}", pod.name);
-    }
-
-    // On the host.
-    let veth = tern_host_veth(&id, IFNAME);
-    let to_pod: Vec<_> = host_routes_into(subnet)
-        .into_iter()
-        .filter(|(_, dst)| dst == &ip.to_string())
-        .collect();
-    assert_eq!(
-        to_pod,
-        vec![(veth.clone(), ip.to_string())],
-        "host route to {ip} must go through tern's veth {veth}"
-    );
-    assert!(
-        leases(c, chain).contains(&ip.to_string()),
-        "no host-local lease for {ip}: {:?}",
-        leases(c, chain)
-    );
-    assert!(
-        state_files(c)
-            .iter()
-            .any(|p| p.to_string_lossy().contains(&id)),
-        "no tern state file for {id}: {:?}",
-        state_files(c)
-    );
-    assert!(
-        tuning_backups(c)
-            .iter()
-            .any(|p| p.to_string_lossy().contains(&id)),
-        "no tern-tuning backup for {id}: {:?}",
-        tuning_backups(c)
-    );
-    let net_name = chain["name"].as_str().unwrap();
-    assert!(
-        cache_entries(net_name).iter().any(|n| n.contains(&id)),
-        "no libcni cache entry for {id}: {:?}",
-        cache_entries(net_name)
-    );
-    Wired { id, ip, netns }
-}
-
-fn leases(c: &Containerd, chain: &Value) -> Vec<String> {
-    files_under(&Containerd::ipam_dir(c.dir()).join(chain["name"].as_str().unwrap()))
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .filter(|n| n.parse::<std::net::IpAddr>().is_ok())
-        .collect()
-}
-
-fn state_files(c: &Containerd) -> Vec<PathBuf> {
-    files_under(&Containerd::tern_state_dir(c.dir()))
-}
-
-fn tuning_backups(c: &Containerd) -> Vec<PathBuf> {
-    files_under(&Containerd::tuning_dir(c.dir()))
-}
-
-/// Nothing of sandbox `w` is left: no veth, no host route to its IP (nor any through a tern link
-/// into the range), no lease, no tern state, no tuning backup, no libcni cache entry, no netns
-/// file, and containerd no longer knows it.
-fn assert_nothing_left(c: &mut Containerd, chain: &Value, w: &Wired, subnet: &str) {
-    let veth = tern_host_veth(&w.id, IFNAME);
-    assert!(!link_exists(&veth), "host veth {veth} of {} left", w.id);
-    let routes = host_routes_into(subnet);
-    assert!(
-        !routes
-            .iter()
-            .any(|(dev, dst)| dst == &w.ip.to_string() || dev == &veth),
-        "host route of {} ({}) left: {routes:?}",
-        w.id,
-        w.ip
-    );
-    assert!(
-        !leases(c, chain).contains(&w.ip.to_string()),
-        "lease {} left: {:?}",
-        w.ip,
-        leases(c, chain)
-    );
-    let state: Vec<_> = state_files(c)
-        .into_iter()
-        .filter(|p| p.to_string_lossy().contains(&w.id))
-        .collect();
-    assert!(state.is_empty(), "tern state of {} left: {state:?}", w.id);
-    let backups: Vec<_> = tuning_backups(c)
-        .into_iter()
-        .filter(|p| p.to_string_lossy().contains(&w.id))
-        .collect();
-    assert!(
-        backups.is_empty(),
-        "tuning backup of {} left: {backups:?}",
-        w.id
-    );
-    let net_name = chain["name"].as_str().unwrap();
-    let cached: Vec<_> = cache_entries(net_name)
-        .into_iter()
-        .filter(|n| n.contains(&w.id))
-        .collect();
-    assert!(
-        cached.is_empty(),
-        "libcni cache entry of {} left: {cached:?}",
-        w.id
-    );
-    assert!(!w.netns.exists(), "netns file {} left", w.netns.display());
-    let temps: Vec<_> = files_under(c.dir())
-        .into_iter()
-        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".tmp"))
-        .filter(|p| !p.starts_with(c.dir().join("root")))
-        .collect();
-    assert!(temps.is_empty(), "half-written files left: {temps:?}");
-    match c.cri().unwrap().pod_sandbox_status(&w.id, false) {
-        Err(CriError::Rpc { status, .. }) if status.code() == tonic::Code::NotFound => {}
-        other => panic!(
-            "sandbox {} still known after RemovePodSandbox: {other:?}",
-            w.id
-        ),
-    }
-}
-
-/// A small IPv4 prefix type (the test's only need: containment).
-mod ipnet_v4 {
-    use std::net::Ipv4Addr;
-    pub struct Net(u32, u32);
-    impl std::str::FromStr for Net {
-        type Err = String;
-        fn from_str(s: &str) -> Result<Net, String> {
-            let (a, p) = s.split_once('/').ok_or("no prefix")?;
-            let a: Ipv4Addr = a.parse().map_err(|e| format!("{e}"))?;
-            let p: u32 = p.parse().map_err(|e| format!("{e}"))?;
-            let mask = if p == 0 { 0 } else { u32::MAX << (32 - p) };
-            Ok(Net(u32::from(a) & mask, mask))
-        }
-    }
-    impl Net {
-        pub fn contains(&self, ip: Ipv4Addr) -> bool {
-            u32::from(ip) & self.1 == self.0
-        }
-    }
 }
 
 #[test]
@@ -478,6 +145,43 @@ fn sandboxes_on_the_default_chain_are_wired_reach_each_other_and_leave_nothing()
         host_routes_into(SUBNET).is_empty(),
         "{:?}",
         host_routes_into(SUBNET)
+    );
+    // containerd 1.6's calls, as tern saw them: no CHECK, no VERSION; StopPodSandbox DELs the
+    // chain with the netns path, RemovePodSandbox DELs it again with CNI_NETNS empty (and no
+    // cached prevResult left); a netns deleted first gives an empty CNI_NETNS on both.
+    let calls: Vec<Value> = std::fs::read_to_string(tern_cri::trace::log_path(c.dir()))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |id: &str| -> Vec<(String, String, bool)> {
+        calls
+            .iter()
+            .filter(|t| t["containerId"] == id && t["plugin"] == "tern")
+            .map(|t| {
+                (
+                    t["command"].as_str().unwrap().to_owned(),
+                    t["netns"].as_str().unwrap().to_owned(),
+                    t["conf"].get("prevResult").is_some(),
+                )
+            })
+            .collect()
+    };
+    let a_ns = wa.netns.to_string_lossy().into_owned();
+    assert_eq!(
+        of(&wa.id),
+        [
+            ("ADD".to_owned(), a_ns.clone(), false),
+            ("DEL".into(), a_ns, true),
+            ("DEL".into(), String::new(), false)
+        ]
+    );
+    assert_eq!(
+        of(&wb.id)[1..],
+        [
+            ("DEL".to_owned(), String::new(), true),
+            ("DEL".into(), String::new(), false)
+        ]
     );
     // Our checks left the guard nothing to repair.
     let problems = c.teardown();
@@ -595,19 +299,6 @@ fn footprint(c: &mut Containerd, chain: &Value, subnet: &str) -> Footprint {
         net: chain["name"].as_str().unwrap().to_owned(),
         subnet: subnet.to_owned(),
     }
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie counts as gone: it holds no resource but its PID.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| {
-            !s.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
-        })
-        .unwrap_or(false)
 }
 
 fn assert_all_gone(f: &Footprint) {

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use tern_cri::chains::{reference_chain, tern_chain};
 use tern_cri::client::PodRef;
 use tern_cri::containerd::{instance_dir, snapshotter, Containerd, Network, Options};
+use tern_cri::stats::quantile_ms;
 
 type Res<T> = Result<T, String>;
 
@@ -61,19 +62,9 @@ fn parse() -> Res<(usize, usize)> {
     Ok((pods, warmup))
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
-/// The `q` quantile (nearest rank) of `v`, in ms.
+/// The `q` quantile of `v`, in ms.
 fn q(v: &[Duration], q: f64) -> f64 {
-    let mut s: Vec<Duration> = v.to_vec();
-    s.sort_unstable();
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len());
-    ms(s[rank - 1])
+    quantile_ms(v, q)
 }
 
 /// Creates, stops and removes one sandbox on `chain`; records the times when `record`.
@@ -146,6 +137,7 @@ fn main_inner() -> Res<()> {
         &Options {
             tag: "bench".into(),
             subnets: vec![format!("{TERN_SUBNET}0/24"), format!("{REF_SUBNET}0/24")],
+            trace: Vec::new(),
         },
         |_| {
             vec![

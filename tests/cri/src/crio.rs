@@ -1,0 +1,492 @@
+//! A private CRI-O (built from its Go module by `scripts/build-go cri-o`) whose CNI manager wires
+//! pod sandboxes with a chain we give it.
+//!
+//! Everything lives under one directory, `/tmp/tern-crio-<tag>-<pid>`: `crio.conf` (and an
+//! empty drop-in dir, so `/etc/crio` is never read), the CRI socket, containers/storage's root
+//! and runroot, the pod netns pins (`namespaces_dir`: CRI-O's `pinns` bind-mounts each new netns
+//! at `<dir>/ns/netns/<uuid>`), runc's state root, conmon's exit and attach dirs, the CNI `bin/`
+//! (tern's binaries and Debian's reference plugins, symlinked; optionally wrapped by a tracer)
+//! and `net.d/`, the plugins' data dirs (`ipam/`, `tern-state/`, `tuning/`) and CRI-O's log.
+//! Sandbox cgroups go under the cgroupfs parent `/tern-crio-<tag>-<pid>`.
+//!
+//! Invariants:
+//! - CRI-O runs in the machine's root netns and mount namespace, so the chain changes the root
+//!   netns: each user picks a pod range nothing else here uses; teardown removes every route into
+//!   it. libcni's result cache is CRI-O's default (`/var/lib/cni/results`: ocicni is started
+//!   without a cache dir and CRI-O has no setting for it); teardown removes our entries.
+//! - Sandboxes are created as kubelet creates them for a pod without `shareProcessNamespace`
+//!   (network and IPC per pod, PID per container): with CRI-O's default `drop_infra_ctr` there is
+//!   then no infra container, only the pinned namespaces and the CNI ADD.
+//! - The drop guard ([`Crio::teardown`]) works from any state, also after a panic or a SIGKILL:
+//!   StopPodSandbox + RemovePodSandbox for every sandbox (the CNI DEL), CRI-O stopped by its PID,
+//!   any process whose command line names our directory (conmon, runc) or that sits in our
+//!   cgroups killed by PID, then routes, veths, mounts (netns pins, overlay, shm), the directory,
+//!   the cgroups and our libcni cache entries removed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+use crate::client::{CriClient, PodRef};
+use crate::containerd::{
+    cgroup_dirs, cgroup_pids, host_routes_into, is_not_found, link_cni_bin, mkdir, mount_points,
+    remove_cgroup_tree, tail, tern_host_veth, LIBCNI_CACHE,
+};
+use crate::crio_conf::{crio_conf, podman, runc_path};
+use crate::image::{build_pause_archive, run, PAUSE_IMAGE};
+use crate::proto::{LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption};
+use crate::CriError;
+
+/// How long CRI-O may take to serve the CRI with its network ready after start.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long CRI-O may take to exit after SIGTERM before SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a private CRI-O is started with.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// A short tag for the directory and cgroup names (letters, digits, `-`).
+    pub tag: String,
+    /// Pod ranges the conflist uses: teardown removes host routes into them.
+    pub subnets: Vec<String>,
+    /// Plugins (by type, e.g. `tern`) wrapped by a tracer that appends each call's CNI
+    /// environment and stdin to `<dir>/cni-trace.jsonl` before running the plugin.
+    pub trace: Vec<String>,
+}
+
+/// A running private CRI-O; dropping it tears everything down.
+pub struct Crio {
+    dir: PathBuf,
+    cgroup_parent: String,
+    subnets: Vec<String>,
+    child: Option<Child>,
+    client: Option<CriClient>,
+    sandboxes: Vec<String>,
+}
+
+/// The per-instance directory for `tag`: `/tmp/tern-crio-<tag>-<pid>`.
+pub fn instance_dir(tag: &str) -> PathBuf {
+    PathBuf::from(format!("/tmp/tern-crio-{tag}-{}", std::process::id()))
+}
+
+/// Where `scripts/build-go` put the programs of Go module `name`:
+/// `$TERN_GO_CACHE/bin/<name>` (default `/var/cache/tern-build/bin/<name>`).
+pub fn go_bin_dir(name: &str) -> PathBuf {
+    let cache = std::env::var_os("TERN_GO_CACHE").unwrap_or_else(|| "/var/cache/tern-build".into());
+    Path::new(&cache).join("bin").join(name)
+}
+
+impl Crio {
+    /// Prepares the directory, writes the conflist `conflist(dir)` returns (its `name` becomes
+    /// `cni_default_network`), imports the pause image into the private storage, starts CRI-O
+    /// and waits until its CRI answers and reports `NetworkReady`.
+    ///
+    /// # Errors
+    /// Any step's [`CriError`]; everything made so far is torn down before returning.
+    pub fn start(opts: &Options, conflist: impl FnOnce(&Path) -> Value) -> Result<Crio, CriError> {
+        let dir = instance_dir(&opts.tag);
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut c = Crio {
+            dir,
+            cgroup_parent: format!("/tern-crio-{}-{}", opts.tag, std::process::id()),
+            subnets: opts.subnets.clone(),
+            child: None,
+            client: None,
+            sandboxes: Vec::new(),
+        };
+        // On error `c` drops here and tears down what exists.
+        c.prepare(opts, conflist)?;
+        c.import_pause_image()?;
+        c.spawn()?;
+        Ok(c)
+    }
+
+    /// The instance directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// CRI-O's CRI socket.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("crio.sock")
+    }
+
+    /// Where `pinns` pins the pod network namespaces (`<namespaces_dir>/netns`).
+    pub fn netns_dir(&self) -> PathBuf {
+        self.dir.join("ns/netns")
+    }
+
+    /// The tracer's log: one JSON object per plugin call (see [`Options::trace`]).
+    pub fn trace_log(&self) -> PathBuf {
+        crate::trace::log_path(&self.dir)
+    }
+
+    /// The cgroupfs parent of every sandbox this instance runs.
+    pub fn cgroup_parent(&self) -> &str {
+        &self.cgroup_parent
+    }
+
+    /// CRI-O's PID while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The CRI client (connected during start).
+    ///
+    /// # Errors
+    /// [`CriError::Shape`] when CRI-O is not running.
+    pub fn cri(&mut self) -> Result<&mut CriClient, CriError> {
+        self.client.as_mut().ok_or(CriError::Shape {
+            what: "instance",
+            detail: "CRI-O is not running".into(),
+        })
+    }
+
+    /// `RunPodSandbox` for `pod` as kubelet sends it (network and IPC per pod, PID per
+    /// container), recording the ID for teardown; returns the sandbox ID.
+    ///
+    /// # Errors
+    /// The CRI call's [`CriError`].
+    pub fn run_sandbox(&mut self, pod: &PodRef) -> Result<String, CriError> {
+        let mut config = pod.sandbox_config(&self.cgroup_parent);
+        if let Some(linux) = config.linux.as_mut() {
+            linux.security_context = Some(LinuxSandboxSecurityContext {
+                namespace_options: Some(NamespaceOption {
+                    network: NamespaceMode::Pod as i32,
+                    pid: NamespaceMode::Container as i32,
+                    ipc: NamespaceMode::Pod as i32,
+                    target_id: String::new(),
+                }),
+                ..LinuxSandboxSecurityContext::default()
+            });
+        }
+        let id = self.cri()?.run_pod_sandbox(config, "")?;
+        self.sandboxes.push(id.clone());
+        Ok(id)
+    }
+
+    /// Every sandbox ID [`Crio::run_sandbox`] returned.
+    pub fn sandbox_ids(&self) -> &[String] {
+        &self.sandboxes
+    }
+
+    /// The network namespace path CRI-O gave sandbox `id`, from the verbose status's runtime
+    /// spec (`linux.namespaces[type=network].path`, as containerd's).
+    ///
+    /// # Errors
+    /// The CRI call's [`CriError`], or [`CriError::Shape`] when the info lacks the path.
+    pub fn netns_path(&mut self, id: &str) -> Result<PathBuf, CriError> {
+        let st = self.cri()?.pod_sandbox_status(id, true)?;
+        crate::containerd::netns_from_info(&st.info)
+    }
+
+    /// SIGKILLs CRI-O (no shutdown, no CNI DEL) and forgets the client; [`Crio::restart`]
+    /// starts it again on the same directory.
+    pub fn kill(&mut self) {
+        self.client = None;
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts CRI-O again on the same configuration and storage (it restores its sandboxes).
+    ///
+    /// # Errors
+    /// As [`Crio::start`]'s last step.
+    pub fn restart(&mut self) -> Result<(), CriError> {
+        self.kill();
+        self.spawn()
+    }
+
+    fn prepare(
+        &mut self,
+        opts: &Options,
+        conflist: impl FnOnce(&Path) -> Value,
+    ) -> Result<(), CriError> {
+        let d = self.dir.clone();
+        for sub in [
+            "bin",
+            "net.d",
+            "conf.d",
+            "storage",
+            "run",
+            "ns",
+            "runc",
+            "exits",
+            "attach",
+            "pods",
+            "hooks.d",
+            "cdi",
+            "tmp",
+            "ipam",
+            "tern-state",
+            "tuning",
+            "image",
+        ] {
+            mkdir(&d.join(sub))?;
+        }
+        let bin = d.join("bin");
+        link_cni_bin(&bin)?;
+        crate::trace::wrap(&bin, &opts.trace, &self.trace_log())?;
+        let list = conflist(&d);
+        let name = list["name"].as_str().unwrap_or_default().to_owned();
+        let file = d.join("net.d").join(format!("10-{name}.conflist"));
+        std::fs::write(&file, serde_json::to_vec_pretty(&list)?)
+            .map_err(CriError::io("write conflist", &file))?;
+        let policy = d.join("policy.json");
+        let accept = json!({"default": [{"type": "insecureAcceptAnything"}]});
+        std::fs::write(&policy, serde_json::to_vec(&accept)?)
+            .map_err(CriError::io("write", &policy))?;
+        let pinns = go_bin_dir("cri-o").join("pinns");
+        let conf = crio_conf(&d, &name, &pinns, &runc_path());
+        let file = d.join("crio.conf");
+        std::fs::write(&file, conf).map_err(CriError::io("write config", &file))
+    }
+
+    /// Builds the pause image archive and loads it into the private storage with podman (the
+    /// same containers/storage format), named [`PAUSE_IMAGE`]: there is no registry to pull
+    /// from, and CRI-O creates every sandbox's storage from the pause image.
+    fn import_pause_image(&mut self) -> Result<(), CriError> {
+        let archive = build_pause_archive(&self.dir.join("image"))?;
+        let archive_ref = format!("oci-archive:{}", archive.display());
+        run(podman(&self.dir).args(["pull", "-q", &archive_ref]))?;
+        let id = run(podman(&self.dir).args(["images", "-q", "--no-trunc"]))?;
+        let id = id.lines().next().unwrap_or_default().trim().to_owned();
+        run(podman(&self.dir).args(["tag", &id, PAUSE_IMAGE]))?;
+        Ok(())
+    }
+
+    fn spawn(&mut self) -> Result<(), CriError> {
+        let log_path = self.dir.join("crio.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(CriError::io("open", &log_path))?;
+        let log2 = log.try_clone().map_err(CriError::io("dup", &log_path))?;
+        let crio = go_bin_dir("cri-o").join("crio");
+        let child = Command::new(&crio)
+            .arg("--config")
+            .arg(self.dir.join("crio.conf"))
+            .arg("--config-dir")
+            .arg(self.dir.join("conf.d"))
+            .args(["--log-level", "info"])
+            .env(
+                "CONTAINERS_REGISTRIES_CONF",
+                self.dir.join("registries.conf"),
+            )
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .spawn()
+            .map_err(|source| CriError::Spawn {
+                program: format!("{} (bash scripts/build-go cri-o)", crio.display()),
+                source,
+            })?;
+        self.child = Some(child);
+        let start = Instant::now();
+        let sock = self.socket();
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return Err(CriError::Exited {
+                        status,
+                        log: tail(&log_path, 40),
+                        log_path,
+                    });
+                }
+            }
+            if self.client.is_none() && sock.exists() {
+                if let Ok(mut c) = CriClient::connect(&sock) {
+                    c.set_timeout(Duration::from_secs(5));
+                    if c.version().is_ok() {
+                        self.client = Some(c);
+                    }
+                }
+            }
+            if let Some(c) = self.client.as_mut() {
+                let ready = c
+                    .status()
+                    .map(|conds| conds.iter().any(|k| k.r#type == "NetworkReady" && k.status))
+                    .unwrap_or(false);
+                if ready {
+                    c.set_timeout(crate::client::CALL_TIMEOUT);
+                    return Ok(());
+                }
+            }
+            if start.elapsed() > START_TIMEOUT {
+                return Err(CriError::Timeout {
+                    what: format!(
+                        "CRI-O's CRI with NetworkReady on {} (log {}: {})",
+                        sock.display(),
+                        log_path.display(),
+                        tail(&log_path, 20)
+                    ),
+                    secs: START_TIMEOUT.as_secs(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Tears everything down (see the module doc); returns what could not be removed or had to
+    /// be repaired (empty when all was clean). Idempotent; [`Drop`] calls it.
+    pub fn teardown(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        // 1. Sandboxes through the CRI: StopPodSandbox runs the CNI DEL.
+        if let Some(mut c) = self.client.take() {
+            c.set_timeout(Duration::from_secs(30));
+            let mut ids: Vec<String> = c
+                .list_pod_sandbox()
+                .map(|l| l.into_iter().map(|s| s.id).collect())
+                .unwrap_or_default();
+            for id in &self.sandboxes {
+                if !ids.contains(id) {
+                    ids.push(id.clone());
+                }
+            }
+            for id in &ids {
+                if let Err(e) = c.stop_pod_sandbox(id) {
+                    if !is_not_found(&e) {
+                        problems.push(format!("StopPodSandbox {id}: {e}"));
+                    }
+                }
+                if let Err(e) = c.remove_pod_sandbox(id) {
+                    if !is_not_found(&e) {
+                        problems.push(format!("RemovePodSandbox {id}: {e}"));
+                    }
+                }
+                if !self.sandboxes.contains(id) {
+                    self.sandboxes.push(id.clone());
+                }
+            }
+        }
+        // 2. CRI-O by its PID.
+        if let Some(mut child) = self.child.take() {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+            let start = Instant::now();
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) => break,
+                    Ok(None) if start.elapsed() < STOP_TIMEOUT => {
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    _ => {
+                        problems.push("CRI-O ignored SIGTERM: killed".into());
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                }
+            }
+        }
+        // 3. Processes left behind (conmon, runc, a sandbox's), by PID.
+        for pid in pids_naming(&self.dir)
+            .into_iter()
+            .chain(cgroup_pids(&self.cgroup_parent))
+        {
+            problems.push(format!("process {pid} left running: killed"));
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        // 4. Host network leftovers in our ranges (a failed DEL, a killed CRI-O).
+        for subnet in &self.subnets {
+            for (dev, dst) in host_routes_into(subnet) {
+                problems.push(format!("host route {dst} dev {dev} left: removed"));
+                let _ = Command::new("ip")
+                    .args(["route", "del", &dst, "dev", &dev])
+                    .output();
+                if dev.starts_with("tern") || dev.starts_with("veth") {
+                    let _ = Command::new("ip").args(["link", "del", &dev]).output();
+                }
+            }
+        }
+        for id in &self.sandboxes {
+            let veth = tern_host_veth(id, "eth0");
+            if Path::new("/sys/class/net").join(&veth).exists() {
+                problems.push(format!("host veth {veth} left: removed"));
+                let _ = Command::new("ip").args(["link", "del", &veth]).output();
+            }
+        }
+        // 5. Mounts under our directory (netns pins, overlay, shm), deepest first.
+        let prefix = format!("{}/", self.dir.display());
+        let mut mounts: Vec<String> = mount_points()
+            .into_iter()
+            .filter(|m| m.starts_with(&prefix))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        mounts.dedup();
+        for m in mounts {
+            if let Err(e) = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH) {
+                if e != nix::errno::Errno::EINVAL {
+                    problems.push(format!("umount {m}: {e}"));
+                }
+            }
+        }
+        // 6. The directory.
+        if self.dir.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+                problems.push(format!("remove {}: {e}", self.dir.display()));
+            }
+        }
+        // 7. Cgroups (every hierarchy), leaves first.
+        for dir in cgroup_dirs(&self.cgroup_parent) {
+            remove_cgroup_tree(&dir, &mut problems);
+        }
+        // 8. libcni cache entries of our sandboxes.
+        for e in std::fs::read_dir(LIBCNI_CACHE)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if self.sandboxes.iter().any(|id| name.contains(id.as_str())) {
+                problems.push(format!("libcni cache entry {name} left: removed"));
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        problems
+    }
+}
+
+impl Drop for Crio {
+    fn drop(&mut self) {
+        let problems = self.teardown();
+        if !problems.is_empty() {
+            eprintln!("tern-cri teardown of {}:", self.dir.display());
+            for p in problems {
+                eprintln!("  {p}");
+            }
+        }
+    }
+}
+
+/// PIDs (not ours) whose command line names a path under `dir`: conmon and runc carry their
+/// state paths there.
+pub fn pids_naming(dir: &Path) -> Vec<i32> {
+    let needle = format!("{}/", dir.display());
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if u32::try_from(pid).ok() == Some(me) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if String::from_utf8_lossy(&cmdline).contains(&needle) {
+            out.push(pid);
+        }
+    }
+    out
+}

@@ -1,0 +1,130 @@
+//! The private CRI-O's configuration file, and podman on the same private storage.
+//!
+//! Invariant: every path CRI-O writes to is under the instance directory `d` (each default that
+//! points under `/var`, `/run` or `/etc` is overridden here: storage, runroot, socket, version
+//! and shutdown files, log, exits, attach sockets, namespace pins, runc root, hooks, CDI,
+//! irqbalance, signature policies; CRI-O's seccomp notifier dir is next to the socket); the only
+//! shared path left is libcni's result cache (see `crio.rs`). The same holds for podman, which
+//! loads the pause image.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::image::PAUSE_IMAGE;
+
+/// The storage driver: `$TERN_CRI_SNAPSHOTTER` = `native` selects `vfs`, else `overlay`.
+pub fn storage_driver() -> &'static str {
+    match std::env::var("TERN_CRI_SNAPSHOTTER").as_deref() {
+        Ok("native") => "vfs",
+        _ => "overlay",
+    }
+}
+
+/// runc, as Debian installs it (`/usr/sbin/runc`), else from `PATH` by name.
+pub fn runc_path() -> PathBuf {
+    ["/usr/sbin/runc", "/usr/bin/runc"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("runc"))
+}
+
+/// conmon, as Debian installs it.
+pub const CONMON: &str = "/usr/bin/conmon";
+
+/// `podman` on the instance's storage (root, runroot, driver) with its own tmp dir, no events
+/// and cgroupfs, in a private mount namespace whose `/var/lib` and `/var/tmp` are empty tmpfs:
+/// an image copy writes containers/image's blob-info cache under `/var/lib/containers/cache`
+/// (for root; no flag moves it) and big temp files under `/var/tmp`, both thrown away there, so
+/// podman touches nothing outside `d`. Append podman's arguments.
+pub fn podman(d: &Path) -> Command {
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+        .arg("mount -t tmpfs tern-podman /var/lib && mount -t tmpfs tern-podman /var/tmp && exec podman \"$@\"")
+        .arg("podman")
+        .arg("--root")
+        .arg(d.join("storage"))
+        .arg("--runroot")
+        .arg(d.join("run"))
+        .arg("--tmpdir")
+        .arg(d.join("tmp"))
+        .args(["--storage-driver", storage_driver()])
+        .args(["--cgroup-manager", "cgroupfs", "--events-backend", "none"]);
+    c
+}
+
+/// `crio.conf` for instance dir `d`, default network `net`, `pinns` and `runc`.
+///
+/// Settings these machines need: cgroupfs (no systemd; conmon in the pod's cgroup), no
+/// SELinux/AppArmor (not built in), runc as the default runtime (CRI-O's default is crun).
+pub fn crio_conf(d: &Path, net: &str, pinns: &Path, runc: &Path) -> String {
+    let driver = storage_driver();
+    let pinns = pinns.display();
+    let runc = runc.display();
+    let d = d.display();
+    format!(
+        r#"# Written by tern's CRI-O tier (tests/cri): a private instance, nothing shared.
+[crio]
+root = "{d}/storage"
+runroot = "{d}/run"
+storage_driver = "{driver}"
+log_dir = "{d}/pods"
+version_file = "{d}/run/crio-version"
+version_file_persist = ""
+clean_shutdown_file = "{d}/clean.shutdown"
+internal_wipe = true
+internal_repair = false
+
+[crio.api]
+listen = "{d}/crio.sock"
+stream_address = "127.0.0.1"
+stream_port = "0"
+
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+conmon_cgroup = "pod"
+selinux = false
+apparmor_profile = ""
+hooks_dir = ["{d}/hooks.d"]
+default_mounts_file = "{d}/mounts.conf"
+container_exits_dir = "{d}/exits"
+container_attach_socket_dir = "{d}/attach"
+namespaces_dir = "{d}/ns"
+pinns_path = "{pinns}"
+cdi_spec_dirs = ["{d}/cdi"]
+irqbalance_config_file = "{d}/irqbalance"
+irqbalance_config_restore_file = "disable"
+log_to_journald = false
+drop_infra_ctr = true
+decryption_keys_path = "{d}/keys"
+
+[crio.runtime.runtimes.runc]
+runtime_path = "{runc}"
+runtime_type = "oci"
+runtime_root = "{d}/runc"
+monitor_path = "{CONMON}"
+monitor_cgroup = "pod"
+
+[crio.image]
+pause_image = "{PAUSE_IMAGE}"
+signature_policy = "{d}/policy.json"
+signature_policy_dir = "{d}/policies"
+big_files_temporary_dir = "{d}/tmp"
+
+[crio.network]
+cni_default_network = "{net}"
+network_dir = "{d}/net.d"
+plugin_dirs = ["{d}/bin"]
+
+[crio.metrics]
+enable_metrics = false
+
+[crio.tracing]
+enable_tracing = false
+
+[crio.nri]
+enable_nri = false
+"#
+    )
+}

@@ -1,0 +1,385 @@
+//! The CRI-O tier: tern wired by CRI-O (built from its Go module by `scripts/build-go cri-o`),
+//! driven through the CRI `runtime.v1` API by our client, as kubelet drives it.
+//!
+//! Each test starts its own private CRI-O (see `tern_cri::crio`) with a pod range of its own, so
+//! the tests run in parallel: 10.99.230.0/24 (default chain), 10.99.231.0/24 (CRI-O killed and
+//! restarted), 10.99.232.0/24 and 10.99.233.0/24 (the drop guard). tern and tern-tuning run
+//! behind a tracer that records what CRI-O passes them (environment and netconf), so the tests
+//! assert CRI-O's side of the CNI contract too.
+//!
+//! Needs root, the CRI-O build (`bash scripts/build-go cri-o`), conmon, runc, podman,
+//! busybox-static, jq, the reference CNI plugins and the release binaries: fails, never skips,
+//! without them.
+
+// Test code: a failed unwrap is a failed test, with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{
+    alive, api_with_kubeconfig, assert_nothing_left, assert_root, cache_entries, in_netns_ok,
+    link_exists, pod_path, run_and_check, IFNAME,
+};
+use serde_json::Value;
+use tern_cri::chains::tern_chain;
+use tern_cri::client::PodRef;
+use tern_cri::containerd::{cgroup_dirs, host_routes_into, mount_points, tern_host_veth};
+use tern_cri::crio::{pids_naming, Crio, Options};
+use tern_cri::proto::PodSandboxState;
+
+/// A private CRI-O on the default chain (named `net`, on `subnet`), tern and tern-tuning traced,
+/// with the pod lookup against `kubeconfig` when given.
+fn start(tag: &str, net: &str, subnet: &str, kubeconfig: Option<&Path>) -> (Crio, Value) {
+    assert!(
+        host_routes_into(subnet).is_empty(),
+        "{subnet} is already routed on this host: {:?}",
+        host_routes_into(subnet)
+    );
+    let mut chain = Value::Null;
+    let c = Crio::start(
+        &Options {
+            tag: tag.into(),
+            subnets: vec![subnet.into()],
+            trace: vec!["tern".into(), "tern-tuning".into()],
+        },
+        |dir| {
+            chain = tern_chain(dir, net, subnet, kubeconfig).unwrap();
+            chain.clone()
+        },
+    )
+    .unwrap_or_else(|e| panic!("private CRI-O: {e}"));
+    (c, chain)
+}
+
+/// The traced plugin calls so far: one JSON object each (plugin, command, containerId, netns,
+/// ifname, args, path, conf).
+fn trace(c: &Crio) -> Vec<Value> {
+    std::fs::read_to_string(c.trace_log())
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("trace line {l:?}: {e}")))
+        .collect()
+}
+
+/// `(plugin, command)` of every traced call for sandbox `id`, in order.
+fn calls_for(c: &Crio, id: &str) -> Vec<(String, String)> {
+    trace(c)
+        .iter()
+        .filter(|t| t["containerId"] == id)
+        .map(|t| {
+            (
+                t["plugin"].as_str().unwrap().to_owned(),
+                t["command"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn pair(p: &str, c: &str) -> (String, String) {
+    (p.to_owned(), c.to_owned())
+}
+
+#[test]
+fn sandboxes_on_the_default_chain_are_wired_reach_each_other_and_leave_nothing() {
+    assert_root();
+    const SUBNET: &str = "10.99.230.0/24";
+    const NET: &str = "tern-crio-c0";
+    let kdir = tempfile::tempdir().unwrap();
+    let (api, kubeconfig) = api_with_kubeconfig(kdir.path());
+    let a = PodRef::new("default", "pod-a", "uid-a-41c7");
+    let b = PodRef::new("default", "pod-b", "uid-b-8e02");
+    for p in [&a, &b] {
+        api.set_pod(&p.namespace, &p.name, &p.uid, &[], false);
+    }
+    let (mut c, chain) = start("c0", NET, SUBNET, Some(&kubeconfig));
+
+    let v = c.cri().unwrap().version().unwrap();
+    assert_eq!(v.runtime_name, "cri-o", "{v:?}");
+    assert_eq!(v.runtime_api_version, "v1", "{v:?}");
+
+    let wa = run_and_check(&mut c, &chain, &a, SUBNET);
+    let wb = run_and_check(&mut c, &chain, &b, SUBNET);
+    assert_ne!(wa.ip, wb.ip);
+    for p in [&a, &b] {
+        assert_eq!(
+            api.count(&pod_path(p)),
+            1,
+            "GETs of {}: {:?}",
+            p.name,
+            api.counts()
+        );
+    }
+
+    // What CRI-O passed tern on ADD: the K8S_POD_* arguments (IgnoreUnknown first), the pinned
+    // netns under namespaces_dir, eth0, no runtimeConfig (tern declares no capabilities).
+    let add = trace(&c)
+        .into_iter()
+        .find(|t| t["plugin"] == "tern" && t["command"] == "ADD" && t["containerId"] == wa.id)
+        .unwrap_or_else(|| panic!("no traced ADD of tern for {}: {:?}", wa.id, trace(&c)));
+    let want = format!(
+        "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=pod-a;K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_UID=uid-a-41c7",
+        wa.id
+    );
+    assert_eq!(add["args"], want.as_str(), "CNI_ARGS: {add}");
+    assert_eq!(add["netns"], wa.netns.to_str().unwrap(), "{add}");
+    assert!(wa.netns.starts_with(c.netns_dir()));
+    assert_eq!(add["ifname"], IFNAME);
+    assert!(add["conf"].get("runtimeConfig").is_none(), "{add}");
+    assert_eq!(add["conf"]["name"], NET);
+    // CRI-O reads the pod's IPs back with CHECK right after the ADD (ocicni's
+    // GetPodNetworkStatus): both plugins must pass it for the sandbox to be READY.
+    assert_eq!(
+        calls_for(&c, &wa.id),
+        [
+            pair("tern", "ADD"),
+            pair("tern-tuning", "ADD"),
+            pair("tern", "CHECK"),
+            pair("tern-tuning", "CHECK")
+        ],
+        "{:?}",
+        trace(&c)
+    );
+
+    let listed = c.cri().unwrap().list_pod_sandbox().unwrap();
+    for w in [&wa, &wb] {
+        let s = listed.iter().find(|s| s.id == w.id).unwrap();
+        assert_eq!(s.state, PodSandboxState::SandboxReady as i32);
+    }
+    in_netns_ok(
+        &wa.netns,
+        &["busybox", "ping", "-c", "1", "-W", "3", &wb.ip.to_string()],
+    );
+    in_netns_ok(
+        &wb.netns,
+        &["busybox", "ping", "-c", "1", "-W", "3", &wa.ip.to_string()],
+    );
+
+    // a: the ordinary StopPodSandbox + RemovePodSandbox.
+    c.cri().unwrap().stop_pod_sandbox(&wa.id).unwrap();
+    let st = c.cri().unwrap().pod_sandbox_status(&wa.id, false).unwrap();
+    assert_eq!(
+        st.status.unwrap().state,
+        PodSandboxState::SandboxNotready as i32
+    );
+    c.cri().unwrap().remove_pod_sandbox(&wa.id).unwrap();
+    assert_nothing_left(&mut c, &chain, &wa, SUBNET);
+    let dels: Vec<Value> = trace(&c)
+        .into_iter()
+        .filter(|t| t["command"] == "DEL" && t["containerId"] == wa.id)
+        .collect();
+    assert_eq!(dels.len(), 2, "one DEL per plugin: {dels:?}");
+    assert_eq!(
+        dels[0]["plugin"], "tern-tuning",
+        "DEL runs the chain backwards"
+    );
+    assert_eq!(dels[0]["netns"], wa.netns.to_str().unwrap());
+
+    // b: its netns unmounted and unlinked under CRI-O's feet, then stopped and removed.
+    nix::mount::umount2(&wb.netns, nix::mount::MntFlags::MNT_DETACH).unwrap();
+    std::fs::remove_file(&wb.netns).unwrap();
+    c.cri().unwrap().stop_pod_sandbox(&wb.id).unwrap();
+    c.cri().unwrap().remove_pod_sandbox(&wb.id).unwrap();
+    assert_nothing_left(&mut c, &chain, &wb, SUBNET);
+    // CRI-O still passes the netns path it made, though it is gone: tern's DEL finds no netns
+    // there and cleans up the host side from its state.
+    let del = trace(&c)
+        .into_iter()
+        .find(|t| t["command"] == "DEL" && t["containerId"] == wb.id && t["plugin"] == "tern")
+        .unwrap_or_else(|| panic!("no DEL of tern for {}: {:?}", wb.id, trace(&c)));
+    assert_eq!(del["netns"], wb.netns.to_str().unwrap(), "{del}");
+    assert!(!wb.netns.exists());
+    // DEL carries the cached ADD result as prevResult.
+    assert_eq!(
+        del["conf"]["prevResult"]["ips"][0]["address"],
+        format!("{}/32", wb.ip).as_str(),
+        "{del}"
+    );
+
+    // A pod recreated under a new UID: tern refuses the stale sandbox, CRI-O cleans up.
+    api.set_pod("default", "web", "uid-new-55aa", &[], false);
+    let stale = PodRef::new("default", "web", "uid-old-0b0b");
+    let err = c
+        .run_sandbox(&stale)
+        .expect_err("RunPodSandbox for a recreated pod must fail");
+    assert!(
+        err.message().contains("uid-new-55aa") && err.message().contains("uid-old-0b0b"),
+        "CRI-O's error must carry tern's UID refusal: {err}"
+    );
+    assert!(c.cri().unwrap().list_pod_sandbox().unwrap().is_empty());
+    assert!(cache_entries(NET).is_empty(), "{:?}", cache_entries(NET));
+    // tern's ADD failed (the chain stopped there); CRI-O then DELs the whole chain, backwards,
+    // with the netns still there: DEL of an attachment tern refused must succeed.
+    let stale: Vec<(String, String)> = trace(&c)
+        .iter()
+        .filter(|t| {
+            t["args"]
+                .as_str()
+                .unwrap()
+                .contains("K8S_POD_UID=uid-old-0b0b")
+        })
+        .map(|t| {
+            pair(
+                t["plugin"].as_str().unwrap(),
+                t["command"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stale,
+        [
+            pair("tern", "ADD"),
+            pair("tern-tuning", "DEL"),
+            pair("tern", "DEL")
+        ]
+    );
+
+    // DEL makes no API call: one GET per ADD.
+    for p in [&a, &b] {
+        assert_eq!(api.count(&pod_path(p)), 1, "{:?}", api.counts());
+    }
+    assert!(
+        host_routes_into(SUBNET).is_empty(),
+        "{:?}",
+        host_routes_into(SUBNET)
+    );
+    let problems = c.teardown();
+    assert!(problems.is_empty(), "teardown had to repair: {problems:?}");
+}
+
+#[test]
+fn after_crio_was_killed_and_restarted_stop_and_remove_leave_nothing() {
+    assert_root();
+    const SUBNET: &str = "10.99.231.0/24";
+    const NET: &str = "tern-crio-kill";
+    let (mut c, chain) = start("kill", NET, SUBNET, None);
+    let pod = PodRef::new("default", "survivor", "uid-survivor");
+    let w = run_and_check(&mut c, &chain, &pod, SUBNET);
+    let before = trace(&c).len();
+    // SIGKILL: no shutdown, no DEL. The netns pin, veth, route, lease and cache entry stay.
+    c.kill();
+    assert!(link_exists(&tern_host_veth(&w.id, IFNAME)));
+    c.restart().unwrap_or_else(|e| panic!("CRI-O restart: {e}"));
+    let st = c.cri().unwrap().pod_sandbox_status(&w.id, false).unwrap();
+    assert_eq!(
+        st.status.unwrap().state,
+        PodSandboxState::SandboxReady as i32,
+        "the sandbox survives CRI-O's restart"
+    );
+    in_netns_ok(&w.netns, &["ip", "-4", "addr", "show", "dev", IFNAME]);
+    // On start CRI-O asks each plugin's VERSION (CNI_NETNS "dummy"), then, restoring the
+    // sandbox, CHECKs the chain with the cached result as prevResult.
+    let since: Vec<(String, String)> = trace(&c)[before..]
+        .iter()
+        .filter(|t| t["containerId"] == w.id.as_str() || t["command"] == "VERSION")
+        .map(|t| {
+            pair(
+                t["plugin"].as_str().unwrap(),
+                t["command"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        since,
+        [
+            pair("tern", "VERSION"),
+            pair("tern-tuning", "VERSION"),
+            pair("tern", "CHECK"),
+            pair("tern-tuning", "CHECK")
+        ],
+        "{:?}",
+        &trace(&c)[before..]
+    );
+    c.cri().unwrap().stop_pod_sandbox(&w.id).unwrap();
+    c.cri().unwrap().remove_pod_sandbox(&w.id).unwrap();
+    assert_nothing_left(&mut c, &chain, &w, SUBNET);
+    let problems = c.teardown();
+    assert!(problems.is_empty(), "teardown had to repair: {problems:?}");
+}
+
+/// What a guard must have removed, captured while everything runs.
+struct Footprint {
+    dir: PathBuf,
+    pid: u32,
+    cgroup_parent: String,
+    veth: String,
+    netns: PathBuf,
+    net: String,
+    subnet: String,
+}
+
+fn footprint(c: &mut Crio, chain: &Value, subnet: &str) -> Footprint {
+    let pod = PodRef::new("default", "guarded", "uid-guarded");
+    let w = run_and_check(c, chain, &pod, subnet);
+    Footprint {
+        dir: c.dir().to_path_buf(),
+        pid: c.pid().unwrap(),
+        cgroup_parent: c.cgroup_parent().to_owned(),
+        veth: tern_host_veth(&w.id, IFNAME),
+        netns: w.netns,
+        net: chain["name"].as_str().unwrap().to_owned(),
+        subnet: subnet.to_owned(),
+    }
+}
+
+fn assert_all_gone(f: &Footprint) {
+    let pid = i32::try_from(f.pid).unwrap();
+    assert!(!alive(pid), "CRI-O {pid} still running");
+    assert!(pids_naming(&f.dir).is_empty(), "{:?}", pids_naming(&f.dir));
+    assert!(cgroup_dirs(&f.cgroup_parent).is_empty());
+    assert!(!f.dir.exists(), "{} left", f.dir.display());
+    let prefix = f.dir.to_string_lossy().into_owned();
+    let mounts: Vec<String> = mount_points()
+        .into_iter()
+        .filter(|m| m.starts_with(&prefix))
+        .collect();
+    assert!(mounts.is_empty(), "mounts left: {mounts:?}");
+    assert!(!f.netns.exists());
+    assert!(!link_exists(&f.veth), "host veth {} left", f.veth);
+    assert!(
+        host_routes_into(&f.subnet).is_empty(),
+        "{:?}",
+        host_routes_into(&f.subnet)
+    );
+    assert!(
+        cache_entries(&f.net).is_empty(),
+        "{:?}",
+        cache_entries(&f.net)
+    );
+}
+
+#[test]
+fn the_guard_cleans_up_when_a_check_fails() {
+    assert_root();
+    const SUBNET: &str = "10.99.232.0/24";
+    let (mut c, chain) = start("guard", "tern-crio-guard", SUBNET, None);
+    let f = footprint(&mut c, &chain, SUBNET);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _c = c;
+        panic!("a failed check (deliberate)");
+    }));
+    assert!(r.is_err());
+    assert_all_gone(&f);
+}
+
+#[test]
+fn the_guard_cleans_up_after_crio_itself_died() {
+    assert_root();
+    const SUBNET: &str = "10.99.233.0/24";
+    let (mut c, chain) = start("guard-kill", "tern-crio-guardk", SUBNET, None);
+    let f = footprint(&mut c, &chain, SUBNET);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(f.pid).unwrap()),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // No CRI for the guard, no CNI DEL: the veth, route and cache entry stay until it acts.
+    let problems = c.teardown();
+    assert!(
+        problems.iter().any(|p| p.contains("libcni cache entry")),
+        "the guard did not have to remove the cache entry: {problems:?}"
+    );
+    drop(c);
+    assert_all_gone(&f);
+}
