@@ -291,6 +291,7 @@ impl Crio {
         self.child = Some(child);
         let start = Instant::now();
         let sock = self.socket();
+        let mut not_ready = String::from("no answer");
         loop {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
@@ -311,19 +312,21 @@ impl Crio {
                 }
             }
             if let Some(c) = self.client.as_mut() {
-                let ready = c
-                    .status()
-                    .map(|conds| conds.iter().any(|k| k.r#type == "NetworkReady" && k.status))
-                    .unwrap_or(false);
-                if ready {
-                    c.set_timeout(crate::client::CALL_TIMEOUT);
-                    return Ok(());
+                if let Ok(conds) = c.status() {
+                    match conds.iter().find(|k| k.r#type == "NetworkReady") {
+                        Some(k) if k.status => {
+                            c.set_timeout(crate::client::CALL_TIMEOUT);
+                            return Ok(());
+                        }
+                        Some(k) => not_ready = format!("{}: {}", k.reason, k.message),
+                        None => not_ready = "no NetworkReady condition".into(),
+                    }
                 }
             }
             if start.elapsed() > START_TIMEOUT {
                 return Err(CriError::Timeout {
                     what: format!(
-                        "CRI-O's CRI with NetworkReady on {} (log {}: {})",
+                        "CRI-O's CRI with NetworkReady on {} (last: {not_ready}; log {}: {})",
                         sock.display(),
                         log_path.display(),
                         tail(&log_path, 20)

@@ -3,7 +3,7 @@
 //!
 //! Each test starts its own private CRI-O (see `tern_cri::crio`) with a pod range of its own, so
 //! the tests run in parallel: 10.99.230.0/24 (default chain), 10.99.231.0/24 (CRI-O killed and
-//! restarted), 10.99.232.0/24 and 10.99.233.0/24 (the drop guard). tern and tern-tuning run
+//! restarted), 10.99.232.0/24 and 10.99.233.0/24 (the drop guard), 10.99.236.0/24 (CNI 1.1.0). tern and tern-tuning run
 //! behind a tracer that records what CRI-O passes them (environment and netconf), so the tests
 //! assert CRI-O's side of the CNI contract too.
 //!
@@ -32,6 +32,17 @@ use tern_cri::proto::PodSandboxState;
 /// A private CRI-O on the default chain (named `net`, on `subnet`), tern and tern-tuning traced,
 /// with the pod lookup against `kubeconfig` when given.
 fn start(tag: &str, net: &str, subnet: &str, kubeconfig: Option<&Path>) -> (Crio, Value) {
+    start_with(tag, net, subnet, kubeconfig, |_| {})
+}
+
+/// [`start`], with `edit` applied to the chain first.
+fn start_with(
+    tag: &str,
+    net: &str,
+    subnet: &str,
+    kubeconfig: Option<&Path>,
+    edit: impl FnOnce(&mut Value),
+) -> (Crio, Value) {
     assert!(
         host_routes_into(subnet).is_empty(),
         "{subnet} is already routed on this host: {:?}",
@@ -46,6 +57,7 @@ fn start(tag: &str, net: &str, subnet: &str, kubeconfig: Option<&Path>) -> (Crio
         },
         |dir| {
             chain = tern_chain(dir, net, subnet, kubeconfig).unwrap();
+            edit(&mut chain);
             chain.clone()
         },
     )
@@ -72,6 +84,19 @@ fn calls_for(c: &Crio, id: &str) -> Vec<(String, String)> {
             (
                 t["plugin"].as_str().unwrap().to_owned(),
                 t["command"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `(plugin, command)` of every traced call from the `from`th on.
+fn commands(c: &Crio, from: usize) -> Vec<(String, String)> {
+    trace(c)[from..]
+        .iter()
+        .map(|t| {
+            pair(
+                t["plugin"].as_str().unwrap(),
+                t["command"].as_str().unwrap(),
             )
         })
         .collect()
@@ -291,6 +316,53 @@ fn after_crio_was_killed_and_restarted_stop_and_remove_leave_nothing() {
         "{:?}",
         &trace(&c)[before..]
     );
+    c.cri().unwrap().stop_pod_sandbox(&w.id).unwrap();
+    c.cri().unwrap().remove_pod_sandbox(&w.id).unwrap();
+    assert_nothing_left(&mut c, &chain, &w, SUBNET);
+    let problems = c.teardown();
+    assert!(problems.is_empty(), "teardown had to repair: {problems:?}");
+}
+
+#[test]
+fn a_cni_1_1_chain_gets_status_before_any_add_and_gc_keeps_the_live_sandbox() {
+    assert_root();
+    const SUBNET: &str = "10.99.236.0/24";
+    const NET: &str = "tern-crio-v11";
+    // CNI 1.1.0 with tern-ipam (Debian's host-local has no STATUS: tern passes its error on, and
+    // CRI-O then never reports NetworkReady).
+    let (mut c, chain) = start_with("v11", NET, SUBNET, None, |chain| {
+        chain["cniVersion"] = "1.1.0".into();
+        chain["plugins"][0]["ipam"]["type"] = "tern-ipam".into();
+    });
+    let pod = PodRef::new("default", "gc-survivor", "uid-gc-survivor");
+    let w = run_and_check(&mut c, &chain, &pod, SUBNET);
+    // Start-up: VERSION, then STATUS (NetworkReady waits for it), then GC with no sandbox.
+    assert_eq!(
+        commands(&c, 0)[..6],
+        [
+            pair("tern", "VERSION"),
+            pair("tern-tuning", "VERSION"),
+            pair("tern", "STATUS"),
+            pair("tern-tuning", "STATUS"),
+            pair("tern", "GC"),
+            pair("tern-tuning", "GC")
+        ]
+    );
+    let before = trace(&c).len();
+    c.restart().unwrap_or_else(|e| panic!("CRI-O restart: {e}"));
+    // After a restart the GC lists the restored sandbox as valid: it must stay wired.
+    let gc = trace(&c)[before..]
+        .iter()
+        .find(|t| t["plugin"] == "tern" && t["command"] == "GC")
+        .cloned()
+        .unwrap_or_else(|| panic!("no GC after restart: {:?}", commands(&c, before)));
+    assert_eq!(
+        gc["conf"]["cni.dev/valid-attachments"],
+        serde_json::json!([{"containerID": w.id, "ifname": IFNAME}]),
+        "{gc}"
+    );
+    in_netns_ok(&w.netns, &["ip", "-4", "addr", "show", "dev", IFNAME]);
+    assert!(link_exists(&tern_host_veth(&w.id, IFNAME)));
     c.cri().unwrap().stop_pod_sandbox(&w.id).unwrap();
     c.cri().unwrap().remove_pod_sandbox(&w.id).unwrap();
     assert_nothing_left(&mut c, &chain, &w, SUBNET);
