@@ -91,7 +91,9 @@ pub fn simulate(nodes: usize, days: i64, life: &Lifetime) -> Row {
                 recovered_at[n] = Some(t);
             }
             valid_until[n] = t + life.valid_s * 1000;
-            planners[n].succeeded(now, now / 1000 + life.status_s).1
+            planners[n]
+                .succeeded(now, now / 1000 + life.status_s, Some(life.status_s))
+                .1
         };
         heap.push(Reverse((t + delay.as_millis() as i64, n)));
     }

@@ -48,15 +48,36 @@ impl Planner {
             .map(|ms| Duration::from_millis(ms.unsigned_abs()))
     }
 
-    /// A refresh succeeded at `now_ms` with `status.expirationTimestamp` = `expiry_s` (Unix s):
-    /// returns the lifetime the server granted from now, and the delay to the next refresh.
-    pub fn succeeded(&mut self, now_ms: i64, expiry_s: i64) -> (Duration, Duration) {
+    /// A refresh succeeded at `now_ms` with `status.expirationTimestamp` = `expiry_s` (Unix s) and
+    /// the lifetime the server granted (`spec.expirationSeconds` of the answer, when it sent one):
+    /// returns the lifetime the schedule uses, and the delay to the next refresh.
+    ///
+    /// The lifetime is the expiry minus now by this node's clock, unless that is less than half
+    /// the granted lifetime: then this clock runs ahead of the server's, and scheduling from it
+    /// would refresh every [`crate::schedule::MIN_DELAY`]; the granted lifetime is used instead.
+    pub fn succeeded(
+        &mut self,
+        now_ms: i64,
+        expiry_s: i64,
+        granted_s: Option<i64>,
+    ) -> (Duration, Duration) {
         self.failures = 0;
         let expiry_ms = expiry_s.saturating_mul(1000);
         self.expiry_ms = Some(expiry_ms);
-        let lifetime = Duration::from_millis(u64::try_from(expiry_ms - now_ms).unwrap_or(0));
+        let by_clock = expiry_ms - now_ms;
+        let lifetime_ms = match granted_s.map(|g| g.saturating_mul(1000)) {
+            Some(g) if by_clock < g / 2 => g,
+            _ => by_clock,
+        };
+        let lifetime = Duration::from_millis(u64::try_from(lifetime_ms).unwrap_or(0));
         let delay = refresh_delay(&self.policy, lifetime, self.rng.unit());
         (lifetime, delay)
+    }
+
+    /// Whether this node's clock at `now_ms` puts the current token's expiry less than half the
+    /// `granted_s` lifetime away right after minting (the clock runs ahead of the server's).
+    pub fn clock_ahead(now_ms: i64, expiry_s: i64, granted_s: Option<i64>) -> bool {
+        granted_s.is_some_and(|g| expiry_s.saturating_mul(1000) - now_ms < g.saturating_mul(500))
     }
 
     /// An attempt failed at `now_ms`, with the server's `Retry-After` if it sent one: returns the
@@ -84,11 +105,27 @@ mod tests {
         let now = 1_000_000_000_000;
         assert!(p.failed(now, None) <= Duration::from_secs(1));
         assert_eq!(p.failures(), 1);
-        let (life, next) = p.succeeded(now, now / 1000 + 3600);
+        let (life, next) = p.succeeded(now, now / 1000 + 3600, Some(3600));
         assert_eq!(life, Duration::from_secs(3600));
         assert!(next >= Duration::from_secs(900) && next < Duration::from_secs(1800));
         assert_eq!(p.failures(), 0);
         assert_eq!(p.time_left(now + 3_600_000), None, "expired at expiry");
         assert_eq!(p.time_left(now + 1_000), Some(Duration::from_secs(3599)));
+    }
+
+    #[test]
+    fn a_clock_ahead_of_the_server_schedules_from_the_granted_lifetime() {
+        let mut p = Planner::new(Policy::default(), Rng::seeded(2));
+        let server_now = 1_000_000_000;
+        let node_ms = (server_now + 7200) * 1000; // two hours ahead
+        let expiry = server_now + 3600;
+        assert!(Planner::clock_ahead(node_ms, expiry, Some(3600)));
+        let (life, next) = p.succeeded(node_ms, expiry, Some(3600));
+        assert_eq!(life, Duration::from_secs(3600));
+        assert!(next >= Duration::from_secs(900), "{next:?}");
+        // Without a granted lifetime there is nothing better than the clock.
+        let (life, _) = p.succeeded(node_ms, expiry, None);
+        assert_eq!(life, Duration::ZERO);
+        assert!(!Planner::clock_ahead(server_now * 1000, expiry, Some(3600)));
     }
 }

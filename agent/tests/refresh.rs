@@ -219,3 +219,23 @@ fn expired_token_with_api_down_is_unhealthy() {
     .0 == 200));
     a.shutdown();
 }
+
+#[test]
+fn a_node_clock_ahead_of_the_server_does_not_refresh_in_a_loop() {
+    let f = Fixture::new();
+    f.s.set_max_token_expiration(Some(3600));
+    // Only the node's clock runs two hours ahead: every new 1 h token looks expired to it.
+    f.clock.advance_secs(7200);
+    let a = f.start();
+    ready(&f, &a);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(f.token_requests(), 1, "refreshing every 100 ms");
+    let next = a.snapshot().next_attempt.unwrap();
+    let node_now = f.s.now() + 7200;
+    assert!(
+        next - node_now >= 900 - 2,
+        "scheduled from the granted hour: {} s",
+        next - node_now
+    );
+    a.shutdown();
+}

@@ -106,7 +106,15 @@ pub(super) fn refresher(s: &Shared) {
         let wall_now = s.clock.now_ms();
         let (delay, outcome, not_before) = match &result {
             Ok(st) => {
-                let (lifetime, delay) = plan.succeeded(wall_now, st.expiration_timestamp);
+                let (lifetime, delay) =
+                    plan.succeeded(wall_now, st.expiration_timestamp, st.granted_seconds);
+                if Planner::clock_ahead(wall_now, st.expiration_timestamp, st.granted_seconds) {
+                    warn!(
+                        expires_at = %format_rfc3339(st.expiration_timestamp),
+                        granted_seconds = st.granted_seconds,
+                        "this node's clock is ahead of the API server's: the new token looks nearly expired; scheduling from the granted lifetime (check NTP)"
+                    );
+                }
                 for w in &st.warnings {
                     info!(warning = %w, "API server shortened the token lifetime");
                 }
