@@ -14,7 +14,6 @@ pub mod netconf;
 pub mod plugin;
 pub mod result;
 pub mod skel;
-pub mod time;
 pub mod version;
 
 pub use env::{CniArgs, Command, ContainerId, IfName};

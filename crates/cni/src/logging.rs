@@ -105,17 +105,20 @@ impl Visit for Fields {
     }
 }
 
-/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for a time since the epoch (proleptic Gregorian, UTC).
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ` for a time since the epoch (proleptic Gregorian, UTC). The
+/// calendar is the `time` crate's; the line is formatted here, without its formatting feature.
 fn utc(since_epoch: std::time::Duration) -> String {
-    let secs = since_epoch.as_secs();
-    let (days, sod) = ((secs / 86_400) as i64, secs % 86_400);
-    let (y, m, d) = crate::time::civil_from_days(days);
+    let t = time::OffsetDateTime::UNIX_EPOCH
+        .saturating_add(time::Duration::try_from(since_epoch).unwrap_or(time::Duration::MAX));
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
-        sod / 3600,
-        sod / 60 % 60,
-        sod % 60,
-        since_epoch.subsec_micros()
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.microsecond()
     )
 }
 
