@@ -35,7 +35,7 @@ impl EnvSource for HashMap<String, String> {
 
 /// A CNI verb (`CNI_COMMAND`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Command {
+pub enum Verb {
     /// Add a container to a network, or apply modifications.
     Add,
     /// Remove a container from a network, or undo modifications.
@@ -50,19 +50,19 @@ pub enum Command {
     Version,
 }
 
-impl Command {
+impl Verb {
     /// Parses `CNI_COMMAND`.
     ///
     /// # Errors
     /// Code 4 `unknown CNI_COMMAND: X` for anything but the six verbs.
-    pub fn parse(s: &str) -> Result<Command, Error> {
+    pub fn parse(s: &str) -> Result<Verb, Error> {
         Ok(match s {
-            "ADD" => Command::Add,
-            "DEL" => Command::Del,
-            "CHECK" => Command::Check,
-            "STATUS" => Command::Status,
-            "GC" => Command::Gc,
-            "VERSION" => Command::Version,
+            "ADD" => Verb::Add,
+            "DEL" => Verb::Del,
+            "CHECK" => Verb::Check,
+            "STATUS" => Verb::Status,
+            "GC" => Verb::Gc,
+            "VERSION" => Verb::Version,
             other => return Err(Error::invalid_env(format!("unknown CNI_COMMAND: {other}"))),
         })
     }
@@ -70,33 +70,33 @@ impl Command {
     /// The verb as spelled in `CNI_COMMAND`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Command::Add => "ADD",
-            Command::Del => "DEL",
-            Command::Check => "CHECK",
-            Command::Status => "STATUS",
-            Command::Gc => "GC",
-            Command::Version => "VERSION",
+            Verb::Add => "ADD",
+            Verb::Del => "DEL",
+            Verb::Check => "CHECK",
+            Verb::Status => "STATUS",
+            Verb::Gc => "GC",
+            Verb::Version => "VERSION",
         }
     }
 
     /// The variables this verb requires, as the reference dispatcher (`skel`) requires them.
     pub fn required_vars(self) -> &'static [&'static str] {
         match self {
-            Command::Add | Command::Check => &[
+            Verb::Add | Verb::Check => &[
                 "CNI_COMMAND",
                 "CNI_CONTAINERID",
                 "CNI_NETNS",
                 "CNI_IFNAME",
                 "CNI_PATH",
             ],
-            Command::Del => &["CNI_COMMAND", "CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"],
-            Command::Status | Command::Gc => &["CNI_COMMAND", "CNI_PATH"],
-            Command::Version => &["CNI_COMMAND"],
+            Verb::Del => &["CNI_COMMAND", "CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"],
+            Verb::Status | Verb::Gc => &["CNI_COMMAND", "CNI_PATH"],
+            Verb::Version => &["CNI_COMMAND"],
         }
     }
 }
 
-impl fmt::Display for Command {
+impl fmt::Display for Verb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -370,12 +370,9 @@ mod tests {
 
     #[test]
     fn commands() {
-        assert_eq!(Command::parse("GC").unwrap(), Command::Gc);
-        let e = Command::parse("FROB").unwrap_err();
+        assert_eq!(Verb::parse("GC").unwrap(), Verb::Gc);
+        let e = Verb::parse("FROB").unwrap_err();
         assert_eq!((e.code, e.msg.as_str()), (4, "unknown CNI_COMMAND: FROB"));
-        assert!(Command::Del
-            .required_vars()
-            .iter()
-            .all(|v| *v != "CNI_NETNS"));
+        assert!(Verb::Del.required_vars().iter().all(|v| *v != "CNI_NETNS"));
     }
 }

@@ -5,10 +5,10 @@
 //!
 //! A plugin binary is a verb table: implement [`Plugin`] and call [`plugin_main`].
 
+pub mod delegate;
 pub mod env;
 pub mod error;
 pub mod fs;
-pub mod ipam;
 pub mod logging;
 pub mod netconf;
 pub mod plugin;
@@ -16,9 +16,9 @@ pub mod result;
 pub mod skel;
 pub mod version;
 
-pub use env::{CniArgs, Command, ContainerId, IfName};
+pub use delegate::Delegate;
+pub use env::{CniArgs, ContainerId, IfName, Verb};
 pub use error::{code, Error};
-pub use ipam::Delegate;
 pub use netconf::NetConf;
 pub use plugin::{
     AddInput, AttachmentInput, CheckInput, DelInput, GcInput, Plugin, StatusInput, ValidAttachment,

@@ -12,7 +12,7 @@ use crate::result::CniResult;
 
 /// The input of a verb that names one attachment (container ID + ifname).
 ///
-/// `N` is the netns: a path for ADD and CHECK, optional for DEL (SPEC.md section 2: `CNI_NETNS`
+/// `N` is the netns: a path for ADD and CHECK, optional for DEL (CNI spec section 2: `CNI_NETNS`
 /// may be empty on DEL when the runtime no longer has it).
 #[derive(Clone, Debug)]
 pub struct AttachmentInput<N> {
@@ -93,25 +93,25 @@ pub trait Plugin {
     /// One line about the plugin, printed to stderr when run without `CNI_COMMAND`.
     fn about(&self) -> &str;
 
-    /// ADD: create or adjust the attachment and return the result (SPEC.md "ADD").
+    /// ADD: create or adjust the attachment and return the result (CNI spec "ADD").
     ///
     /// # Errors
     /// Any CNI error; it must have undone what it did.
     fn add(&self, input: &AddInput) -> Result<CniResult, Error>;
 
-    /// DEL: undo ADD; must succeed when things are already gone (SPEC.md "DEL").
+    /// DEL: undo ADD; must succeed when things are already gone (CNI spec "DEL").
     ///
     /// # Errors
     /// Only when something that exists could not be removed.
     fn del(&self, input: &DelInput) -> Result<(), Error>;
 
-    /// CHECK: verify the attachment against `prevResult` (SPEC.md "CHECK").
+    /// CHECK: verify the attachment against `prevResult` (CNI spec "CHECK").
     ///
     /// # Errors
     /// A CNI error naming what is missing or different.
     fn check(&self, input: &CheckInput) -> Result<(), Error>;
 
-    /// STATUS: whether the plugin can serve ADD (SPEC.md "STATUS"); default: ready.
+    /// STATUS: whether the plugin can serve ADD (CNI spec "STATUS"); default: ready.
     ///
     /// # Errors
     /// Code 50 or 51 when not ready.
@@ -119,7 +119,7 @@ pub trait Plugin {
         Ok(())
     }
 
-    /// GC: remove resources of attachments not listed as valid (SPEC.md "GC"); default: nothing.
+    /// GC: remove resources of attachments not listed as valid (CNI spec "GC"); default: nothing.
     ///
     /// # Errors
     /// The joined errors of what could not be cleaned up.

@@ -1,4 +1,4 @@
-//! CNI results (SPEC.md section 5, "Success"): one internal shape, printed in any supported version.
+//! CNI results (CNI spec section 5, "Success"): one internal shape, printed in any supported version.
 //!
 //! The internal form is the 1.1.0 result. Parsing accepts every version from 0.3.0 up and tolerates
 //! what real runtimes send (a stray `ips[].version` in a 1.x result, unknown keys). Printing follows
@@ -96,7 +96,7 @@ impl Route {
     }
 }
 
-/// DNS settings (the `dns` dictionary of SPEC.md).
+/// DNS settings (the `dns` dictionary of the CNI spec).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dns {
     /// Nameserver addresses, in priority order.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::env::{split_cni_path, CniArgs, Command, ContainerId, EnvSource, IfName, ProcessEnv};
+use crate::env::{split_cni_path, CniArgs, ContainerId, EnvSource, IfName, ProcessEnv, Verb};
 use crate::error::{code, Error};
 use crate::netconf::{read_bounded, NetConf};
 use crate::plugin::{AttachmentInput, GcInput, Plugin, StatusInput, ValidAttachment};
@@ -81,8 +81,8 @@ fn run<P: Plugin + ?Sized>(
             "required env variables [CNI_COMMAND] missing",
         ));
     };
-    let command = Command::parse(&cmd)?;
-    if command == Command::Version {
+    let command = Verb::parse(&cmd)?;
+    if command == Verb::Version {
         return answer_version(stdin, stdout);
     }
     let missing: Vec<&str> = command
@@ -97,7 +97,7 @@ fn run<P: Plugin + ?Sized>(
             missing.join(",")
         )));
     }
-    let attachment = matches!(command, Command::Add | Command::Check | Command::Del);
+    let attachment = matches!(command, Verb::Add | Verb::Check | Verb::Del);
     let ids = if attachment {
         let container_id = ContainerId::parse(&env.var("CNI_CONTAINERID").unwrap_or_default())?;
         let ifname = IfName::parse(&env.var("CNI_IFNAME").unwrap_or_default())?;
@@ -112,7 +112,7 @@ fn run<P: Plugin + ?Sized>(
     crate::logging::init(config.log_level.as_deref(), config.log_file.as_deref());
     let v = config.cni_version;
     match command {
-        Command::Check if !v.allows_check() => {
+        Verb::Check if !v.allows_check() => {
             return Err(Error::new(
                 code::INCOMPATIBLE_VERSION,
                 "config version does not allow CHECK",
@@ -121,7 +121,7 @@ fn run<P: Plugin + ?Sized>(
                 "CHECK needs cniVersion 0.4.0 or later, the config is {v}"
             )));
         }
-        Command::Status | Command::Gc if !v.allows_status_and_gc() => {
+        Verb::Status | Verb::Gc if !v.allows_status_and_gc() => {
             return Err(Error::new(
                 code::INCOMPATIBLE_VERSION,
                 format!("config version does not allow {command}"),
@@ -138,7 +138,7 @@ fn run<P: Plugin + ?Sized>(
         let span = tracing::info_span!("cni", command = command.as_str(), network = %config.name);
         let _guard = span.enter();
         return match command {
-            Command::Status => plugin.status(&StatusInput { cni_path, config }),
+            Verb::Status => plugin.status(&StatusInput { cni_path, config }),
             _ => {
                 let valid_attachments = parse_valid_attachments(&config)?;
                 plugin.gc(&GcInput {
@@ -185,8 +185,8 @@ fn run<P: Plugin + ?Sized>(
         config,
     };
     match command {
-        Command::Del => plugin.del(&input),
-        Command::Add | Command::Check => {
+        Verb::Del => plugin.del(&input),
+        Verb::Add | Verb::Check => {
             let AttachmentInput {
                 container_id,
                 netns,
@@ -207,7 +207,7 @@ fn run<P: Plugin + ?Sized>(
                 cni_path,
                 config,
             };
-            if command == Command::Add {
+            if command == Verb::Add {
                 let result = plugin.add(&input)?;
                 let out = result.to_json(input.config.cni_version);
                 writeln!(stdout, "{out}")
@@ -222,7 +222,7 @@ fn run<P: Plugin + ?Sized>(
 }
 
 /// VERSION: `{cniVersion, supportedVersions}`. `cniVersion` echoes the config's when stdin holds a
-/// supported one (SPEC.md "VERSION"), else the newest; stdin is otherwise ignored.
+/// supported one (CNI spec "VERSION"), else the newest; stdin is otherwise ignored.
 fn answer_version(stdin: &mut dyn Read, stdout: &mut dyn Write) -> Result<(), Error> {
     let echoed = read_bounded(stdin)
         .ok()

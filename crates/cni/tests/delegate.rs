@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use std::os::unix::fs::PermissionsExt;
-use tern_cni::env::Command;
+use tern_cni::env::Verb;
 use tern_cni::{AddInput, CheckInput, CniResult, DelInput, Delegate, Error, GcInput, Plugin};
 
 /// A directory holding executable scripts standing in for delegates, removed on drop.
@@ -67,11 +67,11 @@ fn keeps_the_delegates_error_code_or_explains_its_failure() {
     dir.script("garbage", "echo 'not json'");
     let path = dir.path();
     let e = Delegate::without_attachment("coded", &path)
-        .exec(Command::Del, b"")
+        .exec(Verb::Del, b"")
         .unwrap_err();
     assert_eq!((e.code, e.msg.as_str()), (11, "busy"));
     let e = Delegate::without_attachment("crash", &path)
-        .exec(Command::Del, b"")
+        .exec(Verb::Del, b"")
         .unwrap_err();
     // Its stderr was captured (and forwarded): the error quotes it, as the reference does.
     assert_eq!(e.code, 5);
@@ -80,11 +80,11 @@ fn keeps_the_delegates_error_code_or_explains_its_failure() {
         r#"crash: netplugin failed: "it broke": exit status: 3"#
     );
     let e = Delegate::without_attachment("garbage", &path)
-        .exec(Command::Del, b"")
+        .exec(Verb::Del, b"")
         .unwrap_err();
     assert_eq!(e.code, 6);
     let e = Delegate::without_attachment("absent", &path)
-        .exec(Command::Del, b"")
+        .exec(Verb::Del, b"")
         .unwrap_err();
     assert_eq!(e.code, 7);
     assert!(
@@ -115,7 +115,7 @@ fn a_deadline_kills_the_delegate_and_its_children() {
     let t0 = std::time::Instant::now();
     let e = Delegate::without_attachment("stuck", &path)
         .with_deadline(Duration::from_millis(300))
-        .exec(Command::Add, b"{}")
+        .exec(Verb::Add, b"{}")
         .unwrap_err();
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     assert_eq!(e.code, 11, "{e}");
@@ -141,12 +141,12 @@ fn oversized_output_is_refused_and_code_0_is_no_error() {
     );
     let path = dir.path();
     let e = Delegate::without_attachment("flood", &path)
-        .exec(Command::Add, b"{}")
+        .exec(Verb::Add, b"{}")
         .unwrap_err();
     assert_eq!(e.code, 6, "{e}");
     assert!(e.msg.contains("more than"), "{}", e.msg);
     let e = Delegate::without_attachment("code0", &path)
-        .exec(Command::Del, b"")
+        .exec(Verb::Del, b"")
         .unwrap_err();
     assert_eq!(
         e.code, 5,
@@ -154,7 +154,7 @@ fn oversized_output_is_refused_and_code_0_is_no_error() {
     );
     // A delegate that floods stderr is drained (never blocked) and still succeeds.
     Delegate::without_attachment("loud", &path)
-        .exec(Command::Del, b"")
+        .exec(Verb::Del, b"")
         .unwrap();
 }
 
@@ -230,19 +230,19 @@ fn a_builtin_runs_in_process_through_the_dispatcher_once_found_in_cni_path() {
         r.dns.domain.as_deref(),
         Some("c1|eth0|/run/netns/x|K8S_POD_NAME=p|n1")
     );
-    let e = d.exec(Command::Del, conf).unwrap_err();
+    let e = d.exec(Verb::Del, conf).unwrap_err();
     assert_eq!((e.code, e.msg.as_str()), (11, "busy c1"));
-    d.exec(Command::Check, conf).unwrap();
+    d.exec(Verb::Check, conf).unwrap();
     // The dispatcher's own checks apply, as in the binary: no CHECK before 0.4.0.
     let old = br#"{"cniVersion":"0.3.1","name":"n1","type":"echo-ipam"}"#;
-    assert_eq!(d.exec(Command::Check, old).unwrap_err().code, 1);
+    assert_eq!(d.exec(Verb::Check, old).unwrap_err().code, 1);
     let gc = br#"{"cniVersion":"1.1.0","name":"n1","type":"echo-ipam","cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}"#;
     Delegate::without_attachment("echo-ipam", &path)
         .builtin(&Echo)
-        .exec(Command::Gc, gc)
+        .exec(Verb::Gc, gc)
         .unwrap();
     // Not in CNI_PATH: the same errors as with exec.
     let missing = Delegate::without_attachment("absent", &path).builtin(&Echo);
-    assert_eq!(missing.exec(Command::Gc, gc).unwrap_err().code, 7);
+    assert_eq!(missing.exec(Verb::Gc, gc).unwrap_err().code, 7);
     assert_eq!(missing.status(gc).unwrap_err().code, 50);
 }

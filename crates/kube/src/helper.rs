@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tern_cni::{code, Command, Delegate, Error};
+use tern_cni::{code, Delegate, Error, Verb};
 
 use crate::lookup::{pod_lookup, LookupError, LookupRequest};
 
@@ -194,7 +194,7 @@ pub fn call<R: for<'de> Deserialize<'de>>(cni_path: &str, call: &Call) -> Result
     // objects kept with their code); the CNI_COMMAND it sets means nothing to the helper.
     let reply = Delegate::without_attachment(HELPER, cni_path)
         .with_deadline(call.budget() + HELPER_GRACE)
-        .run(Command::Add, &stdin)?
+        .run(Verb::Add, &stdin)?
         .ok_or_else(|| Error::decode(format!("{HELPER} printed no reply")))?;
     serde_json::from_value(reply).map_err(|e| Error::decode(format!("{HELPER} reply: {e}")))
 }

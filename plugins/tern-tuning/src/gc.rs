@@ -2,7 +2,7 @@
 //! `cni.dev/valid-attachments`, restoring nothing (GC has no netns, and the pod netns of a
 //! collected attachment is gone or no longer the runtime's; its sysctls died or stay with it).
 //!
-//! Invariants: without a list nothing is removed (SPEC.md "GC": the key is optional); an empty
+//! Invariants: without a list nothing is removed (CNI spec "GC": the key is optional); an empty
 //! list means nothing is valid. Only backups that name this network are collected: a shared
 //! `dataDir` (the default `/run/cni/tuning` is every network's) holds other networks' backups,
 //! and backups of older builds or of the reference plugin, which name none and are left alone.

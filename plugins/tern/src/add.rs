@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 
-use tern_cni::{code, AddInput, CniResult, Command, Error, Interface, IpConfig};
+use tern_cni::{code, AddInput, CniResult, Error, Interface, IpConfig, Verb};
 use tern_net::netlink::{format_mac, Handle, Link};
 use tern_net::netns::NetNs;
 
@@ -42,8 +42,7 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
     let mut undo = Rollback::new();
     let ipam_result = ipam.add(&ipam_stdin)?;
     undo.push("release IPAM", || {
-        ipam.exec(Command::Del, &ipam_stdin)
-            .map_err(|e| e.to_string())
+        ipam.exec(Verb::Del, &ipam_stdin).map_err(|e| e.to_string())
     });
     let addrs: Vec<IpAddr> = ipam_result.ips.iter().map(|c| c.address.ip()).collect();
     if addrs.is_empty() {

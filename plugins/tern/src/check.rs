@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use tern_cni::{code, CheckInput, Command, Error};
+use tern_cni::{code, CheckInput, Error, Verb};
 use tern_net::netlink::{format_mac, Family, Handle, Link};
 use tern_net::netns::NetNs;
 
@@ -56,7 +56,7 @@ pub fn check(input: &CheckInput) -> Result<(), Error> {
         })?;
 
     crate::ipam::delegate(input.delegate(&conf.ipam_type))
-        .exec(Command::Check, &input.config.bytes)?;
+        .exec(Verb::Check, &input.config.bytes)?;
 
     let netns = NetNs::open(&input.netns).map_err(from_net)?;
     let pod = Handle::in_netns(&netns).map_err(from_net)?;

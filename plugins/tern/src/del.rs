@@ -5,7 +5,7 @@
 //! `prevResult`, never calls the API server, and keeps going after a failed step; a repeated DEL
 //! succeeds.
 
-use tern_cni::{Command, DelInput, Error};
+use tern_cni::{DelInput, Error, Verb};
 use tern_net::netlink::Handle;
 
 use crate::codes::{from_net, state_io};
@@ -37,7 +37,7 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
     let ipam = crate::ipam::delegate(input.delegate(&conf.ipam_type));
     // IPAM DEL runs beside the host veth deletion (the kernel's part, which waits for RCU grace
     // periods, is the slowest step): the two touch nothing in common. Both are always waited for.
-    let release = || ipam.exec(Command::Del, &input.config.bytes);
+    let release = || ipam.exec(Verb::Del, &input.config.bytes);
     let delete_veth = |errors: &mut Teardown| {
         if let Some(other) = &foreign {
             tracing::warn!(link = %host_veth, network = %other, "host veth belongs to another network: left alone");

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use tern_cni::{code, Command, Error, GcInput};
+use tern_cni::{code, Error, GcInput, Verb};
 use tern_net::netlink::Handle;
 
 use crate::codes::from_net;
@@ -21,8 +21,7 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
     let conf = TernConf::from_netconf(&input.config)?;
     let mut errors = Teardown::new();
     errors.record(
-        crate::ipam::delegate(input.delegate(&conf.ipam_type))
-            .exec(Command::Gc, &input.config.bytes),
+        crate::ipam::delegate(input.delegate(&conf.ipam_type)).exec(Verb::Gc, &input.config.bytes),
     );
     // No list at all means the runtime asked for nothing to be removed.
     if let Some(valid) = &input.valid_attachments {

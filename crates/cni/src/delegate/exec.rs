@@ -4,12 +4,12 @@
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command as Process, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use super::{Delegate, Outcome};
-use crate::env::Command;
+use crate::env::Verb;
 use crate::error::Error;
 
 /// How often a delegate that is being replaced (`ETXTBSY`) is retried, one second apart, as the
@@ -76,12 +76,12 @@ impl Delegate<'_> {
     pub(super) fn run_exec(
         &self,
         exe: &Path,
-        command: Command,
+        command: Verb,
         stdin: &[u8],
     ) -> Result<Outcome, Error> {
         let mut attempt = 0;
         let mut child = loop {
-            let mut p = Process::new(exe);
+            let mut p = Command::new(exe);
             p.stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
@@ -206,7 +206,7 @@ impl Delegate<'_> {
             }
         };
         if !err.is_empty() {
-            // Forward the delegate's logs (SPEC.md section 4).
+            // Forward the delegate's logs (CNI spec section 4).
             let _ = std::io::stderr().write_all(&err);
         }
         let status: ExitStatus = child

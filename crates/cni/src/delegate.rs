@@ -1,4 +1,4 @@
-//! Delegation to another plugin, IPAM above all (SPEC.md section 4, "Plugin Delegation").
+//! Delegation to another plugin, IPAM above all (CNI spec section 4, "Plugin Delegation").
 //!
 //! The delegate is looked up in `CNI_PATH`, run with this invocation's environment (only
 //! `CNI_COMMAND` changed) and the complete netconf on stdin. Its stderr is captured and forwarded
@@ -21,14 +21,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::env::{split_cni_path, Command};
+use crate::env::{split_cni_path, Verb};
 use crate::error::{code, Error};
 use crate::plugin::{AttachmentInput, GcInput, NetnsPath, Plugin, StatusInput};
 use crate::result::CniResult;
 use crate::skel::dispatch;
 
 impl<N: NetnsPath> AttachmentInput<N> {
-    /// A delegate (SPEC.md section 4) for `plugin_type`, with this invocation's environment.
+    /// A delegate (CNI spec section 4) for `plugin_type`, with this invocation's environment.
     pub fn delegate<'a>(&'a self, plugin_type: &'a str) -> Delegate<'a> {
         Delegate {
             plugin_type,
@@ -155,7 +155,7 @@ impl<'a> Delegate<'a> {
     }
 
     /// The environment the delegate gets: ours with the `CNI_*` variables of this call.
-    fn cni_env(&self, command: Command) -> [(&'static str, Option<&str>); 6] {
+    fn cni_env(&self, command: Verb) -> [(&'static str, Option<&str>); 6] {
         [
             ("CNI_COMMAND", Some(command.as_str())),
             ("CNI_PATH", Some(self.cni_path)),
@@ -167,7 +167,7 @@ impl<'a> Delegate<'a> {
     }
 
     /// Runs the built-in plugin through the dispatcher, as its binary would run.
-    fn run_builtin(&self, plugin: &(dyn Plugin + Sync), command: Command, stdin: &[u8]) -> Outcome {
+    fn run_builtin(&self, plugin: &(dyn Plugin + Sync), command: Verb, stdin: &[u8]) -> Outcome {
         let mut env: HashMap<String, String> = self
             .cni_env(command)
             .into_iter()
@@ -200,7 +200,7 @@ impl<'a> Delegate<'a> {
     /// when it cannot be started or exits non-zero without an error result (message: `netplugin
     /// failed: "<stderr>": <status>`, or `netplugin failed with no error message: <status>`);
     /// code 6 when its stdout is not JSON.
-    pub fn run(&self, command: Command, stdin: &[u8]) -> Result<Option<Value>, Error> {
+    pub fn run(&self, command: Verb, stdin: &[u8]) -> Result<Option<Value>, Error> {
         let exe = self.find()?;
         let outcome = match self.builtin {
             Some(Builtin(plugin)) => self.run_builtin(plugin, command, stdin),
@@ -240,7 +240,7 @@ impl<'a> Delegate<'a> {
     /// As [`Self::run`]; code 6 when it printed no result or an invalid one.
     pub fn add(&self, stdin: &[u8]) -> Result<CniResult, Error> {
         let v = self
-            .run(Command::Add, stdin)?
+            .run(Verb::Add, stdin)?
             .ok_or_else(|| Error::decode(format!("{}: ADD printed no result", self.plugin_type)))?;
         CniResult::from_json(&v)
             .map(|(r, _)| r)
@@ -251,11 +251,11 @@ impl<'a> Delegate<'a> {
     ///
     /// # Errors
     /// As [`Self::run`].
-    pub fn exec(&self, command: Command, stdin: &[u8]) -> Result<(), Error> {
+    pub fn exec(&self, command: Verb, stdin: &[u8]) -> Result<(), Error> {
         self.run(command, stdin).map(|_| ())
     }
 
-    /// STATUS, with a missing delegate reported as code 50 (SPEC.md "STATUS": a plugin whose
+    /// STATUS, with a missing delegate reported as code 50 (CNI spec "STATUS": a plugin whose
     /// delegate is unavailable is not available itself).
     ///
     /// # Errors
@@ -264,6 +264,6 @@ impl<'a> Delegate<'a> {
         if let Err(e) = self.find() {
             return Err(Error::new(code::NOT_AVAILABLE, e.msg));
         }
-        self.exec(Command::Status, stdin)
+        self.exec(Verb::Status, stdin)
     }
 }
