@@ -48,6 +48,11 @@
 //! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines); tern's
 //! `stateDir` and the tuning plugins' `dataDir` under `/run` on tmpfs, as their defaults are on a
 //! node (the bench mounts a tmpfs there when this host's `/run` is not one). `scripts/bench` builds and runs it.
+//!
+//! `tern-bench --churn ...` runs the churn instead ([`churn`]: many pods through libcni with
+//! random kills, then a leak audit; `scripts/bench --churn`).
+
+mod churn;
 
 mod chain;
 mod env;
@@ -145,6 +150,10 @@ fn run(o: &Opts) -> Res<()> {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--churn") {
+        std::process::exit(churn::main(&args[1..]));
+    }
     let code = match parse_opts().and_then(|o| run(&o)) {
         Ok(()) => 0,
         Err(e) => {

@@ -175,7 +175,7 @@ fn sigkill_swept_over_add_then_del_leaves_nothing() {
         "most ADDs finished before their kill: {t:?}"
     );
     assert!(
-        t.ipam_child_killed >= 8,
+        t.ipam_child_killed >= 4,
         "host-local was rarely caught running: {t:?}"
     );
 }
