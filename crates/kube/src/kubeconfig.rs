@@ -255,11 +255,12 @@ pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
 }
 
 /// Renders the kubeconfig tern-agent writes: one cluster (`server`, `certificate-authority-data`),
-/// one user with `token`, one context that is current. Strings are JSON-quoted, which is valid YAML.
+/// one user with `token`, one context that is current. Strings are YAML double-quoted scalars
+/// ([`yaml_quoted`]), so any string parses back unchanged.
 ///
 /// `server` must be an https URL; `ca_pem` is the PEM bundle to trust.
 pub fn render(server: &str, ca_pem: &[u8], token: &BearerToken) -> String {
-    let q = |s: &str| serde_json::Value::String(s.to_owned()).to_string();
+    let q = yaml_quoted;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     format!(
         "# Written by tern-agent and replaced atomically on every token refresh; do not edit.\n\
@@ -270,6 +271,25 @@ pub fn render(server: &str, ca_pem: &[u8], token: &BearerToken) -> String {
         q(&ca),
         q(token.expose())
     )
+}
+
+/// `s` as a YAML double-quoted scalar: JSON's quoting, plus a `\uXXXX` escape for each character
+/// JSON leaves raw that YAML 1.1 refuses in a document (DEL, the C1 controls, U+FFFE, U+FFFF) or
+/// reads as a line break and folds (NEL, U+2028, U+2029), and for the byte-order mark.
+fn yaml_quoted(s: &str) -> String {
+    let json = serde_json::Value::String(s.to_owned()).to_string();
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if matches!(
+            c,
+            '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
+        ) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

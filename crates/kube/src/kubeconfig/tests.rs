@@ -76,6 +76,23 @@ fn render_round_trips() {
     );
 }
 
+/// Found by the kubeconfig fuzz target: JSON quoting leaves DEL, the C1 controls and the
+/// Unicode line separators raw, which YAML refuses ("control characters are not allowed") or
+/// folds into a space, so the rendered file did not parse back to the same token.
+#[test]
+fn render_round_trips_characters_json_leaves_raw() {
+    for odd in [
+        "\u{7f}", "\u{85}", "\u{9f}", "\u{2028}", "\u{2029}", "\u{feff}", "\u{fffe}",
+    ] {
+        let t = BearerToken::new(format!("a{odd}b\u{0}c\td"));
+        let server = format!("https://h{odd}:6443");
+        let text = render(&server, b"PEM", &t);
+        let c = parse(&text, &p()).unwrap_or_else(|e| panic!("{odd:?}: {e}\n{text}"));
+        assert_eq!(c.token, t, "{odd:?}");
+        assert_eq!(c.server, server, "{odd:?}");
+    }
+}
+
 #[test]
 fn parses_json_and_token_file_relative() {
     let dir = tempfile::tempdir().unwrap();
