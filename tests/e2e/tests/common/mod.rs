@@ -33,6 +33,11 @@ pub const KEEPALIVE: [(&str, &str); 3] = [
     ("net.ipv4.tcp_keepalive_probes", "5"),
 ];
 
+/// The configured keepalive values, in [`KEEPALIVE`] order.
+pub fn wanted() -> Vec<String> {
+    KEEPALIVE.iter().map(|(_, v)| (*v).to_owned()).collect()
+}
+
 /// [`KEEPALIVE`] as a tern-tuning `sysctl` object.
 pub fn keepalive_sysctls() -> Value {
     Value::Object(
