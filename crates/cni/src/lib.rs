@@ -9,6 +9,8 @@ pub mod delegate;
 pub mod env;
 pub mod error;
 pub mod fs;
+pub mod json;
+pub mod lock;
 pub mod logging;
 pub mod netconf;
 pub mod plugin;

@@ -4,6 +4,14 @@
 //! Known keys are matched case-insensitively and renamed to their spec spelling (Go's decoder does
 //! this, and runtimes and tests send `RuntimeConfig`); unknown keys are kept untouched in
 //! [`NetConf::raw`] so a plugin can forward the whole config to a delegate.
+//!
+//! Strict where Go's decoder is silent ([`check`]): the same key twice at any depth, or two case
+//! variants of one known key, `type` missing or not a plugin name, standard fields of the wrong
+//! JSON type, `dns` nameservers that are not addresses. DEL alone is tolerant of duplicates and
+//! nameservers ([`NetConf::parse_for_del`]): a config an older plugin accepted at ADD must still
+//! be deletable.
+
+pub mod check;
 
 use std::io::Read;
 
@@ -12,6 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::env::validate_network_name;
 use crate::error::{code, Error};
+use crate::json::{self, DUPLICATE_KEY};
 use crate::result::{CniResult, Dns};
 use crate::version::Version;
 
@@ -111,24 +120,65 @@ pub struct NetConf {
     pub log_file: Option<String>,
     /// The bytes exactly as received, for delegation (CNI spec section 4 wants the full config).
     pub bytes: Vec<u8>,
+    /// Parsed for DEL ([`NetConf::parse_for_del`]): duplicate keys and case variants resolved as
+    /// Go does (the last wins) instead of refused, nameservers not checked.
+    pub tolerant: bool,
 }
 
 impl NetConf {
     /// Parses and validates a netconf.
     ///
     /// # Errors
-    /// Code 6 `error unmarshall network config: …` for bad JSON or wrong types; code 7 for a missing
-    /// or invalid network name; code 1 for an unsupported `cniVersion` (absent counts as 0.1.0, as
-    /// the reference library reads it) or a `prevResult` of an unsupported version (one of another supported version is
-    /// converted, see [`CniResult::from_prev_result`]).
+    /// Code 6 `error unmarshall network config: …` for bad JSON or a standard field of the wrong
+    /// JSON type (see [`check::standard_types`], [`check::dns`]; `prevResult` not an object or an
+    /// address in it without a prefix length); code 7 for a key given twice (at any depth, or as
+    /// case variants of a standard key), a missing or invalid network name or `type`, a `dns`
+    /// nameserver that is not an IP address; code 1 for an unsupported `cniVersion` (absent counts
+    /// as 0.1.0, as the reference library reads it) or a `prevResult` of an unsupported version
+    /// (one of another supported version is converted, see [`CniResult::from_prev_result`]).
     pub fn parse(bytes: Vec<u8>) -> Result<NetConf, Error> {
-        let value: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::decode(format!("error unmarshall network config: {e}")))?;
+        NetConf::parse_with(bytes, false)
+    }
+
+    /// Parses a netconf for DEL: as [`NetConf::parse`], except that a key given twice (at any
+    /// depth, or as two case variants of a known key) is resolved as the reference does (the
+    /// last wins) and `dns` nameservers are not checked, so that a config an older plugin accepted
+    /// at ADD can still be deleted.
+    ///
+    /// # Errors
+    /// As [`NetConf::parse`], less those two refusals.
+    pub fn parse_for_del(bytes: Vec<u8>) -> Result<NetConf, Error> {
+        NetConf::parse_with(bytes, true)
+    }
+
+    fn parse_with(bytes: Vec<u8>, tolerant: bool) -> Result<NetConf, Error> {
+        let value = match json::from_slice_unique_keys(&bytes) {
+            Ok(v) => v,
+            Err(e) if e.to_string().starts_with(DUPLICATE_KEY) => {
+                if !tolerant {
+                    return Err(Error::invalid_config(format!(
+                        "error unmarshall network config: {e}"
+                    ))
+                    .with_details("each key may appear once in an object"));
+                }
+                tracing::warn!("netconf has a duplicate key, the last one wins: {e}");
+                serde_json::from_slice(&bytes)
+                    .map_err(|e| Error::decode(format!("error unmarshall network config: {e}")))?
+            }
+            Err(e) => {
+                return Err(Error::decode(format!(
+                    "error unmarshall network config: {e}"
+                )))
+            }
+        };
         let Value::Object(mut raw) = value else {
             return Err(Error::decode(
                 "error unmarshall network config: the network configuration must be a JSON object",
             ));
         };
+        if !tolerant {
+            check::case_variants(&raw, STANDARD_KEYS, "")?;
+        }
         normalize_keys(&mut raw, STANDARD_KEYS);
         let string_field = |key: &str| -> Result<Option<String>, Error> {
             match raw.get(key) {
@@ -143,7 +193,7 @@ impl NetConf {
         validate_network_name(&name)?;
         let version = string_field("cniVersion")?.unwrap_or_else(|| "0.1.0".into());
         let cni_version = Version::parse_config(&version)?;
-        let plugin_type = string_field("type")?.unwrap_or_default();
+        let plugin_type = check::top_type(&raw)?;
         let log_level = string_field("logLevel")?;
         let log_file = string_field("logFile")?;
         if let Some(f) = log_file.as_deref().filter(|f| !f.is_empty()) {
@@ -164,14 +214,16 @@ impl NetConf {
         }
         let runtime_config = object_or_empty(raw.get("runtimeConfig"), "runtimeConfig")?;
         let mut args = object_or_empty(raw.get("args"), "args")?;
+        if !tolerant {
+            check::case_variants(&args, &["cni"], "args.")?;
+        }
         normalize_keys(&mut args, &["cni"]);
         let args_cni = object_or_empty(args.get("cni"), "args.cni")?;
         let ipam = object_or_empty(raw.get("ipam"), "ipam")?;
+        check::standard_types(&raw, &ipam)?;
         let dns = match raw.get("dns") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| {
-                Error::decode(format!("error unmarshall network config: dns: {e}"))
-            })?),
+            Some(v) => Some(check::dns("dns", v, !tolerant)?),
         };
         let prev_result = match raw.get("prevResult") {
             None | Some(Value::Null) => None,
@@ -180,6 +232,10 @@ impl NetConf {
                     .map_err(|e| e.context("could not parse prevResult"))?,
             ),
         };
+        if let (Some(prev), false) = (&prev_result, tolerant) {
+            let dns = serde_json::to_value(&prev.dns).unwrap_or_default();
+            check::dns("prevResult.dns", &dns, true)?;
+        }
         Ok(NetConf {
             cni_version,
             name,
@@ -193,28 +249,34 @@ impl NetConf {
             log_level,
             log_file,
             bytes,
+            tolerant,
         })
     }
 
     /// Decodes the plugin's own view of the config into `T`, matching `known` keys
-    /// case-insensitively first.
+    /// case-insensitively first. A struct is never read from a JSON array ([`json::from_value`]).
     ///
     /// # Errors
-    /// Code 6 `failed to load netconf: …` naming the serde error (field and expected type).
+    /// Code 6 `failed to load netconf: …` naming the serde error (field and expected type); code
+    /// 7 when two case variants of one `known` key are given (unless [`NetConf::tolerant`]).
     pub fn decode<T: DeserializeOwned>(&self, known: &[&str]) -> Result<T, Error> {
         let mut map = self.raw.clone();
+        if !self.tolerant {
+            check::case_variants(&map, known, "")?;
+        }
         normalize_keys(&mut map, known);
-        serde_json::from_value(Value::Object(map))
+        json::from_value(Value::Object(map))
             .map_err(|e| Error::decode(format!("failed to load netconf: {e}")))
     }
 
     /// The `ipam.type`, i.e. the delegate to run.
     ///
     /// # Errors
-    /// Code 7 `no IPAM plugin named: ipam.type is missing` when absent or empty.
+    /// Code 7 `no IPAM plugin named: ipam.type is missing` when absent or empty, or naming what is
+    /// wrong with it (see [`check::plugin_type`]).
     pub fn ipam_type(&self) -> Result<&str, Error> {
         match self.ipam.get("type").and_then(Value::as_str) {
-            Some(t) if !t.is_empty() => Ok(t),
+            Some(t) if !t.is_empty() => check::plugin_type("ipam.type", t).map(|()| t),
             _ => Err(Error::new(
                 code::INVALID_NETWORK_CONFIG,
                 "no IPAM plugin named: ipam.type is missing",
@@ -233,91 +295,5 @@ impl NetConf {
         rc.insert(key.to_owned(), value);
         raw.insert("runtimeConfig".into(), Value::Object(rc));
         serde_json::to_vec(&Value::Object(raw)).map_err(|e| Error::decode(e.to_string()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn parse(v: Value) -> Result<NetConf, Error> {
-        NetConf::parse(serde_json::to_vec(&v).unwrap())
-    }
-
-    #[test]
-    fn tolerant_of_what_runtimes_send() {
-        let c = parse(json!({
-            "cniVersion": "1.0.0",
-            "name": "net1",
-            "type": "tern",
-            "RuntimeConfig": {"mac": "00:11:22:33:44:55"},
-            "args": null,
-            "capabilities": {"mac": true},
-            "ipam": {"type": "host-local"},
-            "somethingNew": [1, 2],
-            "prevResult": {"cniVersion": "1.0.0", "ips": [{"version": "4", "address": "10.0.0.2/24"}]}
-        }))
-        .unwrap();
-        assert_eq!(c.runtime_config["mac"], "00:11:22:33:44:55");
-        assert!(c.args_cni.is_empty());
-        assert_eq!(c.raw["somethingNew"], json!([1, 2]));
-        assert_eq!(c.ipam_type().unwrap(), "host-local");
-        assert_eq!(c.prev_result.unwrap().ips.len(), 1);
-    }
-
-    #[test]
-    fn validation_errors_have_spec_codes() {
-        let cases = [
-            (json!({"cniVersion": "9.9.9", "name": "n"}), 1),
-            (json!({"name": "n"}), 1),
-            (json!({"cniVersion": "1.0.0"}), 7),
-            (json!({"cniVersion": "1.0.0", "name": "bad name"}), 7),
-            (json!({"cniVersion": 1, "name": "n"}), 6),
-            (
-                json!({"cniVersion": "1.0.0", "name": "n", "runtimeConfig": []}),
-                6,
-            ),
-            (
-                json!({"cniVersion": "1.0.0", "name": "n", "prevResult": {"cniVersion": "0.2.0"}}),
-                1,
-            ),
-        ];
-        for (v, code) in cases {
-            assert_eq!(parse(v.clone()).unwrap_err().code, code, "{v}");
-        }
-        assert_eq!(NetConf::parse(b"not json".to_vec()).unwrap_err().code, 6);
-        assert_eq!(NetConf::parse(b"[1]".to_vec()).unwrap_err().code, 6);
-    }
-
-    #[test]
-    fn bounded_read() {
-        let big = vec![b' '; MAX_NETCONF_BYTES + 1];
-        let e = read_bounded(&mut &big[..]).unwrap_err();
-        assert_eq!(e.code, 7);
-        let ok = vec![b' '; MAX_NETCONF_BYTES];
-        assert_eq!(read_bounded(&mut &ok[..]).unwrap().len(), MAX_NETCONF_BYTES);
-    }
-
-    #[test]
-    fn exact_spelling_wins_over_case_variant() {
-        let mut m = json!({"runtimeConfig": {"a": 1}, "RUNTIMECONFIG": {"a": 2}})
-            .as_object()
-            .unwrap()
-            .clone();
-        normalize_keys(&mut m, STANDARD_KEYS);
-        assert_eq!(m.len(), 1);
-        assert_eq!(m["runtimeConfig"]["a"], 1);
-    }
-
-    #[test]
-    fn runtime_config_injection_keeps_other_keys() {
-        let c =
-            parse(json!({"cniVersion": "1.0.0", "name": "n", "runtimeConfig": {"x": 1}})).unwrap();
-        let b = c
-            .bytes_with_runtime_config("ips", json!(["10.0.0.9"]))
-            .unwrap();
-        let v: Value = serde_json::from_slice(&b).unwrap();
-        assert_eq!(v["runtimeConfig"], json!({"x": 1, "ips": ["10.0.0.9"]}));
     }
 }

@@ -51,7 +51,8 @@ pub struct IpConfig {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Route {
-    /// Destination subnet.
+    /// Destination subnet, with its prefix length (`10.0.0.0/8`; a bare address is refused).
+    #[serde(deserialize_with = "cidr")]
     pub dst: IpNetwork,
     /// Next hop; absent means the default gateway of the family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,6 +134,24 @@ impl Dns {
             && self.search.is_empty()
             && self.options.is_empty()
     }
+}
+
+/// An address with its prefix length, as Go's `net.ParseCIDR` requires: `10.1.0.5` alone is not
+/// read as `10.1.0.5/32`.
+fn cidr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<IpNetwork, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_cidr(&s).map_err(serde::de::Error::custom)
+}
+
+/// Parses `addr/prefix`, refusing a bare address.
+///
+/// # Errors
+/// A message naming the value.
+pub fn parse_cidr(s: &str) -> Result<IpNetwork, String> {
+    if !s.contains('/') {
+        return Err(format!("{s:?} has no prefix length (address/length)"));
+    }
+    s.parse().map_err(|e| format!("invalid CIDR {s:?}: {e}"))
 }
 
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>

@@ -107,7 +107,11 @@ fn run<P: Plugin + ?Sized>(
     };
 
     let bytes = read_bounded(stdin)?;
-    let config = NetConf::parse(bytes)?;
+    let config = if command == Verb::Del {
+        NetConf::parse_for_del(bytes)?
+    } else {
+        NetConf::parse(bytes)?
+    };
     *version_for_errors = config.cni_version;
     crate::logging::init(config.log_level.as_deref(), config.log_file.as_deref());
     let v = config.cni_version;
@@ -245,7 +249,7 @@ fn parse_valid_attachments(config: &NetConf) -> Result<Option<Vec<ValidAttachmen
         .or_else(|| config.raw.get("cni.dev/attachments"));
     match v {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
+        Some(v) => crate::json::from_value(v.clone()).map(Some).map_err(|e| {
             Error::decode(format!(
                 "error unmarshall network config: cni.dev/valid-attachments: {e}"
             ))

@@ -338,3 +338,22 @@ fn a_prev_result_of_another_supported_version_reaches_the_handler() {
         assert_eq!(o.calls.len(), 1);
     }
 }
+
+#[test]
+fn hostile_netconfs_reach_no_handler_on_any_verb_but_del() {
+    let base = json!({"cniVersion": "1.1.0", "name": "n", "type": "recorder",
+                      "ipam": {"type": "host-local"}});
+    let cases = tern_testkit::hostile::netconfs(&base);
+    for verb in ["ADD", "CHECK", "GC", "STATUS"] {
+        for (what, bytes, code) in &cases {
+            let o = run_with(env(&[("CNI_COMMAND", verb)]), bytes);
+            assert_eq!(o.status, 1, "{verb} {what}");
+            assert_eq!(o.code(), u64::from(*code), "{verb} {what}: {}", o.stdout);
+            assert!(
+                o.calls.is_empty(),
+                "{verb} {what}: a handler ran: {:?}",
+                o.calls
+            );
+        }
+    }
+}

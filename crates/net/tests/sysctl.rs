@@ -77,9 +77,38 @@ fn multi_value_sysctl_round_trips() {
         sysctl::read(&pod, std::slice::from_ref(&key)).unwrap(),
         ["20000\t30000"]
     );
-    let restore = SysctlValue::parse("k", &prev[0].1).unwrap();
+    // A configured value may not carry the tab; a value read back from the kernel may.
+    assert!(SysctlValue::parse("k", &prev[0].1).is_err());
+    let restore = SysctlValue::from_kernel("k", &prev[0].1).unwrap();
     sysctl::write_all(&pod, &[(key.clone(), restore)]).unwrap();
     assert_eq!(sysctl::read(&pod, &[key]).unwrap(), [prev[0].1.clone()]);
+}
+
+#[test]
+fn a_failed_write_that_changed_the_value_is_restored() {
+    let ns = TestNetns::new("sc-part");
+    let pod = NetNs::open(ns.path()).unwrap();
+    let before_rmem = ns.sysctl("net.ipv4.tcp_rmem");
+    let before_time = ns.sysctl("net.ipv4.tcp_keepalive_time");
+    // Valid by the value rules, refused by the kernel at "2000x" with EINVAL, after it stored
+    // the first two fields (6.18): the write errs and yet changed the value.
+    for bad in ["4096 1000 2000x", "4096\t1001\t2000x"] {
+        let items = [
+            kv("net.ipv4.tcp_keepalive_time", "303", "eth0"),
+            (
+                SysctlKey::parse("net.ipv4.tcp_rmem", "eth0").unwrap(),
+                SysctlValue::from_kernel("net.ipv4.tcp_rmem", bad).unwrap(),
+            ),
+        ];
+        let e = sysctl::write_all(&pod, &items).unwrap_err();
+        assert!(
+            matches!(&e, Error::SysctlWrite { key, rollback_failures, .. }
+                if key == "net.ipv4.tcp_rmem" && rollback_failures.is_empty()),
+            "{e:?}"
+        );
+        assert_eq!(ns.sysctl("net.ipv4.tcp_rmem"), before_rmem, "{bad:?}");
+        assert_eq!(ns.sysctl("net.ipv4.tcp_keepalive_time"), before_time);
+    }
 }
 
 #[test]

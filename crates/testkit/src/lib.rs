@@ -1,10 +1,11 @@
 //! Dev-only fixtures for tern's tests: throwaway host and pod network namespaces ([`netns`]),
 //! running built binaries exactly as a runtime does ([`exec`]), the processes of a killed
-//! invocation ([`procs`]), and pod churn with kills through libcni ([`churn`]). Never a
-//! dependency of a shipped binary.
+//! invocation ([`procs`]), pod churn with kills through libcni ([`churn`]) and hostile
+//! netconfs ([`hostile`]). Never a dependency of a shipped binary.
 
 pub mod churn;
 pub mod exec;
+pub mod hostile;
 pub mod netns;
 pub mod procs;
 

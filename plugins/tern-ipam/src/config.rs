@@ -183,7 +183,7 @@ impl IpamConfig {
         pod_cidrs: &mut dyn FnMut() -> Result<Vec<String>, IpamError>,
     ) -> Result<IpamConfig, IpamError> {
         let m = ipam_map(conf)?;
-        let raw: RawIpam = serde_json::from_value(Value::Object(m))
+        let raw: RawIpam = tern_cni::json::from_value(Value::Object(m))
             .map_err(|e| IpamError::Decode(format!("ipam: {e}")))?;
 
         let mut requested: Vec<IpAddr> = Vec::new();
@@ -218,7 +218,7 @@ impl IpamConfig {
                     normalize_range_set(set);
                 }
             }
-            let sets: Option<Vec<Vec<RawRange>>> = serde_json::from_value(v.clone())
+            let sets: Option<Vec<Vec<RawRange>>> = tern_cni::json::from_value(v.clone())
                 .map_err(|e| IpamError::Decode(format!("runtimeConfig.ipRanges: {e}")))?;
             raw_sets.extend(sets.unwrap_or_default());
         }

@@ -171,7 +171,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn conf(v: Value) -> NetConf {
+    fn conf(mut v: Value) -> NetConf {
+        if v.get("type").is_none() {
+            v["type"] = json!("tern-ipam"); // a netconf names its plugin
+        }
         NetConf::parse(serde_json::to_vec(&v).unwrap()).unwrap()
     }
 

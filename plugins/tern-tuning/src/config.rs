@@ -2,8 +2,8 @@
 //! (cni-peer-behaviors.md §2.1), parsed into a [`TuningConf`] ([`parse`]), then validated into a
 //! [`Plan`] ([`validate`]) before anything is changed; defaults and bounds in [`defaults`].
 //!
-//! Invariants: duplicated keys in any `sysctl` object of the raw JSON are refused (serde would keep
-//! the last one silently); every sysctl key and value is validated and checked against the
+//! Invariants: duplicated keys anywhere in the raw JSON are refused by the dispatcher (serde would
+//! keep the last one silently); every sysctl key and value is validated and checked against the
 //! allowlist before a [`Plan`] exists, so ADD cannot write anything that was not validated.
 
 pub mod defaults;
@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use tern_net::sysctl::{SysctlKey, SysctlValue};
 
 pub use defaults::{DEFAULT_DATA_DIR, MAX_MTU, MIN_MTU};
-pub use parse::{data_dir_for_del, reject_duplicate_sysctl_keys};
+pub use parse::{data_dir_for_del, reject_duplicate_keys};
 pub use validate::parse_mac;
 
 /// The tuning keys, in their reference spelling (matched case-insensitively, as Go does).

@@ -81,7 +81,7 @@ fn restore(netns: &NetNs, ifname: &str, saved: &Backup) -> Result<Vec<String>, E
     let mut items = Vec::new();
     let mut skipped = Vec::new();
     for (k, v) in &saved.sysctl {
-        match (SysctlKey::parse(k, ifname), SysctlValue::parse(k, v)) {
+        match (SysctlKey::parse(k, ifname), SysctlValue::from_kernel(k, v)) {
             (Ok(k), Ok(v)) => items.push((k, v)),
             (Err(e), _) | (_, Err(e)) => skipped.push(format!("sysctl {k:?}: {e}")),
         }

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use tern_cni::{CniArgs, NetConf};
 use tern_net::sysctl::{Allowlist, DEFAULT_ALLOWLIST_PATH};
 
-use crate::config::{reject_duplicate_sysctl_keys, TuningConf};
+use crate::config::{reject_duplicate_keys, TuningConf};
 
 /// Plugin types this validator checks.
 pub const TUNING_TYPES: &[&str] = &["tern-tuning", "tuning"];
@@ -28,7 +28,7 @@ const SAMPLE_IFNAMES: &[&str] = &["eth0", "eth0.100"];
 /// the offline MTU bound of [`TuningConf::link_problems`] (the exact range is the link's).
 pub fn validate(bytes: &[u8], allowlist: &Allowlist) -> Vec<String> {
     let mut problems = Vec::new();
-    if let Err(e) = reject_duplicate_sysctl_keys(bytes) {
+    if let Err(e) = reject_duplicate_keys(bytes) {
         if e.code != tern_cni::code::INVALID_NETWORK_CONFIG {
             return vec![e.to_string()]; // not JSON: nothing more to say
         }

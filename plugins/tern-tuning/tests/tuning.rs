@@ -189,7 +189,7 @@ fn allowlist_cannot_be_bypassed() {
     );
     let out = e.run_raw("ADD", Some(&e.hp.pod.path()), raw.into_bytes(), "");
     assert_eq!(out.code(), Some(7), "{}", out.msg());
-    assert!(out.msg().contains("duplicated"), "{}", out.msg());
+    assert!(out.msg().contains("duplicate key"), "{}", out.msg());
     assert_eq!(e.pod_sysctl("net.ipv4.tcp_keepalive_time"), before);
 
     // (d) escapes under a sloppy `net.*` line.

@@ -201,15 +201,14 @@ fn bad_input_direct(plugin: &str) {
         failed_with(&out, 1, verb, &format!("{verb} with cniVersion 1.0.0"));
     }
 
-    // prevResult of the other version family: 1.x config with a 0.x result, and the reverse.
-    let prev_040 = json!({"cniVersion": "0.4.0", "interfaces": [{"name": "eth0", "sandbox": pod.path()}],
-        "ips": [{"version": "4", "interface": 0, "address": "10.99.0.9/32"}]});
-    let prev_100 = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": pod.path()}],
+    // prevResult of a version nobody here supports (another supported one is converted).
+    let prev_020 = json!({"cniVersion": "0.2.0", "ip4": {"ip": "10.99.0.9/32"}});
+    let prev_999 = json!({"cniVersion": "9.9.9", "interfaces": [{"name": "eth0", "sandbox": pod.path()}],
         "ips": [{"interface": 0, "address": "10.99.0.9/32"}]});
     for (version, prev, verb) in [
-        ("1.0.0", &prev_040, "CHECK"),
-        ("0.4.0", &prev_100, "CHECK"),
-        ("1.0.0", &prev_040, "ADD"),
+        ("1.0.0", &prev_020, "CHECK"),
+        ("0.4.0", &prev_999, "CHECK"),
+        ("1.0.0", &prev_020, "ADD"),
     ] {
         let mut c = v(version);
         c["prevResult"] = prev.clone();

@@ -1,11 +1,10 @@
 //! Reading results: any supported version's JSON into the internal shape, and a `prevResult`
 //! checked against its config's version.
 
-use ipnetwork::IpNetwork;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{null_as_default, CniResult, Dns, Interface, IpConfig, Route};
+use super::{null_as_default, parse_cidr, CniResult, Dns, Interface, IpConfig, Route};
 use crate::error::{code, Error};
 use crate::version::Version;
 
@@ -45,7 +44,8 @@ impl CniResult {
     ///
     /// # Errors
     /// Code 1 for a `cniVersion` outside 0.3.0–1.1.0 (legacy 0.1/0.2 results are not supported);
-    /// code 6 for malformed JSON, addresses or routes.
+    /// code 6 for malformed JSON, addresses or routes: anything but an object where one is
+    /// expected, an address or route destination without a prefix length.
     pub fn from_json(v: &Value) -> Result<(CniResult, Option<Version>), Error> {
         let version = match v.get("cniVersion") {
             // An empty version is an absent one, as the reference's ParsePrevResult reads it.
@@ -61,13 +61,14 @@ impl CniResult {
             })?),
             Some(other) => return Err(decode_err(format!("cniVersion is not a string: {other}"))),
         };
-        let wire: WireResult = serde_json::from_value(v.clone()).map_err(decode_err)?;
+        if !v.is_object() {
+            return Err(decode_err(format!("a result must be an object, got {v}")));
+        }
+        let wire: WireResult = crate::json::from_value(v.clone()).map_err(decode_err)?;
         let mut ips = Vec::with_capacity(wire.ips.len());
         for ip in wire.ips {
-            let address: IpNetwork = ip
-                .address
-                .parse()
-                .map_err(|e| decode_err(format!("invalid address {:?}: {e}", ip.address)))?;
+            let address =
+                parse_cidr(&ip.address).map_err(|e| decode_err(format!("invalid address: {e}")))?;
             if let Some(fam) = ip.version.as_deref() {
                 let expect = if address.is_ipv4() { "4" } else { "6" };
                 if fam != expect {

@@ -61,6 +61,24 @@ fn write_file(file: &File, value: &str) -> std::result::Result<(), Errno> {
     Ok(())
 }
 
+/// Reads `key` back through `file` and writes `previous` when it differs: the repair after a
+/// write that failed part-way.
+fn restore_if_changed(
+    key: &SysctlKey,
+    file: &File,
+    previous: &str,
+) -> std::result::Result<(), Errno> {
+    let mut now = String::new();
+    let mut reader = file;
+    std::io::Seek::seek(&mut reader, std::io::SeekFrom::Start(0)).map_err(|e| errno_of(&e))?;
+    reader.read_to_string(&mut now).map_err(|e| errno_of(&e))?;
+    if now.strip_suffix('\n').unwrap_or(&now) == previous {
+        return Ok(());
+    }
+    tracing::warn!(key = key.raw(), now = %now.trim_end(), previous, "failed write changed the value: restoring it");
+    write_file(file, previous)
+}
+
 fn read_here(keys: &[SysctlKey]) -> Result<Vec<String>> {
     keys.iter()
         .map(|k| {
@@ -71,8 +89,9 @@ fn read_here(keys: &[SysctlKey]) -> Result<Vec<String>> {
 }
 
 /// Writes every value in order, having first opened every file and read its current value
-/// (so a missing key fails before anything is written). On a failed write, the earlier ones are
-/// restored in reverse order.
+/// (so a missing key fails before anything is written). On a failed write, the failed key is read
+/// back and restored if the write changed it anyway, then the earlier ones are restored in
+/// reverse order.
 fn write_here(items: &[(SysctlKey, SysctlValue)]) -> Result<Vec<(SysctlKey, String)>> {
     let mut opened = Vec::with_capacity(items.len());
     for (key, value) in items {
@@ -80,9 +99,14 @@ fn write_here(items: &[(SysctlKey, SysctlValue)]) -> Result<Vec<(SysctlKey, Stri
         let previous = read_file(key, &mut f)?;
         opened.push((key, value, f, previous));
     }
-    for (i, (key, value, file, _)) in opened.iter().enumerate() {
+    for (i, (key, value, file, previous)) in opened.iter().enumerate() {
         if let Err(errno) = write_file(file, value.as_str()) {
             let mut rollback_failures = Vec::new();
+            // A failed write may still have changed the value: the kernel stores what it parsed
+            // before the character it refused (a multi-value sysctl keeps its first fields).
+            if let Err(e) = restore_if_changed(key, file, previous) {
+                rollback_failures.push((key.raw().to_string(), e));
+            }
             for (k, _, f, prev) in opened[..i].iter().rev() {
                 if let Err(e) = write_file(f, prev) {
                     rollback_failures.push((k.raw().to_string(), e));
@@ -116,7 +140,8 @@ pub fn read(netns: &NetNs, keys: &[SysctlKey]) -> Result<Vec<String>> {
 
 /// Writes every `(key, value)` inside `netns` on one thread, in order, and returns the previous
 /// values (for backup and restore). All files are opened and read before the first write; if a
-/// write fails, the writes before it are restored and nothing stays changed.
+/// write fails, the failed key (read back: the kernel may have stored part of the value) and the
+/// writes before it are restored and nothing stays changed.
 ///
 /// # Errors
 /// [`Error::SysctlMissing`] (nothing written) when a key does not exist in the namespace, e.g. a

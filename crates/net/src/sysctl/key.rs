@@ -156,11 +156,29 @@ fn check_ifname(ifname: &str) -> std::result::Result<(), &'static str> {
 pub struct SysctlValue(String);
 
 impl SysctlValue {
-    /// Validates `value` for `key` (the key is only used in the error message).
+    /// Validates a configured `value` for `key` (the key is only used in the error message):
+    /// printable ASCII and spaces, 1–256 bytes. No control character, tabs included: the kernel
+    /// parses a value up to the first character it does not expect and may have stored part of
+    /// it by then (`net.ipv4.tcp_rmem` = `"4096\t1000\t2000x"` fails with EINVAL after setting
+    /// its second field; checked on 6.18). Several values are separated by spaces.
     ///
     /// # Errors
-    /// [`Error::InvalidSysctlValue`] when empty, too long, multi-line or non-printable.
+    /// [`Error::InvalidSysctlValue`] when empty, too long, multi-line or not printable ASCII.
     pub fn parse(key: &str, value: &str) -> Result<SysctlValue> {
+        SysctlValue::check(key, value, false)
+    }
+
+    /// Validates a value read back from the kernel (a backup to restore): as [`Self::parse`], but
+    /// tabs are allowed, since the kernel prints multi-value sysctls tab-separated and reads them
+    /// back that way.
+    ///
+    /// # Errors
+    /// As [`Self::parse`].
+    pub fn from_kernel(key: &str, value: &str) -> Result<SysctlValue> {
+        SysctlValue::check(key, value, true)
+    }
+
+    fn check(key: &str, value: &str, tabs: bool) -> Result<SysctlValue> {
         let bad = |reason: &'static str| Error::InvalidSysctlValue {
             key: key.to_string(),
             value: value.to_string(),
@@ -177,9 +195,11 @@ impl SysctlValue {
         }
         if !value
             .bytes()
-            .all(|b| b == b' ' || b == b'\t' || b.is_ascii_graphic())
+            .all(|b| b == b' ' || (tabs && b == b'\t') || b.is_ascii_graphic())
         {
-            return Err(bad("only printable ASCII, spaces and tabs are allowed"));
+            return Err(bad(
+                "only printable ASCII and spaces are allowed (no tabs or other control characters: separate values with spaces)",
+            ));
         }
         Ok(SysctlValue(value.to_string()))
     }
@@ -299,8 +319,21 @@ mod tests {
     #[test]
     fn values() {
         assert_eq!(SysctlValue::parse("k", "300").unwrap().as_str(), "300");
-        assert!(SysctlValue::parse("k", "4096\t87380 6291456").is_ok());
-        for bad in ["", "1\n", "1\n2", "1\r", "\u{7}", "caf\u{e9}"] {
+        assert!(SysctlValue::parse("k", "4096 87380 6291456").is_ok());
+        assert!(SysctlValue::from_kernel("k", "4096\t87380\t6291456").is_ok());
+        assert!(SysctlValue::from_kernel("k", "1\u{7}").is_err());
+        for bad in [
+            "",
+            "1\n",
+            "1\n2",
+            "1\r",
+            "\u{7}",
+            "caf\u{e9}",
+            "300\t400",
+            "4096\t87380 6291456",
+            "1\u{0}",
+            "1\u{1b}[0m",
+        ] {
             assert!(
                 matches!(
                     SysctlValue::parse("k", bad),

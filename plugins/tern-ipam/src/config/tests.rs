@@ -7,7 +7,10 @@ fn conf(ipam: Value) -> NetConf {
     conf_with(json!({"cniVersion": "1.0.0", "name": "net1", "type": "x", "ipam": ipam}))
 }
 
-fn conf_with(v: Value) -> NetConf {
+fn conf_with(mut v: Value) -> NetConf {
+    if v.get("type").is_none() {
+        v["type"] = json!("tern-ipam"); // a netconf names its plugin
+    }
     NetConf::parse(serde_json::to_vec(&v).unwrap()).unwrap()
 }
 

@@ -1,12 +1,9 @@
 //! Parsing the tuning netconf: the reference fields, their JSON types and precedence, into a
-//! [`TuningConf`]; the backup directory DEL needs; and the duplicate-key scan of every `sysctl`
-//! object.
+//! [`TuningConf`]; the backup directory DEL needs; and the duplicate-key scan of whole files.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
 
-use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use tern_cni::{code, CniArgs, Error, NetConf};
 
@@ -106,15 +103,14 @@ pub fn data_dir_for_del(conf: &NetConf) -> Result<PathBuf, String> {
 }
 
 impl TuningConf {
-    /// Builds the configuration from the netconf, `CNI_ARGS` and the raw bytes (for the
-    /// duplicate-key scan).
+    /// Builds the configuration from the netconf and `CNI_ARGS` (the dispatcher has refused
+    /// duplicate keys already).
     ///
     /// # Errors
-    /// Code 7 `duplicated sysctl keys are not allowed: <key>`; code 6 `failed to load netconf: …`
+    /// Code 6 `failed to load netconf: …`
     /// naming every field of the wrong type (see [`TuningConf::from_netconf_lenient`]); code 4
     /// for unknown `CNI_ARGS` keys without `IgnoreUnknown`.
     pub fn from_netconf(conf: &NetConf, args: &CniArgs) -> Result<TuningConf, Error> {
-        reject_duplicate_sysctl_keys(&conf.bytes)?;
         args.check_known(CNI_ARGS_KEYS)?;
         let (out, problems) = TuningConf::from_netconf_lenient(conf, args);
         if problems.is_empty() {
@@ -175,80 +171,24 @@ impl TuningConf {
     }
 }
 
-/// Refuses a JSON document in which any object under a key spelled `sysctl` (any case) has the
-/// same key twice: serde_json would silently keep the last, so the allowlist and the user could
-/// disagree about what is applied (containernetworking/plugins#730).
+/// Refuses a JSON document (a conflist or one plugin's config) that has the same key twice in
+/// any object: serde_json would silently keep the last, so the allowlist and the user could
+/// disagree about what is applied (containernetworking/plugins#730). The dispatcher refuses such
+/// a netconf before ADD runs; `tern-tuning validate` checks whole files with this.
 ///
 /// # Errors
-/// Code 7 `duplicated sysctl keys are not allowed: <key>`; code 6 for malformed JSON.
-pub fn reject_duplicate_sysctl_keys(bytes: &[u8]) -> Result<(), Error> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    match (Walk { sysctl: false }).deserialize(&mut de) {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let msg = e.to_string();
-            if msg.starts_with(DUP_PREFIX) {
-                Err(Error::new(code::INVALID_NETWORK_CONFIG, msg))
-            } else {
-                Err(Error::decode(format!(
-                    "error unmarshall network config: {msg}"
-                )))
-            }
-        }
-    }
-}
-
-const DUP_PREFIX: &str = "duplicated sysctl keys are not allowed";
-
-struct Walk {
-    sysctl: bool,
-}
-
-impl<'de> DeserializeSeed<'de> for Walk {
-    type Value = ();
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Walk {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut seen = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if self.sysctl && !seen.insert(key.clone()) {
-                return Err(serde::de::Error::custom(format!("{DUP_PREFIX}: {key}")));
-            }
-            map.next_value_seed(Walk {
-                sysctl: key.eq_ignore_ascii_case("sysctl"),
-            })?;
-        }
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(Walk { sysctl: false })?.is_some() {}
-        Ok(())
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
+/// Code 7 `duplicated keys are not allowed: duplicate key "<key>" in <where>`; code 6 for
+/// malformed JSON.
+pub fn reject_duplicate_keys(bytes: &[u8]) -> Result<(), Error> {
+    match tern_cni::json::from_slice_unique_keys(bytes) {
+        Ok(_) => Ok(()),
+        Err(e) if e.to_string().starts_with(tern_cni::json::DUPLICATE_KEY) => Err(Error::new(
+            code::INVALID_NETWORK_CONFIG,
+            format!("duplicated keys are not allowed: {e}"),
+        )),
+        Err(e) => Err(Error::decode(format!(
+            "error unmarshall network config: {e}"
+        ))),
     }
 }
 
@@ -328,20 +268,17 @@ mod tests {
     }
 
     #[test]
-    fn duplicate_sysctl_keys_rejected_anywhere() {
+    fn duplicate_keys_rejected_anywhere() {
         let raw = br#"{"cniVersion":"1.0.0","name":"n","type":"t","sysctl":{"net.ipv4.tcp_syncookies":"1","net.ipv4.tcp_syncookies":"0"}}"#;
-        let e = reject_duplicate_sysctl_keys(raw).unwrap_err();
+        let e = reject_duplicate_keys(raw).unwrap_err();
         assert_eq!(e.code, 7);
         assert!(
             e.msg.contains("duplicated") && e.msg.contains("net.ipv4.tcp_syncookies"),
             "{e}"
         );
         let raw = br#"{"plugins":[{"args":{"cni":{"Sysctl":{"a":"1","a":"2"}}}}]}"#;
-        assert!(reject_duplicate_sysctl_keys(raw).is_err());
-        // Duplicates elsewhere are not this check's business.
-        assert!(
-            reject_duplicate_sysctl_keys(br#"{"x":{"a":1,"a":2},"sysctl":{"a":"1","b":"1"}}"#)
-                .is_ok()
-        );
+        assert!(reject_duplicate_keys(raw).is_err());
+        assert!(reject_duplicate_keys(br#"{"x":{"a":1,"a":2}}"#).is_err());
+        assert_eq!(reject_duplicate_keys(b"{").unwrap_err().code, 6);
     }
 }

@@ -1,0 +1,214 @@
+//! Per-attachment locks and what a per-attachment file name may be: a plugin serialises the
+//! verbs of one attachment (container ID + ifname) with an `flock` on
+//! `<dir>/<containerID>_<ifname>.lock`, so an ADD and a DEL of the same attachment never
+//! interleave, while different attachments never wait for each other.
+//!
+//! Invariant: no lock file outlives the verb that took it. The holder removes it before
+//! releasing; a waiter that then gets the lock on the removed file sees that the path no longer
+//! names its file (device and inode differ, or it is gone) and starts again on a fresh one. So a
+//! SIGKILLed holder leaves at most one unlocked file, which the next verb of that attachment
+//! (DEL at the latest) takes and removes.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::error::Error;
+
+/// The longest file name Linux file systems take (`NAME_MAX`).
+pub const NAME_MAX: usize = 255;
+/// The longest path the kernel takes, its NUL excluded (`PATH_MAX` − 1).
+pub const PATH_MAX: usize = 4095;
+/// What an atomic write adds to a file's name for its temp file: `.` + `.tmp-` + a PID (at most
+/// 10 digits) + `-` + a counter (at most 20 digits) (see [`crate::fs::replace_atomic`]).
+pub const TEMP_NAME_OVERHEAD: usize = 1 + 5 + 10 + 1 + 20;
+
+/// Checks, before anything is written, that `dir/<name>` can be stored by an atomic write (its
+/// temp name included) and that no existing part of `dir` is something other than a directory:
+/// so that a plugin finds this out before its first side effect, not after IPAM ran.
+///
+/// # Errors
+/// Code 7 naming the path and the limit; `what` says what the file is for.
+pub fn check_storable(dir: &Path, name: &str, what: &str) -> Result<(), Error> {
+    let longest = name.len() + TEMP_NAME_OVERHEAD;
+    let path = dir.join(name);
+    if longest > NAME_MAX {
+        return Err(Error::invalid_config(format!(
+            "{what} {name:?} cannot be stored: the file name would be {longest} bytes with its temp \
+             suffix, over the {NAME_MAX} a file system takes"
+        ))
+        .with_details("the container ID, interface name or network name is too long"));
+    }
+    if path.as_os_str().len() + TEMP_NAME_OVERHEAD > PATH_MAX {
+        return Err(Error::invalid_config(format!(
+            "{what} {} cannot be stored: the path is over {PATH_MAX} bytes",
+            path.display()
+        )));
+    }
+    for part in dir.ancestors() {
+        if let Some(bad) = part.components().next_back().and_then(|c| {
+            let n = c.as_os_str().len();
+            (n > NAME_MAX).then_some(n)
+        }) {
+            return Err(Error::invalid_config(format!(
+                "{what} directory {} has a {bad}-byte component, over {NAME_MAX}",
+                dir.display()
+            )));
+        }
+        match std::fs::metadata(part) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => {
+                return Err(Error::invalid_config(format!(
+                    "{what} directory {} cannot be created: {} exists and is not a directory",
+                    dir.display(),
+                    part.display()
+                )))
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The exclusive lock of one attachment; released (and its file removed) on drop.
+#[derive(Debug)]
+pub struct AttachmentLock {
+    path: PathBuf,
+    lock: Option<Flock<File>>,
+}
+
+impl AttachmentLock {
+    /// Takes the lock of `(container_id, ifname)` in `dir` (created 0700 when missing), waiting
+    /// for a holder to finish.
+    ///
+    /// # Errors
+    /// The I/O error of creating the directory or the file, or of `flock`.
+    pub fn acquire(dir: &Path, container_id: &str, ifname: &str) -> io::Result<AttachmentLock> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let path = dir.join(format!("{container_id}_{ifname}.lock"));
+        loop {
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+                .open(&path)?;
+            let lock = Flock::lock(file, FlockArg::LockExclusive)
+                .map_err(|(_, errno)| io::Error::from_raw_os_error(errno as i32))?;
+            let held = lock.metadata()?;
+            match std::fs::symlink_metadata(&path) {
+                Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+                    return Ok(AttachmentLock {
+                        path,
+                        lock: Some(lock),
+                    })
+                }
+                // The holder before us removed it (or replaced it): lock the current one.
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for AttachmentLock {
+    fn drop(&mut self) {
+        // Removed while still held: see the module doc for why a waiter is never fooled.
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            if e.kind() != io::ErrorKind::NotFound {
+                tracing::warn!(path = %self.path.display(), error = %e, "remove attachment lock");
+            }
+        }
+        drop(self.lock.take());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tern-lock-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn one_attachment_is_serialised_others_are_not_and_no_file_is_left() {
+        let d = dir("ser");
+        let inside = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                let (d, inside, most) = (&d, inside.clone(), most.clone());
+                s.spawn(move || {
+                    for _ in 0..50 {
+                        let _l = AttachmentLock::acquire(d, "c1", "eth0").unwrap();
+                        let n = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(n, Ordering::SeqCst);
+                        std::thread::yield_now();
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert_eq!(most.load(Ordering::SeqCst), 1, "two holders at once");
+        assert_eq!(
+            std::fs::read_dir(&d).unwrap().count(),
+            0,
+            "a lock file was left"
+        );
+        // Another attachment does not wait for a held one.
+        let _held = AttachmentLock::acquire(&d, "c1", "eth0").unwrap();
+        let t0 = Instant::now();
+        drop(AttachmentLock::acquire(&d, "c2", "eth0").unwrap());
+        assert!(t0.elapsed() < Duration::from_secs(1));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn storable_names_and_directories() {
+        let d = dir("store");
+        std::fs::create_dir_all(&d).unwrap();
+        check_storable(&d, &format!("{}_eth0.json", "a".repeat(64)), "state").unwrap();
+        let e = check_storable(&d, &format!("{}_eth0.json", "a".repeat(250)), "state").unwrap_err();
+        assert_eq!(e.code, 7, "{e}");
+        let long_dir = d.join("b".repeat(256));
+        assert_eq!(
+            check_storable(&long_dir, "x.json", "state")
+                .unwrap_err()
+                .code,
+            7
+        );
+        let file = d.join("a-file");
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(
+            check_storable(&file.join("net"), "x.json", "state")
+                .unwrap_err()
+                .code,
+            7
+        );
+        let deep = d.join("x/".repeat(2100));
+        assert_eq!(
+            check_storable(&deep, "x.json", "state").unwrap_err().code,
+            7
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,202 @@
+//! Hostile input against the built binaries, called directly as a runtime would (libcni cannot
+//! send most of it: it re-marshals each plugin's config through a Go map, collapsing duplicate
+//! keys): every hostile netconf is refused with its code before anything is written — no lease,
+//! no state, no backup, no directory, no veth, no sysctl — by tern (with host-local and with
+//! tern-ipam), tern-tuning and tern-ipam; and chaining across spec versions. Needs root.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::{json, Value};
+use tern_testkit::hostile;
+
+/// Every path under `dir` (directories included), so that a created directory counts as written.
+fn tree(dir: &Path) -> BTreeSet<PathBuf> {
+    let mut out = BTreeSet::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(tree(&p));
+        }
+        out.insert(p);
+    }
+    out
+}
+
+/// The base configs, one per plugin under test: each valid (ADD succeeds with it).
+fn bases(node: &Node, pod: &Path) -> Vec<(&'static str, Value)> {
+    let named = |mut c: Value| {
+        c["cniVersion"] = json!("1.0.0");
+        c["name"] = json!("hostile");
+        c
+    };
+    let tern_hl = named(node.tern(Fam::V4.ranges()));
+    let mut tern_ti = tern_hl.clone();
+    tern_ti["ipam"]["type"] = json!("tern-ipam");
+    let mut tuning = named(node.tuning(keepalive_sysctls()));
+    // The hostile cases replace `ipam.type`; tern-tuning ignores `ipam`.
+    tuning["ipam"] = json!({"type": "host-local"});
+    tuning["prevResult"] = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0", "sandbox": pod}],
+        "ips": [{"interface": 0, "address": "10.99.0.9/32"}]});
+    let mut ipam = tern_ti.clone();
+    ipam["type"] = json!("tern-ipam");
+    vec![
+        ("tern", tern_hl),
+        ("tern", tern_ti),
+        ("tern-tuning", tuning),
+        ("tern-ipam", ipam),
+    ]
+}
+
+#[test]
+fn every_hostile_netconf_is_refused_before_anything_is_written() {
+    let mut node = Node::new("hostile");
+    let etc = node.private_allowlist(Some(&["net.ipv4.tcp_keepalive_.*"]));
+    let pod = node.pod("hostile");
+    // tern-tuning needs the pod's interface; tern needs it free: one pod each.
+    let tuned = node.pod("hostile-t");
+    tuned.add_veth("eth0", "hostile-tp");
+    let before_keepalive = keepalive_of(&tuned);
+    let scratch = node.tool.scratch().to_path_buf();
+    let (mut tried, mut refused, mut clean) = (0, 0, 0);
+    for (plugin, base) in bases(&node, &tuned.path()) {
+        let netns = if plugin == "tern-tuning" {
+            tuned.path()
+        } else {
+            pod.path()
+        };
+        let label = format!("{plugin}/{}", base["ipam"]["type"]);
+        for (what, bytes, code) in hostile::netconfs(&base) {
+            let before = tree(&scratch);
+            let out = node
+                .call(plugin, "ADD")
+                .etc_cni(&etc)
+                .container_id("hostile1")
+                .netns(&netns)
+                .stdin(bytes)
+                .run()
+                .unwrap();
+            tried += 1;
+            assert!(
+                !out.success(),
+                "{label} {what}: accepted\n{}",
+                out.describe()
+            );
+            refused += 1;
+            assert_eq!(
+                out.error_code(),
+                Some(u64::from(code)),
+                "{label} {what}\n{}",
+                out.describe()
+            );
+            assert_eq!(tree(&scratch), before, "{label} {what}: wrote something");
+            clean += 1;
+        }
+        // Kernel state is checked once per plugin (a veth or sysctl left by any case stays).
+        assert!(
+            !node
+                .links()
+                .iter()
+                .any(|l| l["ifname"].as_str().is_some_and(|n| n.starts_with("tern"))),
+            "{label}: a tern veth exists"
+        );
+        assert_eq!(
+            keepalive_of(&tuned),
+            before_keepalive,
+            "{label}: sysctls changed"
+        );
+        // The base itself is accepted: each refusal above is the one change's doing.
+        let out = node
+            .call(plugin, "ADD")
+            .etc_cni(&etc)
+            .container_id("hostile1")
+            .netns(&netns)
+            .netconf(&base)
+            .unwrap()
+            .run()
+            .unwrap();
+        ok(&out, &format!("{label} base ADD"));
+        let out = node
+            .call(plugin, "DEL")
+            .etc_cni(&etc)
+            .container_id("hostile1")
+            .netns(&netns)
+            .netconf(&base)
+            .unwrap()
+            .run()
+            .unwrap();
+        ok(&out, &format!("{label} base DEL"));
+    }
+    node.assert_nothing_left(&[]);
+    eprintln!("hostile netconfs: tried {tried}, refused {refused}, refused before any side effect {clean}");
+}
+
+/// A 0.4.0 prevResult in a 1.0.0 config, a 1.1.0 one in a 0.4.0 config and one without
+/// `cniVersion`: tern-tuning converts them, applies its sysctls and prints the config's version.
+#[test]
+fn tern_tuning_converts_a_prev_result_of_another_version() {
+    let mut node = Node::new("prevconv");
+    let etc = node.private_allowlist(Some(&["net.ipv4.tcp_keepalive_.*"]));
+    let pod = node.pod("prevconv");
+    let list = node.chain("1.0.0", Fam::V4, vec![]);
+    node.tool.write_conflist(&list).unwrap();
+    let add = node.tool.add(pod.path()).unwrap();
+    ok(&add, "tern ADD");
+    let result = add.json.clone().unwrap();
+    let before = keepalive_of(&pod);
+    let mut as_040 = result.clone();
+    as_040["cniVersion"] = json!("0.4.0");
+    for ip in as_040["ips"].as_array_mut().unwrap() {
+        ip["version"] = json!("4");
+    }
+    let mut as_110 = result.clone();
+    as_110["cniVersion"] = json!("1.1.0");
+    let mut unversioned = result.clone();
+    unversioned.as_object_mut().unwrap().remove("cniVersion");
+    for (config, prev) in [
+        ("1.0.0", &as_040),
+        ("0.4.0", &as_110),
+        ("0.4.0", &unversioned),
+    ] {
+        let mut c = node.tuning(keepalive_sysctls());
+        c["cniVersion"] = json!(config);
+        c["name"] = list["name"].clone();
+        c["prevResult"] = prev.clone();
+        let call = |verb: &str| {
+            node.call("tern-tuning", verb)
+                .etc_cni(&etc)
+                .container_id(node.tool.get_container_id())
+                .netns(pod.path())
+                .netconf(&c)
+                .unwrap()
+                .run()
+                .unwrap()
+        };
+        let out = call("ADD");
+        let what = format!("{} prevResult in a {config} config", prev["cniVersion"]);
+        ok(&out, &what);
+        let printed = out.json.clone().unwrap();
+        assert_eq!(printed["cniVersion"], config, "{what}");
+        assert_eq!(
+            printed["ips"][0].get("version").is_some(),
+            config.starts_with("0."),
+            "{what}: {printed}"
+        );
+        assert_eq!(result_addrs(&printed), result_addrs(&result), "{what}");
+        assert_ne!(keepalive_of(&pod), before, "{what}: sysctls not applied");
+        ok(&call("CHECK"), &format!("{what} CHECK"));
+        ok(&call("DEL"), &format!("{what} DEL"));
+        assert_eq!(keepalive_of(&pod), before, "{what}: not restored");
+    }
+    ok(&node.tool.del(pod.path()).unwrap(), "tern DEL");
+    node.assert_nothing_left(&result_addrs(&result));
+}
