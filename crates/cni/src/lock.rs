@@ -22,9 +22,10 @@ use crate::error::Error;
 pub const NAME_MAX: usize = 255;
 /// The longest path the kernel takes, its NUL excluded (`PATH_MAX` − 1).
 pub const PATH_MAX: usize = 4095;
-/// What an atomic write adds to a file's name for its temp file: `.` + `.tmp-` + a PID (at most
-/// 10 digits) + `-` + a counter (at most 20 digits) (see [`crate::fs::replace_atomic`]).
-pub const TEMP_NAME_OVERHEAD: usize = 1 + 5 + 10 + 1 + 20;
+/// The most an atomic write adds to a file's name for its temp file ([`crate::fs::temp_name`]):
+/// `.` + `.tmp-` + a PID (at most 10 digits) + `-` + a start time and `-` + a counter (at most
+/// 20 digits each).
+pub const TEMP_NAME_OVERHEAD: usize = 1 + 5 + 10 + 1 + 20 + 1 + 20;
 
 /// Checks, before anything is written, that `dir/<name>` can be stored by an atomic write (its
 /// temp name included) and that no existing part of `dir` is something other than a directory:
@@ -187,6 +188,9 @@ mod tests {
         let d = dir("store");
         std::fs::create_dir_all(&d).unwrap();
         check_storable(&d, &format!("{}_eth0.json", "a".repeat(64)), "state").unwrap();
+        let longest = "a".repeat(NAME_MAX - TEMP_NAME_OVERHEAD);
+        assert!(crate::fs::temp_name(&longest).len() <= NAME_MAX);
+        check_storable(&d, &longest, "state").unwrap();
         let e = check_storable(&d, &format!("{}_eth0.json", "a".repeat(250)), "state").unwrap_err();
         assert_eq!(e.code, 7, "{e}");
         let long_dir = d.join("b".repeat(256));

@@ -63,6 +63,7 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     };
     let link = pod_link.as_ref().map(|(_, l)| l);
 
+    let _lock = crate::lock::acquire(&conf.data_dir, input)?;
     let file = backup::path(&conf.data_dir, input.container_id.as_str(), ifname);
     let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
     let current = if keys.is_empty() {
@@ -200,7 +201,7 @@ fn unwind(netns: &NetNs, pod_link: Option<&(Handle, Link)>, undo: Vec<Undo>) {
             Undo::Sysctls(prev) => {
                 let items: Vec<(SysctlKey, SysctlValue)> = prev
                     .into_iter()
-                    .filter_map(|(k, v)| SysctlValue::parse(k.raw(), &v).ok().map(|v| (k, v)))
+                    .filter_map(|(k, v)| SysctlValue::from_kernel(k.raw(), &v).ok().map(|v| (k, v)))
                     .collect();
                 sysctl::restore(netns, &items).map(|failures| {
                     for f in failures {

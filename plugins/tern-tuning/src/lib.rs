@@ -4,8 +4,8 @@
 //! and restore of everything (sysctls included) on DEL.
 //!
 //! Modules: [`config`] (netconf, precedence, validation), [`add`], [`del`], [`check`],
-//! [`status`], [`gc`] (CNI 1.1.0), [`backup`] (the per-attachment backup file), [`validate`]
-//! (`tern-tuning validate FILE`).
+//! [`status`], [`gc`] (CNI 1.1.0), [`backup`] (the per-attachment backup file), [`lock`] (checks
+//! and the lock before a verb), [`validate`] (`tern-tuning validate FILE`).
 
 pub mod add;
 pub mod backup;
@@ -13,6 +13,7 @@ pub mod check;
 pub mod config;
 pub mod del;
 pub mod gc;
+pub mod lock;
 pub mod status;
 pub mod validate;
 
@@ -47,6 +48,7 @@ impl Plugin for TuningPlugin {
     }
 
     fn del(&self, input: &DelInput) -> Result<(), Error> {
+        let _lock = lock::prepare_del(input);
         del::del(self, input)
     }
 

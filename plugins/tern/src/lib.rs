@@ -5,6 +5,7 @@
 //! modules never import each other. Linked by the `tern` binary and by the in-process tests.
 
 pub mod add;
+pub mod attachment;
 pub mod check;
 pub mod codes;
 pub mod config;
@@ -36,10 +37,12 @@ impl Plugin for Tern {
     }
 
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
+        let _lock = attachment::prepare_add(input)?;
         add::add(input)
     }
 
     fn del(&self, input: &DelInput) -> Result<(), Error> {
+        let _lock = attachment::prepare_del(input);
         del::del(input)
     }
 

@@ -124,26 +124,41 @@ fn del_succeeds_when_state_cannot_exist() {
     let node = Node::new("delnone");
     let pod = node.pod("delnone");
     let podp = pod.path().display().to_string();
-    // stateDir is a regular file: ADD cannot write state (104, nothing left), DEL has nothing to do.
+    // stateDir is a regular file: ADD refuses before IPAM (7, nothing written), DEL has nothing
+    // to do.
     let file = node.tool.scratch().join("not-a-dir");
     std::fs::write(&file, b"x").unwrap();
     let mut c = conf(&node, "delnone", "10.99.13.0/24");
     c["stateDir"] = json!(file);
     failed_with(
         &tern(&node, "ADD", "dn1", &podp, &c),
-        104,
-        "state",
+        7,
+        "not a directory",
         "ADD with a file as stateDir",
+    );
+    assert!(
+        files_under(&node.data_dir()).is_empty(),
+        "IPAM ran before the state was found unstorable"
     );
     ok(
         &tern(&node, "DEL", "dn1", &podp, &c),
         "DEL with a file as stateDir",
     );
     assert!(!pod.has_link("eth0"));
-    // A container ID too long to be a file name: ADD fails, DEL still succeeds.
+    // A container ID too long to be a file name: ADD refuses before IPAM, DEL still succeeds.
     let long = "x".repeat(250);
     let c = conf(&node, "delnone", "10.99.13.0/24");
-    assert!(!tern(&node, "ADD", &long, &podp, &c).success());
+    failed_with(
+        &tern(&node, "ADD", &long, &podp, &c),
+        7,
+        "cannot be stored",
+        "ADD with a 250-byte container ID",
+    );
+    // (host-local's DEL above left its lock file in the data dir: leases are what count.)
+    assert!(
+        node.reservations().is_empty() && node.state_files().is_empty(),
+        "IPAM or state written for an attachment that cannot be stored"
+    );
     ok(
         &tern(&node, "DEL", &long, &podp, &c),
         "DEL with a 250-byte container ID",
@@ -153,6 +168,31 @@ fn del_succeeds_when_state_cannot_exist() {
         "{:?}",
         node.reservations()
     );
+    // CNI_ARGS host-local would refuse (999, after tern began): tern refuses first, code 4.
+    let c = conf(&node, "delnone", "10.99.13.0/24");
+    for args in [
+        "K8S_POD_NAME=p",
+        "IP=ten",
+        "IgnoreUnknown=1;IP=10.99.13.5,10.99.13.6",
+        "IgnoreUnknown=maybe",
+        "IP=10.99.13.5;IP=10.99.13.6",
+    ] {
+        let out = node
+            .call("tern", "ADD")
+            .container_id("dn2")
+            .netns(&podp)
+            .ifname("eth0")
+            .args(args)
+            .netconf(&c)
+            .unwrap()
+            .run()
+            .unwrap();
+        failed_with(&out, 4, "ARGS", &format!("ADD with CNI_ARGS {args}"));
+        assert!(
+            node.reservations().is_empty() && node.state_files().is_empty(),
+            "CNI_ARGS {args}: something was written"
+        );
+    }
 }
 
 #[test]
