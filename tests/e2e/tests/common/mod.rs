@@ -15,6 +15,14 @@ use serde_json::{json, Value};
 use tern_testkit::exec::{conflist, default_cni_path, Cnitool, PluginCall, RunOutput};
 use tern_testkit::netns::TestNetns;
 
+mod inspect;
+mod script_ipam;
+
+#[allow(unused_imports)] // not every test binary uses every helper
+pub use inspect::*;
+#[allow(unused_imports)]
+pub use script_ipam::*;
+
 /// Every cniVersion Debian's libcni (1.1.x) can drive.
 pub const LIBCNI_VERSIONS: [&str; 4] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"];
 /// Every cniVersion tern supports.
@@ -288,156 +296,4 @@ impl Node {
     pub fn state_files(&self) -> Vec<PathBuf> {
         files_under(&self.state_dir())
     }
-}
-
-fn file_name(p: &Path) -> String {
-    p.file_name().unwrap().to_string_lossy().into_owned()
-}
-
-/// Every regular file under `dir`, recursively (none when `dir` does not exist).
-pub fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
-/// The addresses (without prefix) in a result's `ips`.
-pub fn result_addrs(result: &Value) -> Vec<IpAddr> {
-    result["ips"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|ip| ip["address"].as_str())
-                .map(|c| c.split('/').next().unwrap().parse().unwrap())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// A result with every `mac` replaced by `"<mac>"` (MACs are random), for golden comparison.
-pub fn normalize(result: &Value) -> Value {
-    let mut r = result.clone();
-    if let Some(ifs) = r.get_mut("interfaces").and_then(Value::as_array_mut) {
-        for i in ifs {
-            if i.get("mac").is_some() {
-                i["mac"] = json!("<mac>");
-            }
-        }
-    }
-    r
-}
-
-/// Asserts the run succeeded, with its output in the message.
-pub fn ok(out: &RunOutput, what: &str) {
-    assert!(out.success(), "{what} failed:\n{}", out.describe());
-}
-
-/// Asserts the run failed with a plugin error of `code` whose msg (or details) contains `needle`.
-pub fn failed_with(out: &RunOutput, code: u64, needle: &str, what: &str) {
-    assert!(!out.success(), "{what} must fail:\n{}", out.describe());
-    assert_eq!(
-        out.error_code(),
-        Some(code),
-        "{what}: wrong code:\n{}",
-        out.describe()
-    );
-    let json = out.json.as_ref().unwrap();
-    let text = format!(
-        "{} {}",
-        json["msg"].as_str().unwrap_or(""),
-        json["details"].as_str().unwrap_or("")
-    );
-    assert!(
-        text.contains(needle),
-        "{what}: message lacks {needle:?}:\n{}",
-        out.describe()
-    );
-}
-
-/// `ip -j addr show dev <dev>` in `ns`: the addresses as `addr/prefix`.
-pub fn addrs_of(ns: &TestNetns, dev: &str) -> Vec<String> {
-    let v: Value = serde_json::from_str(&ns.ip(&["-j", "addr", "show", "dev", dev])).unwrap();
-    v[0]["addr_info"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| format!("{}/{}", a["local"].as_str().unwrap(), a["prefixlen"]))
-        .collect()
-}
-
-/// `ip -j link show dev <dev>` in `ns`.
-pub fn link_of(ns: &TestNetns, dev: &str) -> Value {
-    let v: Value = serde_json::from_str(&ns.ip(&["-j", "-d", "link", "show", "dev", dev])).unwrap();
-    v[0].clone()
-}
-
-/// Routes of one family (`-4`/`-6`) in `ns`'s main table, as `ip -j route show`.
-pub fn routes_of(ns: &TestNetns, fam: &str) -> Vec<Value> {
-    let v: Value = serde_json::from_str(&ns.ip(&["-j", fam, "route", "show"])).unwrap();
-    v.as_array().unwrap().clone()
-}
-
-/// The CNI_PATH with an extra directory after tern's and the reference plugins'.
-pub fn cni_path_with(dir: &Path) -> String {
-    format!("{}:{}", default_cni_path(), dir.display())
-}
-
-/// Writes `test-script-ipam`, a *test-only* IPAM plugin in shell, into `dir`, and returns `dir`.
-///
-/// tern-ipam covers 1.1.0 for real; this stays for what only a call log can show (tern_v1_1.rs):
-/// it speaks 1.1.0 (VERSION, ADD, CHECK, DEL, STATUS, GC), appends every call as
-/// `<CNI_COMMAND> <stdin on one line>` to `dir/calls.log`, answers ADD with 10.99.0.50/24 and
-/// fd99::50/64 plus a route to 10.200.0.0/16 and a nameserver, answers STATUS with code 51 while
-/// `dir/unavailable` exists, and fails ADD with code 11 while `dir/fail-add` exists.
-pub fn write_script_ipam(dir: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir).unwrap();
-    let script = r#"#!/bin/sh
-# test-script-ipam: a test-only stand-in IPAM speaking CNI 1.1.0 (see tests/e2e/tests/common).
-d=$(dirname "$0")
-in=$(cat | tr -d '\n')
-printf '%s %s\n' "$CNI_COMMAND" "$in" >> "$d/calls.log"
-case "$CNI_COMMAND" in
-VERSION) echo '{"cniVersion":"1.1.0","supportedVersions":["1.0.0","1.1.0"]}' ;;
-ADD)
-  if [ -e "$d/fail-add" ]; then
-    echo '{"cniVersion":"1.1.0","code":11,"msg":"test-script-ipam: try again later"}'; exit 1
-  fi
-  echo '{"cniVersion":"1.1.0","ips":[{"address":"10.99.0.50/24","gateway":"10.99.0.1"},{"address":"fd99::50/64"}],"routes":[{"dst":"10.200.0.0/16"}],"dns":{"nameservers":["10.96.0.10"]}}' ;;
-STATUS)
-  if [ -e "$d/unavailable" ]; then
-    echo '{"cniVersion":"1.1.0","code":51,"msg":"test-script-ipam: limited connectivity"}'; exit 1
-  fi ;;
-esac
-exit 0
-"#;
-    let path = dir.join("test-script-ipam");
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir.to_path_buf()
-}
-
-/// The calls `test-script-ipam` in `dir` received: `(command, stdin)`.
-pub fn script_calls(dir: &Path) -> Vec<(String, Value)> {
-    std::fs::read_to_string(dir.join("calls.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let (cmd, rest) = l.split_once(' ').unwrap_or((l, ""));
-            (
-                cmd.to_owned(),
-                serde_json::from_str(rest).unwrap_or(Value::Null),
-            )
-        })
-        .collect()
 }
