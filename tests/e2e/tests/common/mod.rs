@@ -297,3 +297,41 @@ impl Node {
         files_under(&self.state_dir())
     }
 }
+
+/// The tern netconf at `version` with `ipam_type` from `CNI_PATH` (no IPAM config).
+pub fn conf(node: &Node, version: &str, ipam_type: &str) -> Value {
+    json!({
+        "cniVersion": version,
+        "name": C0_NAME,
+        "type": "tern",
+        "stateDir": node.state_dir(),
+        "ipam": {"type": ipam_type},
+    })
+}
+
+/// The tern netconf at `version` with tern-ipam: `fam` ranges, a route to 10.200.0.0/16, DNS
+/// from a resolv.conf in the scratch dir, this node's `dataDir`.
+pub fn ipam_conf(node: &Node, version: &str, fam: Fam) -> Value {
+    let resolv = node.tool.scratch().join("resolv.conf");
+    std::fs::write(&resolv, "nameserver 10.96.0.10\nsearch svc.cluster.local\n").unwrap();
+    let mut c = node.tern(fam.ranges());
+    c["cniVersion"] = json!(version);
+    c["name"] = json!(C0_NAME);
+    c["ipam"]["type"] = json!("tern-ipam");
+    c["ipam"]["routes"] = json!([{"dst": "10.200.0.0/16"}]);
+    c["ipam"]["resolvConf"] = json!(resolv);
+    c
+}
+
+/// The lease files of tern-ipam on `node`: address -> first line (the container ID).
+pub fn leases(node: &Node) -> std::collections::BTreeMap<String, String> {
+    files_under(&node.data_dir())
+        .into_iter()
+        .filter_map(|p| {
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            name.parse::<std::net::IpAddr>().ok()?;
+            let owner = std::fs::read_to_string(&p).ok()?;
+            Some((name, owner.lines().next().unwrap_or("").to_owned()))
+        })
+        .collect()
+}
