@@ -335,3 +335,11 @@ pub fn leases(node: &Node) -> std::collections::BTreeMap<String, String> {
         })
         .collect()
 }
+
+/// A fake node with chain C0 at 1.0.0 written as its libcni conflist; the conflist too.
+pub fn c0_node(tag: &str) -> (Node, Value) {
+    let mut node = Node::new(tag);
+    let list = node.c0("1.0.0");
+    node.tool.write_conflist(&list).unwrap();
+    (node, list)
+}
