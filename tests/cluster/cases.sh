@@ -4,7 +4,8 @@
 # `fail MESSAGE` fails it with a message. Cases build on each other in the order of ALL_CASES
 # (install first), as an operator's day does.
 
-ALL_CASES=(install pods rbac agent_restart apiserver_down)
+ALL_CASES=(install pods rbac sandbox_recreated token_revoked max_token_expiration agent_restart
+    apiserver_down signing_key_rotated rollout)
 
 fail() { echo "FAIL: $*" >&2; return 1; }
 
@@ -125,6 +126,7 @@ case_rbac() {
     expect yes tern-agent create serviceaccounts tern tern-cni token
     expect yes tern-agent get nodes "" "$NODE"
     expect yes tern-cni get pods default
+    expect yes tern-cni get nodes "" "$NODE"
     # what it must not do
     expect no tern-agent create serviceaccounts tern tern-agent token
     expect no tern-agent create serviceaccounts kube-system default token
@@ -138,6 +140,8 @@ case_rbac() {
     expect no tern-cni update pods default
     expect no tern-cni create pods default
     expect no tern-cni list pods
+    expect no tern-cni list nodes
+    expect no tern-cni patch nodes "" "$NODE"
 }
 
 # The agent pod killed: the plugin's token stays valid, pods start; the kubelet brings it back.
@@ -171,4 +175,127 @@ case_apiserver_down() {
     pod_manifest pod-e | kubectl apply -f -
     kubectl wait --for=condition=Ready pod/pod-e --timeout=90s
     kubectl delete pod pod-e --wait=true --timeout=60s
+}
+
+# The CNI token in the node's kubeconfig.
+cni_token() { sed -n 's/^ *token: *//p' "$CNI_NET/tern-kubeconfig" | tr -d '"'; }
+
+# jwt_claim TOKEN CLAIM: one numeric claim of a JWT's payload.
+jwt_claim() {
+    python3 -c 'import base64,json,sys; p=sys.argv[1].split(".")[1]; p+="="*(-len(p)%4); print(json.loads(base64.urlsafe_b64decode(p))[sys.argv[2]])' "$1" "$2"
+}
+
+# no_sandbox_failures POD: the kubelet's first sandbox for POD succeeded (no FailedCreatePodSandBox).
+no_sandbox_failures() {
+    local ev
+    ev=$(kubectl get events --field-selector "involvedObject.name=$1,reason=FailedCreatePodSandBox" -o name)
+    [ -z "$ev" ] || fail "sandbox creation of $1 failed first: $(kubectl get events --field-selector "involvedObject.name=$1" -o jsonpath='{.items[*].message}')"
+}
+
+# A pod whose sandbox dies is given a new one by the kubelet (tern's DEL, then ADD) and works.
+case_sandbox_recreated() {
+    local old new ip1 ip2
+    pod_manifest pod-s | kubectl apply -f -
+    pod_manifest pod-t | kubectl apply -f -
+    kubectl wait --for=condition=Ready pod/pod-s pod/pod-t --timeout=90s
+    ip1=$(pod_ip pod-s)
+    old=$(crictl pods --name pod-s -q)
+    crictl stopp "$old"
+    wait_for 90 "a new sandbox for pod-s" bash -c "[ -n \"\$($GOBIN_DIR/cri-tools/crictl --config /dev/null --runtime-endpoint unix://$KT/containerd/containerd.sock pods --name pod-s --state ready -q)\" ]"
+    kubectl wait --for=condition=Ready pod/pod-s --timeout=90s
+    new=$(crictl pods --name pod-s --state ready -q)
+    [ "$new" != "$old" ] || fail "sandbox not recreated"
+    wait_for 30 "pod-s's new IP reported" bash -c "[ -n \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get pod pod-s -o jsonpath='{.status.podIP}')\" ]"
+    ip2=$(pod_ip pod-s)
+    echo "sandbox $old ($ip1) -> $new ($ip2)"
+    [ "$ip1" = "$ip2" ] || nothing_left "$ip1"
+    in_pod pod-t ping -c 2 -W 2 "$ip2"
+    in_pod pod-s ping -c 2 -W 2 "$(pod_ip pod-t)"
+    kubectl delete pod pod-s pod-t --wait=true --timeout=60s
+}
+
+# The CNI token revoked (its service account recreated: every token bound to the old one is 401):
+# the plugin's lookup gets 401, asks tern-agent for a refresh over its socket, and the pod's first
+# sandbox succeeds with the new token.
+case_token_revoked() {
+    local before after
+    before=$(cni_token)
+    kubectl -n tern delete serviceaccount tern-cni
+    kubectl apply -f "$ROOT/deploy/serviceaccounts.yaml"
+    # the API server caches successful token reviews for up to 10 s
+    sleep 11
+    code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$KT/pki/ca.crt" \
+        -H "Authorization: Bearer $before" "$API/api/v1/namespaces/default/pods/x")
+    [ "$code" = 401 ] || fail "the old CNI token answers $code, not 401"
+    pod_manifest pod-f | kubectl apply -f -
+    kubectl wait --for=condition=Ready pod/pod-f --timeout=90s
+    after=$(cni_token)
+    [ "$before" != "$after" ] || fail "the kubeconfig's token was not refreshed"
+    no_sandbox_failures pod-f
+    kubectl delete pod pod-f --wait=true --timeout=60s
+}
+
+# --service-account-max-token-expiration at its minimum (1h): the agent's token is the server's
+# (<= 1 h, not the 24 h asked for) and the agent plans its next refresh before it expires.
+case_max_token_expiration() {
+    local tok lifetime exp next
+    stop apiserver
+    start_apiserver --service-account-max-token-expiration 1h
+    kubectl -n tern rollout restart daemonset/tern-agent
+    kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
+    wait_for 60 "a token minted under the 1 h cap" bash -c \
+        ". $ROOT/tests/cluster/lib.sh; . $ROOT/tests/cluster/cases.sh; t=\$(cni_token); [ \$((\$(jwt_claim \$t exp) - \$(jwt_claim \$t iat))) -le 3600 ]"
+    tok=$(cni_token)
+    lifetime=$(($(jwt_claim "$tok" exp) - $(jwt_claim "$tok" iat)))
+    echo "CNI token lifetime ${lifetime}s"
+    exp=$(curl -sf http://127.0.0.1:9412/metrics | awk '/^tern_agent_token_expiry_timestamp_seconds / {print int($2)}')
+    next=$(curl -sf http://127.0.0.1:9412/metrics | awk '/^tern_agent_next_attempt_timestamp_seconds / {print int($2)}')
+    echo "agent: token expires at $exp, next attempt at $next"
+    [ -n "$exp" ] && [ -n "$next" ] || fail "agent metrics lack expiry or next attempt"
+    [ "$next" -lt "$exp" ] || fail "next refresh $next is not before expiry $exp"
+    # the agent refreshes at a quarter to a half of the granted lifetime
+    [ $((next - $(jwt_claim "$tok" iat))) -le $((lifetime / 2 + 5)) ] || fail "next refresh later than half the lifetime"
+    stop apiserver
+    start_apiserver
+}
+
+# The signing key replaced with no overlap (every token, the agent's own included, is 401): a pod
+# start fails with an error that says so; rolling the DaemonSet (the kubelet mints the new agent
+# pod a token under the new key) brings the node back, and the waiting pod starts.
+case_signing_key_rotated() {
+    [ -f "$KT/pki/sa2.key" ] || sa_key sa2
+    stop apiserver
+    stop controller-manager
+    SA_KEY=sa2 start_apiserver
+    SA_KEY=sa2 start_controller_manager
+    sleep 11
+    pod_manifest pod-k | kubectl apply -f -
+    wait_for 90 "pod-k's sandbox failure event" bash -c \
+        "$K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get events --field-selector involvedObject.name=pod-k,reason=FailedCreatePodSandBox -o name | grep -q ."
+    msg=$(kubectl get events --field-selector involvedObject.name=pod-k,reason=FailedCreatePodSandBox -o jsonpath='{.items[0].message}')
+    echo "pod-k: $msg"
+    echo "$msg" | grep -qi "unauthorized\|401" || fail "the error does not say the token was refused"
+    kubectl -n tern rollout restart daemonset/tern-agent
+    kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
+    kubectl wait --for=condition=Ready pod/pod-k --timeout=180s
+    kubectl delete pod pod-k --wait=true --timeout=60s
+}
+
+# The DaemonSet rolled to a new image: pods running through it keep their network.
+case_rollout() {
+    local ip
+    pod_manifest pod-r | kubectl apply -f -
+    pod_manifest pod-q | kubectl apply -f -
+    kubectl wait --for=condition=Ready pod/pod-r pod/pod-q --timeout=90s
+    ip=$(pod_ip pod-r)
+    local next="${TERN_IMAGE%:*}:rollout-test"
+    bash "$ROOT/scripts/image" --name "$next" --out "$KT/images/next.oci.tar"
+    ctr -n k8s.io images import "$KT/images/next.oci.tar"
+    kubectl -n tern set image daemonset/tern-agent install="$next" agent="$next"
+    kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
+    [ "$(kubectl -n tern get pods -l app.kubernetes.io/name=tern-agent -o jsonpath='{.items[0].spec.containers[0].image}')" = "$next" ]
+    in_pod pod-q ping -c 2 -W 2 "$ip"
+    ip route show | grep -q "^$ip dev tern" || fail "host route to $ip lost in the rollout"
+    kubectl delete pod pod-r pod-q --wait=true --timeout=60s
+    nothing_left "$ip"
 }
