@@ -46,7 +46,7 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     let netns = NetNs::open(&input.netns)?;
     // Only link attributes and `IFNAME` keys need the interface; a sysctl-only configuration
     // works on the netns alone, as the reference's does (no netlink socket in the pod either).
-    let pod_link = if needs_link(&plan) {
+    let pod_link = if plan.needs_link() {
         let handle = Handle::in_netns(&netns)?;
         let link = handle.link_by_name(ifname)?.ok_or_else(|| {
             Error::invalid_config(format!(
@@ -121,18 +121,6 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     Ok(result)
 }
 
-/// Whether applying or checking `plan` needs `CNI_IFNAME` in the netns: for a link attribute,
-/// or a sysctl key with `IFNAME` (the interface's own `conf/<ifname>` entries exist only with
-/// it). A plan of plain sysctls works on the netns alone, as the reference's does.
-pub fn needs_link(plan: &Plan) -> bool {
-    plan.mac.is_some()
-        || plan.mtu.is_some()
-        || plan.promisc.is_some()
-        || plan.allmulti.is_some()
-        || plan.txqlen.is_some()
-        || plan.sysctls.iter().any(|(k, _)| k.uses_ifname())
-}
-
 /// Fields already in `existing` win (they hold the pre-tuning values).
 fn merge_into(fresh: &mut Backup, existing: Backup) {
     for (k, v) in existing.sysctl {
@@ -149,7 +137,7 @@ fn merge_into(fresh: &mut Backup, existing: Backup) {
 }
 
 /// Writes the sysctls, then the link attributes through `pod_link` (present whenever
-/// [`needs_link`]).
+/// [`Plan::needs_link`]).
 fn apply(
     netns: &NetNs,
     pod_link: Option<&(Handle, Link)>,

@@ -1,16 +1,16 @@
 //! CHECK: every configured sysctl and link attribute still has its configured value.
 //!
 //! Invariant: read-only. The interface must exist only when ADD needed it (link attributes or
-//! `IFNAME` keys: [`needs_link`]); the reference requires it even for plain sysctls, which
-//! would fail CHECK right after a successful ADD. Sysctl values are compared after collapsing whitespace (the kernel prints
-//! multi-value sysctls with tabs; the reference compares strings exactly and fails on them).
+//! `IFNAME` keys: [`crate::config::Plan::needs_link`]); the reference requires it even for plain
+//! sysctls, which would fail CHECK right after a successful ADD. Sysctl values are compared after
+//! collapsing whitespace (the kernel prints multi-value sysctls with tabs; the reference compares
+//! strings exactly and fails on them).
 
 use tern_cni::{code, CheckInput, Error};
 use tern_net::netlink::{format_mac, Handle};
 use tern_net::netns::NetNs;
 use tern_net::sysctl::{self, SysctlKey};
 
-use crate::add::needs_link;
 use crate::config::TuningConf;
 use crate::TuningPlugin;
 
@@ -38,7 +38,7 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
     }
     let netns = NetNs::open(&input.netns)?;
     // As ADD: plain sysctls need no interface, so only then is its absence no mismatch.
-    let link = if needs_link(&plan) {
+    let link = if plan.needs_link() {
         let handle = Handle::in_netns(&netns)?;
         let link = handle.link_by_name(ifname)?.ok_or_else(|| {
             Error::new(

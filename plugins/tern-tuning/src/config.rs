@@ -74,3 +74,17 @@ pub struct Plan {
     /// See [`TuningConf`].
     pub txqlen: Option<u32>,
 }
+
+impl Plan {
+    /// Whether applying or checking the plan needs `CNI_IFNAME` in the netns: for a link
+    /// attribute, or a sysctl key with `IFNAME` (the interface's own `conf/<ifname>` entries exist
+    /// only with it). A plan of plain sysctls works on the netns alone, as the reference's does.
+    pub fn needs_link(&self) -> bool {
+        self.mac.is_some()
+            || self.mtu.is_some()
+            || self.promisc.is_some()
+            || self.allmulti.is_some()
+            || self.txqlen.is_some()
+            || self.sysctls.iter().any(|(k, _)| k.uses_ifname())
+    }
+}
