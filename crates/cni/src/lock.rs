@@ -92,7 +92,7 @@ impl AttachmentLock {
             .recursive(true)
             .mode(0o700)
             .create(dir)?;
-        let path = dir.join(format!("{container_id}_{ifname}.lock"));
+        let path = dir.join(file_name(container_id, ifname));
         loop {
             let file = OpenOptions::new()
                 .read(true)
@@ -123,6 +123,47 @@ impl AttachmentLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// The lock file name of an attachment.
+pub fn file_name(container_id: &str, ifname: &str) -> String {
+    format!("{container_id}_{ifname}.lock")
+}
+
+/// GC's part: removes every lock file in `dir` that no verb holds and that is not in `keep`
+/// (file names, see [`file_name`]) — what a verb killed with SIGKILL leaves when no DEL follows.
+/// A held lock is a verb in flight and is left alone; a file taken meanwhile by a new verb is
+/// safe too (it re-checks the inode, see the module doc). Returns how many were removed.
+pub fn sweep(dir: &Path, keep: &std::collections::HashSet<String>) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".lock") || keep.contains(&name) {
+            continue;
+        }
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC | nix::libc::O_NONBLOCK)
+            .open(e.path())
+        else {
+            continue;
+        };
+        let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) else {
+            continue; // held: a verb in flight
+        };
+        let same = match (lock.metadata(), std::fs::symlink_metadata(e.path())) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        };
+        if same && std::fs::remove_file(e.path()).is_ok() {
+            removed += 1;
+        }
+        drop(lock);
+    }
+    removed
 }
 
 impl Drop for AttachmentLock {
@@ -180,6 +221,27 @@ mod tests {
         let t0 = Instant::now();
         drop(AttachmentLock::acquire(&d, "c2", "eth0").unwrap());
         assert!(t0.elapsed() < Duration::from_secs(1));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn sweep_removes_what_no_verb_holds_and_keeps_the_rest() {
+        let d = dir("sweep");
+        std::fs::create_dir_all(&d).unwrap();
+        // A killed verb's leftover, a valid attachment's leftover, a held one, another file.
+        std::fs::write(d.join(file_name("dead", "eth0")), b"").unwrap();
+        std::fs::write(d.join(file_name("valid", "eth0")), b"").unwrap();
+        std::fs::write(d.join("x_eth0.json"), b"{}").unwrap();
+        let held = AttachmentLock::acquire(&d, "busy", "eth0").unwrap();
+        let keep = [file_name("valid", "eth0")].into_iter().collect();
+        assert_eq!(sweep(&d, &keep), 1);
+        let mut left: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["busy_eth0.lock", "valid_eth0.lock", "x_eth0.json"]);
+        drop(held);
         std::fs::remove_dir_all(&d).unwrap();
     }
 

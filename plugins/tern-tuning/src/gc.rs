@@ -49,6 +49,12 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
             errors.push(e);
         }
     }
+    // Lock files of verbs killed with no DEL after them (no verb holds them).
+    let keep = valid
+        .iter()
+        .map(|(cid, ifname)| tern_cni::lock::file_name(cid, ifname))
+        .collect();
+    tern_cni::lock::sweep(&data_dir, &keep);
     let mut errors = errors.into_iter();
     match errors.next() {
         None => Ok(()),

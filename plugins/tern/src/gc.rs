@@ -1,5 +1,6 @@
-//! GC (CNI 1.1.0): forward to IPAM, then remove the host veth and state of every attachment of
-//! this network that is not in `cni.dev/valid-attachments`. Keeps going on errors and reports
+//! GC (CNI 1.1.0): forward to IPAM, then remove the host veth and state (and any lock file left
+//! by a killed verb) of every attachment of this network that is not in
+//! `cni.dev/valid-attachments`. Keeps going on errors and reports
 //! them all (CNI spec "GC").
 
 use std::collections::HashSet;
@@ -50,6 +51,12 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
                 ));
             }
         }
+        // Lock files of verbs killed with no DEL after them.
+        let keep = valid
+            .iter()
+            .map(|(cid, ifname)| tern_cni::lock::file_name(cid, ifname))
+            .collect();
+        tern_cni::lock::sweep(&conf.state_dir.join(&input.config.name), &keep);
     }
     errors.finish()
 }

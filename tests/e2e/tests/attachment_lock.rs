@@ -115,3 +115,46 @@ fn del_waits_for_the_add_in_flight_and_other_attachments_do_not() {
         assert!(!pod.has_link("eth0"), "the pod is still wired");
     }
 }
+
+/// A verb killed with SIGKILL and never followed by DEL leaves its lock file: tern's and
+/// tern-tuning's GC remove such files (no verb holds them) and leave a held one alone.
+#[test]
+fn gc_removes_lock_files_no_verb_holds() {
+    let node = Node::new("lockgc");
+    let mut tern = node.tern(Fam::V4.ranges());
+    tern["ipam"]["type"] = json!("tern-ipam"); // Debian's host-local predates GC
+    tern["cniVersion"] = json!("1.1.0");
+    tern["name"] = json!("lockgc");
+    tern["cni.dev/valid-attachments"] = json!([{"containerID": "alive", "ifname": "eth0"}]);
+    let mut tuning = node.tuning(keepalive_sysctls());
+    tuning["cniVersion"] = json!("1.1.0");
+    tuning["name"] = json!("lockgc");
+    tuning["cni.dev/valid-attachments"] = tern["cni.dev/valid-attachments"].clone();
+    for (plugin, conf, dir) in [
+        ("tern", &tern, node.state_dir().join("lockgc")),
+        ("tern-tuning", &tuning, node.tuning_dir()),
+    ] {
+        std::fs::create_dir_all(&dir).unwrap();
+        let stray = dir.join("killed_eth0.lock");
+        std::fs::write(&stray, b"").unwrap();
+        let held = tern_cni::lock::AttachmentLock::acquire(&dir, "busy", "eth0").unwrap();
+        let out = node
+            .call(plugin, "GC")
+            .netconf(conf)
+            .unwrap()
+            .run()
+            .unwrap();
+        ok(&out, &format!("{plugin} GC"));
+        assert!(
+            !stray.exists(),
+            "{plugin}: a killed verb's lock file survived GC"
+        );
+        assert!(held.path().exists(), "{plugin}: GC removed a held lock");
+        drop(held);
+        assert!(
+            files_under(&dir).is_empty(),
+            "{plugin}: {:?}",
+            files_under(&dir)
+        );
+    }
+}
