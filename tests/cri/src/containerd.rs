@@ -34,6 +34,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tern_testkit::exec::{bin_dir, ref_plugin_dir};
 
+use crate::cleanup::{remove_host_leftovers, Footprint};
 use crate::client::{CriClient, PodRef};
 use crate::image::{build_pause_archive, run, PAUSE_IMAGE};
 use crate::CriError;
@@ -402,66 +403,23 @@ impl Containerd {
             problems.push(format!("sandbox process {pid} left running: killed"));
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
-        // 4. Host network leftovers in our ranges (a failed DEL, a killed containerd).
-        for subnet in &self.subnets {
-            for (dev, dst) in host_routes_into(subnet) {
-                problems.push(format!("host route {dst} dev {dev} left: removed"));
-                let _ = Command::new("ip")
-                    .args(["route", "del", &dst, "dev", &dev])
-                    .output();
-                if dev.starts_with("tern") || dev.starts_with("veth") {
-                    let _ = Command::new("ip").args(["link", "del", &dev]).output();
-                }
-            }
-        }
-        for id in &self.sandboxes {
-            let veth = tern_host_veth(id, "eth0");
-            if Path::new("/sys/class/net").join(&veth).exists() {
-                problems.push(format!("host veth {veth} left: removed"));
-                let _ = Command::new("ip").args(["link", "del", &veth]).output();
-            }
-        }
-        // 5. Mounts under our directory (netns pins, rootfs overlays, /dev/shm), deepest first.
-        let prefix = format!("{}/", self.dir.display());
-        let mut mounts: Vec<String> = mount_points()
-            .into_iter()
-            .filter(|m| m.starts_with(&prefix))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in mounts {
-            if let Err(e) = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH) {
-                problems.push(format!("umount {m}: {e}"));
-            }
-        }
-        // 6. The directory.
-        if self.dir.exists() {
-            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-                problems.push(format!("remove {}: {e}", self.dir.display()));
-            }
-        }
-        // 7. Cgroups (every hierarchy), leaves first.
-        for dir in cgroup_dirs(&self.cgroup_parent) {
-            remove_cgroup_tree(&dir, &mut problems);
-        }
-        // 8. Shim sockets and libcni cache entries of our sandboxes.
+        // 4. Routes, veths, mounts, the directory, cgroups, cache entries; then shim sockets.
+        remove_host_leftovers(
+            &Footprint {
+                dir: &self.dir,
+                cgroup_parent: &self.cgroup_parent,
+                subnets: &self.subnets,
+                sandboxes: &self.sandboxes,
+            },
+            &mut problems,
+        );
         for id in &self.sandboxes {
             let s = Path::new(SHIM_SOCKET_DIR).join(shim_socket_name(&sock, K8S_NAMESPACE, id));
             if s.exists() {
                 let _ = std::fs::remove_file(&s);
             }
         }
-        for e in std::fs::read_dir(LIBCNI_CACHE)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if self.sandboxes.iter().any(|id| name.contains(id.as_str())) {
-                problems.push(format!("libcni cache entry {name} left: removed"));
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-        // 9. /run/containerd, when it was not there before the first instance of this process.
+        // 5. /run/containerd, when it was not there before the first instance of this process.
         if self.counted {
             self.counted = false;
             let mut g = RUN_DIR.lock().unwrap_or_else(|e| e.into_inner());

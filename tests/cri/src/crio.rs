@@ -1,27 +1,19 @@
-//! A private CRI-O (built from its Go module by `scripts/build-go cri-o`) whose CNI manager wires
-//! pod sandboxes with a chain we give it.
+//! A private CRI-O (built by `scripts/build-go cri-o`) that wires pod sandboxes with our chain.
 //!
-//! Everything lives under one directory, `/tmp/tern-crio-<tag>-<pid>`: `crio.conf` (and an
-//! empty drop-in dir, so `/etc/crio` is never read), the CRI socket, containers/storage's root
-//! and runroot, the pod netns pins (`namespaces_dir`: CRI-O's `pinns` bind-mounts each new netns
-//! at `<dir>/ns/netns/<uuid>`), runc's state root, conmon's exit and attach dirs, the CNI `bin/`
-//! (tern's binaries and Debian's reference plugins, symlinked; optionally wrapped by a tracer)
-//! and `net.d/`, the plugins' data dirs (`ipam/`, `tern-state/`, `tuning/`) and CRI-O's log.
-//! Sandbox cgroups go under the cgroupfs parent `/tern-crio-<tag>-<pid>`.
+//! Everything lives under `/tmp/tern-crio-<tag>-<pid>` (see `crio_conf`: config, storage,
+//! socket, netns pins at `ns/netns/<uuid>`, runc and conmon state, CNI `bin/` and `net.d/`, the
+//! plugins' data dirs, the log); sandbox cgroups under the cgroupfs parent `/tern-crio-<tag>-<pid>`.
 //!
 //! Invariants:
-//! - CRI-O runs in the machine's root netns and mount namespace, so the chain changes the root
-//!   netns: each user picks a pod range nothing else here uses; teardown removes every route into
-//!   it. libcni's result cache is CRI-O's default (`/var/lib/cni/results`: ocicni is started
-//!   without a cache dir and CRI-O has no setting for it); teardown removes our entries.
-//! - Sandboxes are created as kubelet creates them for a pod without `shareProcessNamespace`
-//!   (network and IPC per pod, PID per container): with CRI-O's default `drop_infra_ctr` there is
-//!   then no infra container, only the pinned namespaces and the CNI ADD.
+//! - CRI-O runs in the root netns and mount namespace, so each user picks a pod range nothing
+//!   else here uses. libcni's result cache is CRI-O's default (`/var/lib/cni/results`: no
+//!   setting for it); teardown removes our entries.
+//! - Sandboxes are created as kubelet creates them without `shareProcessNamespace` (PID per
+//!   container): with CRI-O's default `drop_infra_ctr` there is no infra container.
 //! - The drop guard ([`Crio::teardown`]) works from any state, also after a panic or a SIGKILL:
 //!   StopPodSandbox + RemovePodSandbox for every sandbox (the CNI DEL), CRI-O stopped by its PID,
-//!   any process whose command line names our directory (conmon, runc) or that sits in our
-//!   cgroups killed by PID, then routes, veths, mounts (netns pins, overlay, shm), the directory,
-//!   the cgroups and our libcni cache entries removed.
+//!   any process naming our directory (conmon, runc) or in our cgroups killed by PID, then the
+//!   host leftovers removed (`cleanup`: routes, veths, mounts, directory, cgroups, cache).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -29,14 +21,14 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use serde_json::{json, Value};
+use serde_json::Value;
 
+pub use crate::cleanup::pids_naming;
+use crate::cleanup::{remove_host_leftovers, Footprint};
 use crate::client::{CriClient, PodRef};
-use crate::containerd::{
-    cgroup_dirs, cgroup_pids, host_routes_into, is_not_found, link_cni_bin, mkdir, mount_points,
-    remove_cgroup_tree, tail, tern_host_veth, LIBCNI_CACHE,
-};
-use crate::crio_conf::{crio_conf, podman, runc_path};
+use crate::containerd::{cgroup_pids, is_not_found, link_cni_bin, mkdir, tail};
+pub use crate::crio_conf::go_bin_dir;
+use crate::crio_conf::{self, podman};
 use crate::image::{build_pause_archive, run, PAUSE_IMAGE};
 use crate::proto::{LinuxSandboxSecurityContext, NamespaceMode, NamespaceOption};
 use crate::CriError;
@@ -71,13 +63,6 @@ pub struct Crio {
 /// The per-instance directory for `tag`: `/tmp/tern-crio-<tag>-<pid>`.
 pub fn instance_dir(tag: &str) -> PathBuf {
     PathBuf::from(format!("/tmp/tern-crio-{tag}-{}", std::process::id()))
-}
-
-/// Where `scripts/build-go` put the programs of Go module `name`:
-/// `$TERN_GO_CACHE/bin/<name>` (default `/var/cache/tern-build/bin/<name>`).
-pub fn go_bin_dir(name: &str) -> PathBuf {
-    let cache = std::env::var_os("TERN_GO_CACHE").unwrap_or_else(|| "/var/cache/tern-build".into());
-    Path::new(&cache).join("bin").join(name)
 }
 
 impl Crio {
@@ -233,19 +218,7 @@ impl Crio {
         let bin = d.join("bin");
         link_cni_bin(&bin)?;
         crate::trace::wrap(&bin, &opts.trace, &self.trace_log())?;
-        let list = conflist(&d);
-        let name = list["name"].as_str().unwrap_or_default().to_owned();
-        let file = d.join("net.d").join(format!("10-{name}.conflist"));
-        std::fs::write(&file, serde_json::to_vec_pretty(&list)?)
-            .map_err(CriError::io("write conflist", &file))?;
-        let policy = d.join("policy.json");
-        let accept = json!({"default": [{"type": "insecureAcceptAnything"}]});
-        std::fs::write(&policy, serde_json::to_vec(&accept)?)
-            .map_err(CriError::io("write", &policy))?;
-        let pinns = go_bin_dir("cri-o").join("pinns");
-        let conf = crio_conf(&d, &name, &pinns, &runc_path());
-        let file = d.join("crio.conf");
-        std::fs::write(&file, conf).map_err(CriError::io("write config", &file))
+        crio_conf::write_config(&d, &conflist(&d), &go_bin_dir("cri-o").join("pinns"))
     }
 
     /// Builds the pause image archive and loads it into the private storage with podman (the
@@ -399,62 +372,16 @@ impl Crio {
             problems.push(format!("process {pid} left running: killed"));
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
-        // 4. Host network leftovers in our ranges (a failed DEL, a killed CRI-O).
-        for subnet in &self.subnets {
-            for (dev, dst) in host_routes_into(subnet) {
-                problems.push(format!("host route {dst} dev {dev} left: removed"));
-                let _ = Command::new("ip")
-                    .args(["route", "del", &dst, "dev", &dev])
-                    .output();
-                if dev.starts_with("tern") || dev.starts_with("veth") {
-                    let _ = Command::new("ip").args(["link", "del", &dev]).output();
-                }
-            }
-        }
-        for id in &self.sandboxes {
-            let veth = tern_host_veth(id, "eth0");
-            if Path::new("/sys/class/net").join(&veth).exists() {
-                problems.push(format!("host veth {veth} left: removed"));
-                let _ = Command::new("ip").args(["link", "del", &veth]).output();
-            }
-        }
-        // 5. Mounts under our directory (netns pins, overlay, shm), deepest first.
-        let prefix = format!("{}/", self.dir.display());
-        let mut mounts: Vec<String> = mount_points()
-            .into_iter()
-            .filter(|m| m.starts_with(&prefix))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        mounts.dedup();
-        for m in mounts {
-            if let Err(e) = nix::mount::umount2(m.as_str(), nix::mount::MntFlags::MNT_DETACH) {
-                if e != nix::errno::Errno::EINVAL {
-                    problems.push(format!("umount {m}: {e}"));
-                }
-            }
-        }
-        // 6. The directory.
-        if self.dir.exists() {
-            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-                problems.push(format!("remove {}: {e}", self.dir.display()));
-            }
-        }
-        // 7. Cgroups (every hierarchy), leaves first.
-        for dir in cgroup_dirs(&self.cgroup_parent) {
-            remove_cgroup_tree(&dir, &mut problems);
-        }
-        // 8. libcni cache entries of our sandboxes.
-        for e in std::fs::read_dir(LIBCNI_CACHE)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if self.sandboxes.iter().any(|id| name.contains(id.as_str())) {
-                problems.push(format!("libcni cache entry {name} left: removed"));
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
+        // 4. Routes, veths, mounts, the directory, cgroups, cache entries.
+        remove_host_leftovers(
+            &Footprint {
+                dir: &self.dir,
+                cgroup_parent: &self.cgroup_parent,
+                subnets: &self.subnets,
+                sandboxes: &self.sandboxes,
+            },
+            &mut problems,
+        );
         problems
     }
 }
@@ -469,27 +396,4 @@ impl Drop for Crio {
             }
         }
     }
-}
-
-/// PIDs (not ours) whose command line names a path under `dir`: conmon and runc carry their
-/// state paths there.
-pub fn pids_naming(dir: &Path) -> Vec<i32> {
-    let needle = format!("{}/", dir.display());
-    let me = std::process::id();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if u32::try_from(pid).ok() == Some(me) {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&cmdline).contains(&needle) {
-            out.push(pid);
-        }
-    }
-    out
 }

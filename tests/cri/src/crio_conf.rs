@@ -10,7 +10,37 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::{json, Value};
+
 use crate::image::PAUSE_IMAGE;
+use crate::CriError;
+
+/// Writes instance dir `d`'s `net.d/10-<name>.conflist` (the default network: the list's
+/// `name`), `policy.json` (accept anything: only the local pause image is ever used) and
+/// `crio.conf` (see [`crio_conf`]), with `pinns` and Debian's runc.
+///
+/// # Errors
+/// [`CriError::Io`] or [`CriError::Json`] writing them.
+pub fn write_config(d: &Path, list: &Value, pinns: &Path) -> Result<(), CriError> {
+    let name = list["name"].as_str().unwrap_or_default().to_owned();
+    let file = d.join("net.d").join(format!("10-{name}.conflist"));
+    std::fs::write(&file, serde_json::to_vec_pretty(list)?)
+        .map_err(CriError::io("write conflist", &file))?;
+    let policy = d.join("policy.json");
+    let accept = json!({"default": [{"type": "insecureAcceptAnything"}]});
+    std::fs::write(&policy, serde_json::to_vec(&accept)?)
+        .map_err(CriError::io("write", &policy))?;
+    let file = d.join("crio.conf");
+    std::fs::write(&file, crio_conf(d, &name, pinns, &runc_path()))
+        .map_err(CriError::io("write config", &file))
+}
+
+/// Where `scripts/build-go` put the programs of Go module `name`:
+/// `$TERN_GO_CACHE/bin/<name>` (default `/var/cache/tern-build/bin/<name>`).
+pub fn go_bin_dir(name: &str) -> PathBuf {
+    let cache = std::env::var_os("TERN_GO_CACHE").unwrap_or_else(|| "/var/cache/tern-build".into());
+    Path::new(&cache).join("bin").join(name)
+}
 
 /// The storage driver: `$TERN_CRI_SNAPSHOTTER` = `native` selects `vfs`, else `overlay`.
 pub fn storage_driver() -> &'static str {

@@ -15,6 +15,7 @@
 //! socket and cgroup is derived from one temp dir and one tag, and teardown removes only those.
 
 pub mod chains;
+mod cleanup;
 pub mod client;
 pub mod containerd;
 pub mod crio;

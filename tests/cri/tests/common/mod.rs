@@ -1,7 +1,7 @@
 //! What the CRI tiers check, whichever runtime wires the sandbox (containerd, CRI-O): a wired
 //! sandbox inside and out, nothing left after remove, and the API server stand-in.
 //!
-//! Shared by `containerd_cri.rs` and `crio_cri.rs` (`mod common;`): each binary uses a part.
+//! Shared by the tier test files (`mod common;`): each binary uses a part.
 #![allow(dead_code)]
 
 use std::net::Ipv4Addr;
@@ -11,60 +11,13 @@ use std::process::Command;
 use serde_json::Value;
 use tern_apiserver::ApiServer;
 use tern_cri::chains::tuning_sysctls;
-use tern_cri::client::{CriClient, PodRef};
+use tern_cri::client::PodRef;
 use tern_cri::containerd::{host_routes_into, tern_host_veth, LIBCNI_CACHE};
 use tern_cri::proto::PodSandboxState;
 use tern_cri::CriError;
 
-/// A private runtime the checks drive.
-pub trait Node {
-    /// The instance directory (the plugins' data dirs are under it).
-    fn dir(&self) -> &Path;
-    /// Where the runtime must have put the pod netns files.
-    fn netns_root(&self) -> PathBuf;
-    /// The connected CRI client.
-    fn client(&mut self) -> &mut CriClient;
-    /// `RunPodSandbox` for `pod` on the default network.
-    fn run(&mut self, pod: &PodRef) -> Result<String, CriError>;
-    /// The netns path of sandbox `id`.
-    fn netns_path(&mut self, id: &str) -> Result<PathBuf, CriError>;
-}
-
-impl Node for tern_cri::containerd::Containerd {
-    fn dir(&self) -> &Path {
-        tern_cri::containerd::Containerd::dir(self)
-    }
-    fn netns_root(&self) -> PathBuf {
-        tern_cri::containerd::Containerd::dir(self).join("state")
-    }
-    fn client(&mut self) -> &mut CriClient {
-        self.cri().unwrap()
-    }
-    fn run(&mut self, pod: &PodRef) -> Result<String, CriError> {
-        self.run_sandbox(pod, None)
-    }
-    fn netns_path(&mut self, id: &str) -> Result<PathBuf, CriError> {
-        tern_cri::containerd::Containerd::netns_path(self, id)
-    }
-}
-
-impl Node for tern_cri::crio::Crio {
-    fn dir(&self) -> &Path {
-        tern_cri::crio::Crio::dir(self)
-    }
-    fn netns_root(&self) -> PathBuf {
-        self.netns_dir()
-    }
-    fn client(&mut self) -> &mut CriClient {
-        self.cri().unwrap()
-    }
-    fn run(&mut self, pod: &PodRef) -> Result<String, CriError> {
-        self.run_sandbox(pod)
-    }
-    fn netns_path(&mut self, id: &str) -> Result<PathBuf, CriError> {
-        tern_cri::crio::Crio::netns_path(self, id)
-    }
-}
+mod node;
+pub use node::Node;
 
 pub const IFNAME: &str = "eth0";
 
@@ -81,17 +34,14 @@ pub fn sh(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Runs `args` inside the network namespace at `netns` (`nsenter --net`).
-pub fn in_netns(netns: &Path, args: &[&str]) -> std::process::Output {
-    Command::new("nsenter")
+/// Runs `args` inside the network namespace at `netns` (`nsenter --net`); fails the test
+/// unless it succeeds; returns its stdout.
+pub fn in_netns_ok(netns: &Path, args: &[&str]) -> String {
+    let out = Command::new("nsenter")
         .arg(format!("--net={}", netns.display()))
         .args(args)
         .output()
-        .unwrap()
-}
-
-pub fn in_netns_ok(netns: &Path, args: &[&str]) -> String {
-    let out = in_netns(netns, args);
+        .unwrap();
     assert!(
         out.status.success(),
         "in {}: {args:?}: {}\n{}{}",
@@ -192,9 +142,8 @@ pub fn run_and_check<N: Node>(c: &mut N, chain: &Value, pod: &PodRef, subnet: &s
         .unwrap_or_default()
         .parse()
         .unwrap_or_else(|e| panic!("pod IP of {}: {e}: {:?}", pod.name, status.network));
-    let net: ipnet_v4::Net = subnet.parse().unwrap();
     assert!(
-        net.contains(ip),
+        in_subnet(ip, subnet),
         "pod IP {ip} of {} not in {subnet}",
         pod.name
     );
@@ -388,25 +337,12 @@ pub fn assert_nothing_left<N: Node>(c: &mut N, chain: &Value, w: &Wired, subnet:
     }
 }
 
-/// A small IPv4 prefix type (the test's only need: containment).
-mod ipnet_v4 {
-    use std::net::Ipv4Addr;
-    pub struct Net(u32, u32);
-    impl std::str::FromStr for Net {
-        type Err = String;
-        fn from_str(s: &str) -> Result<Net, String> {
-            let (a, p) = s.split_once('/').ok_or("no prefix")?;
-            let a: Ipv4Addr = a.parse().map_err(|e| format!("{e}"))?;
-            let p: u32 = p.parse().map_err(|e| format!("{e}"))?;
-            let mask = if p == 0 { 0 } else { u32::MAX << (32 - p) };
-            Ok(Net(u32::from(a) & mask, mask))
-        }
-    }
-    impl Net {
-        pub fn contains(&self, ip: Ipv4Addr) -> bool {
-            u32::from(ip) & self.1 == self.0
-        }
-    }
+/// Whether `ip` lies in the IPv4 prefix `subnet` (`a.b.c.d/len`; panics on a malformed one).
+fn in_subnet(ip: Ipv4Addr, subnet: &str) -> bool {
+    let (a, p) = subnet.split_once('/').unwrap();
+    let (a, p): (Ipv4Addr, u32) = (a.parse().unwrap(), p.parse().unwrap());
+    let mask = u32::MAX.checked_shl(32 - p).unwrap_or(0);
+    u32::from(ip) & mask == u32::from(a) & mask
 }
 
 /// Whether `pid` runs (a zombie counts as gone: it holds no resource but its PID).
