@@ -1,3 +1,5 @@
+//! Strict JSON: no duplicate keys, no struct read from an array.
+//!
 //! JSON read strictly, with serde: a document with the same key twice in any object is refused
 //! ([`from_slice_unique_keys`]), and typed values are decoded so that a struct is only ever read
 //! from a JSON object, never from an array ([`from_value`]).

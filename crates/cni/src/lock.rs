@@ -1,3 +1,5 @@
+//! Per-attachment locks and per-attachment file names.
+//!
 //! Per-attachment locks and what a per-attachment file name may be: a plugin serialises the
 //! verbs of one attachment (container ID + ifname) with an `flock` on
 //! `<dir>/<containerID>_<ifname>.lock`, so an ADD and a DEL of the same attachment never

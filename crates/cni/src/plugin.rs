@@ -1,3 +1,5 @@
+//! The verb inputs and the `Plugin` trait a plugin implements.
+//!
 //! The plugin side of the protocol: one typed input per verb and the [`Plugin`] trait a plugin
 //! implements (the dispatcher, [`crate::skel`], builds the inputs and calls it).
 

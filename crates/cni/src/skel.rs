@@ -1,3 +1,5 @@
+//! The dispatcher: one invocation in, one result or error out.
+//!
 //! The dispatcher: turns an environment plus stdin into the verb's typed input, calls the
 //! [`Plugin`], and prints exactly one result or error on stdout.
 //!

@@ -1,3 +1,5 @@
+//! Delegation: exec'd and built-in delegates.
+//!
 //! Delegation end to end: exec'd delegates (scripts standing in for IPAM plugins) and a built-in
 //! one run through the dispatcher, their environment, stdin, errors, limits and deadline.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns

@@ -1,3 +1,5 @@
+//! The dispatcher, in-process.
+//!
 //! The dispatcher end to end in-process: an environment and stdin in, exactly one JSON document
 //! (or nothing) out, and which handler ran.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns

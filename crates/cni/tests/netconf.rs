@@ -1,3 +1,5 @@
+//! Netconf parsing: tolerance and refusals.
+//!
 //! The netconf: what runtimes send is tolerated, what the spec or common sense rejects is refused
 //! with its code before any plugin reads it, and DEL's tolerance.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns

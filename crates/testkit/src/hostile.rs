@@ -1,3 +1,5 @@
+//! Hostile netconfs with the code each must be refused with.
+//!
 //! Hostile netconfs: each a valid base config changed in one way that the spec or common sense
 //! rejects, with the CNI error code a plugin must refuse it with before it changes anything.
 //! Shared by the protocol crate's unit tests and the end-to-end tests of every plugin.

@@ -1,3 +1,5 @@
+//! The tuning netconf: its types, parsed, validated and defaulted in submodules.
+//!
 //! The tuning netconf: the reference tuning plugin's fields and precedence
 //! (cni-peer-behaviors.md §2.1), parsed into a [`TuningConf`] ([`parse`]), then validated into a
 //! [`Plan`] ([`validate`]) before anything is changed; defaults and bounds in [`defaults`].

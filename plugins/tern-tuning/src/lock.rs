@@ -1,3 +1,5 @@
+//! What ADD and DEL check and lock before touching an attachment.
+//!
 //! Before a verb touches an attachment: the backup file checked storable (so a name too long
 //! fails before any sysctl is read or written), then the attachment's lock in `dataDir`, so that
 //! ADD and DEL of one attachment never interleave (a DEL between ADD's backup and its writes

@@ -1,3 +1,5 @@
+//! What ADD and DEL check and lock before touching an attachment.
+//!
 //! Before a verb touches an attachment: everything tern can check that would otherwise fail
 //! after IPAM ran (the state file storable, `CNI_ARGS` as the IPAM plugin will read them), then
 //! the attachment's lock, so that ADD and DEL of one attachment never interleave (racing, they

@@ -1,3 +1,5 @@
+//! ADD and DEL of one attachment racing, and GC of lock files.
+//!
 //! ADD and DEL of one attachment racing, through libcni: DEL waits for the ADD in flight (the
 //! per-attachment lock), so the pod is never left wired with a released address, while a verb of
 //! another attachment does not wait. (A chain's later plugins are the runtime's to order: the

@@ -1,3 +1,5 @@
+//! Hostile input against the built binaries, refused before anything is written.
+//!
 //! Hostile input against the built binaries, called directly as a runtime would (libcni cannot
 //! send most of it: it re-marshals each plugin's config through a Go map, collapsing duplicate
 //! keys): every hostile netconf is refused with its code before anything is written — no lease,

@@ -1,3 +1,5 @@
+//! Running an exec'd delegate process.
+//!
 //! Running an exec'd delegate: spawn with the call's `CNI_*` variables, feed stdin and drain
 //! stdout/stderr without deadlock, bound what is kept, and enforce the optional deadline.
 

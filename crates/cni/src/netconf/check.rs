@@ -1,3 +1,5 @@
+//! Type and value checks of the netconf's standard fields.
+//!
 //! The netconf's standard fields checked for their JSON type and value before any plugin reads
 //! them: the plugin type names, `capabilities`, the booleans, `cniVersions`, `dns`, and case
 //! variants of one key given twice.

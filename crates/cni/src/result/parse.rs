@@ -1,3 +1,5 @@
+//! Reading results of any supported version.
+//!
 //! Reading results: any supported version's JSON into the internal shape, and a `prevResult`
 //! checked against its config's version.
 

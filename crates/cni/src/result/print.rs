@@ -1,3 +1,5 @@
+//! Printing results in a chosen version.
+//!
 //! Printing results: the internal shape as JSON of a chosen version, in the reference library's
 //! key order, dropping what that version does not know.
 

@@ -1,3 +1,5 @@
+//! Parsing the tuning netconf into a `TuningConf`.
+//!
 //! Parsing the tuning netconf: the reference fields, their JSON types and precedence, into a
 //! [`TuningConf`]; the backup directory DEL needs; and the duplicate-key scan of whole files.
 

@@ -1,3 +1,5 @@
+//! Validating a `TuningConf` into a `Plan`.
+//!
 //! Validating a [`TuningConf`] into a [`Plan`]: sysctl keys and values against their rules and the
 //! allowlist, the MAC and the MTU bound, every problem reported, nothing touched.
 
