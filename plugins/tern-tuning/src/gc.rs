@@ -6,10 +6,13 @@
 //! list means nothing is valid. Only backups that name this network are collected: a shared
 //! `dataDir` (the default `/run/cni/tuning` is every network's) holds other networks' backups,
 //! and backups of older builds or of the reference plugin, which name none and are left alone.
-//! Temp files of killed writers are removed. Keeps going on errors and reports them all.
+//! Temp files of killed writers are removed; a collected attachment's lock is taken (a verb of
+//! it finishes first) and its file, which an ADD killed midway leaves, removed. Keeps going on
+//! errors and reports them all.
 
 use std::collections::HashSet;
 
+use tern_cni::lock::AttachmentLock;
 use tern_cni::{Error, GcInput};
 
 use crate::backup;
@@ -45,9 +48,16 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
             continue;
         }
         tracing::info!(container_id = %cid, ifname = %ifname, "collecting a stale backup");
+        // Under the attachment's lock, as DEL: a verb of it still running finishes first, and
+        // the lock file an ADD killed midway left goes with the backup (dropped: removed).
+        let lock = AttachmentLock::acquire(&data_dir, cid, ifname);
+        if let Err(e) = &lock {
+            tracing::warn!(error = %e, "GC: collecting without the attachment lock");
+        }
         if let Err(e) = backup::remove(&file) {
             errors.push(e);
         }
+        drop(lock);
     }
     // Lock files of verbs killed with no DEL after them (no verb holds them).
     let keep = valid

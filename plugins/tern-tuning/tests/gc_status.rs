@@ -207,6 +207,9 @@ fn gc_keeps_listed_attachments_and_removes_the_rest() {
     )
     .unwrap();
     // 4194305 is above the kernel's largest pid_max: that writer cannot be running.
+    // The unlocked lock file a SIGKILLed ADD leaves (tern_cni::lock).
+    let stale_lock = f.backups().join("stale_net1.lock");
+    std::fs::write(&stale_lock, b"").unwrap();
     let dead_temp = f.backups().join(".stale_net1.json.tmp-4194305-0");
     std::fs::write(&dead_temp, b"{\"sysc").unwrap();
     let tuned = hp.pod.sysctl(KEEPALIVE_TIME);
@@ -233,6 +236,10 @@ fn gc_keeps_listed_attachments_and_removes_the_rest() {
         "the gone netns's backup stayed"
     );
     assert!(!dead_temp.exists(), "a killed writer's temp file stayed");
+    assert!(
+        !stale_lock.exists(),
+        "a collected attachment's lock file stayed"
+    );
     assert!(
         f.backup("othernet", "eth0").exists(),
         "another network's backup went"
