@@ -16,11 +16,13 @@ use clap::{Args, CommandFactory as _, FromArgMatches, Parser, Subcommand};
 use crate::config::RunArgs;
 use crate::config::{DEFAULT_CNI_SA, DEFAULT_SA_DIR};
 use crate::install::InstallArgs;
+use crate::uninstall::UninstallArgs;
 
 /// The subcommands' pointer, shown under the top-level usage.
 const AFTER_HELP: &str = "flags of each subcommand, with defaults and environment variables:
   tern-agent run --help
-  tern-agent install --help";
+  tern-agent install --help
+  tern-agent uninstall --help";
 
 /// `tern-agent <subcommand> [flags]`.
 #[derive(Debug, Parser)]
@@ -30,7 +32,7 @@ const AFTER_HELP: &str = "flags of each subcommand, with defaults and environmen
     after_help = AFTER_HELP,
     arg_required_else_help = true,
     disable_help_subcommand = true,
-    disable_version_flag = true
+    version
 )]
 pub struct Cli {
     /// What to do.
@@ -48,6 +50,10 @@ pub enum Command {
     /// checks the conflist and the plugins, mints the first CNI token, then copies the plugins,
     /// writes the kubeconfig and the conflist last. A refusal changes nothing on the host.
     Install(InstallArgs),
+    /// Remove tern from the node (the DaemonSet's preStop hook, with --if-daemonset-deleted):
+    /// the conflist first, then the kubeconfig and the plugins only when no tern attachment is
+    /// left (otherwise they stay, and the log says why).
+    Uninstall(UninstallArgs),
 }
 
 /// The in-cluster credentials and the CNI service account, shared by `run` and `install`.

@@ -1,4 +1,4 @@
-//! tern-agent as a library: the node agent (`run`) and the installer (`install`), exposed so the
+//! tern-agent as a library: the node agent (`run`) and the installer (`install`, `uninstall`), exposed so the
 //! tests can drive them in-process with a movable wall clock.
 //!
 //! Invariant: nothing here logs, returns or exposes a token except by writing the kubeconfig.
@@ -8,10 +8,12 @@ pub mod clock;
 pub mod config;
 pub mod install;
 pub mod kubeconfig;
+pub mod logging;
 pub mod mint;
 pub mod plan;
 pub mod run;
 pub mod schedule;
+pub mod uninstall;
 
 pub use clock::{OffsetClock, SystemClock, WallClock};
 pub use config::RunConfig;

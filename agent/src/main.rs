@@ -10,19 +10,6 @@ use tern_agent::cli::{self, Command};
 use tern_agent::config::RunArgs;
 use tern_agent::{Agent, RunConfig, SystemClock};
 
-fn init_logging() {
-    let level = match std::env::var("TERN_LOG").as_deref() {
-        Ok("debug") => tracing::Level::DEBUG,
-        Ok("warn") => tracing::Level::WARN,
-        _ => tracing::Level::INFO,
-    };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_max_level(level)
-        .init();
-}
-
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let cfg = RunConfig::from_run_args(args, &|k| std::env::var(k).ok())?;
     // Block SIGTERM/SIGINT before any thread starts so that every thread inherits the mask and
@@ -74,10 +61,17 @@ fn main() -> std::process::ExitCode {
             };
         }
     };
-    init_logging();
+    match tern_agent::logging::LogSettings::from_env(&|k| std::env::var(k).ok()) {
+        Ok(l) => l.init(),
+        Err(e) => {
+            eprintln!("tern-agent: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     let result = match command {
         Command::Run(a) => run(a),
         Command::Install(a) => tern_agent::install::main(a),
+        Command::Uninstall(a) => tern_agent::uninstall::main(a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -152,6 +152,14 @@ fn rbac_is_least_privilege() {
                     vec!["tern-cni".into()],
                     "create".into(),
                 ),
+                // the preStop uninstall asks whether its DaemonSet is being deleted
+                (
+                    "tern".into(),
+                    "apps".into(),
+                    "daemonsets".into(),
+                    vec!["tern-agent".into()],
+                    "get".into(),
+                ),
                 (
                     "cluster".into(),
                     String::new(),
@@ -287,4 +295,8 @@ fn configmap_template_renders_and_passes_the_allowlist() {
     .unwrap();
     validate_tuning(&v, &tern_net::sysctl::Allowlist::builtin()).unwrap();
     assert_eq!(v["plugins"][0]["type"], "tern");
+    // 1.1.0, so runtimes call STATUS and GC; the IPAM must answer them (Debian's host-local 1.1.1
+    // refuses a 1.1.0 config), and tern-ipam is installed with tern.
+    assert_eq!(v["cniVersion"], "1.1.0");
+    assert_eq!(v["plugins"][0]["ipam"]["type"], "tern-ipam");
 }

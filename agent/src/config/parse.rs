@@ -15,7 +15,8 @@ use crate::cli::{parse_bool, parse_duration, parse_subcommand, CredentialArgs};
 pub const RUN_ENV_HELP: &str = "environment:
   CNI_TOKEN_REFRESH_DURATION   refresh interval instead of a quarter to a half of the lifetime
                                (e.g. 10m, 2h; at least 1m, below the token lifetime)
-  TERN_LOG                     log level: debug, info (default) or warn
+  TERN_LOG                     log level: error, warn, info (default), debug or trace
+  TERN_LOG_FORMAT              log lines: text (default) or json
 durations: a number with a unit, e.g. 500ms, 30s, 10m, 24h";
 
 /// `tern-agent run` flags.

@@ -18,7 +18,8 @@ pub const DEFAULT_PLUGINS: &[&str] = &["tern", "tern-tuning", "tern-ipam", "tern
 const INSTALL_ENV_HELP: &str = "environment:
   TERN_CONFLIST_TEMPLATE   the conflist template text, used when --template is not given
                            (else the built-in template)
-  TERN_LOG                 log level: debug, info (default) or warn";
+  TERN_LOG                 log level: error, warn, info (default), debug or trace
+  TERN_LOG_FORMAT          log lines: text (default) or json";
 
 /// `tern-agent install` flags.
 #[derive(Debug, Clone, Args)]

@@ -17,14 +17,14 @@ pub const RANGES_PLACEHOLDER: &str = "__POD_CIDR_RANGES__";
 
 /// The conflist template used when none is given.
 pub const DEFAULT_TEMPLATE: &str = r#"{
-  "cniVersion": "1.0.0",
+  "cniVersion": "1.1.0",
   "name": "tern",
   "plugins": [
     {
       "type": "tern",
       "mtu": 1500,
       "kubernetes": { "kubeconfig": "__KUBECONFIG_FILEPATH__" },
-      "ipam": { "type": "host-local", "ranges": __POD_CIDR_RANGES__ }
+      "ipam": { "type": "tern-ipam", "ranges": __POD_CIDR_RANGES__ }
     },
     {
       "type": "tern-tuning",

@@ -19,10 +19,17 @@ use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
 
+/// The default `logFileMaxBytes`: 10 MiB, so a node keeps at most about 20 MiB per log file
+/// (the file and its one rotated copy).
+pub const DEFAULT_LOG_FILE_MAX_BYTES: u64 = 10 << 20;
+
 /// Installs the global subscriber once. `level` is `error`, `warn`, `info`, `debug` or `trace`
 /// (anything else: `warn`); `file`, when set and openable (append, created 0600), receives the
-/// logs, else stderr does. Safe to call more than once: later calls do nothing.
-pub fn init(level: Option<&str>, file: Option<&str>) {
+/// logs, else stderr does. A regular `file` of `max_bytes` (default
+/// [`DEFAULT_LOG_FILE_MAX_BYTES`]) or more is first renamed to `<file>.1` (replacing the previous
+/// one), so the log and its one old copy stay bounded. Safe to call more than once: later calls
+/// do nothing.
+pub fn init(level: Option<&str>, file: Option<&str>, max_bytes: Option<u64>) {
     let max = match level.map(str::to_ascii_lowercase).as_deref() {
         Some("error") => Level::ERROR,
         Some("info") => Level::INFO,
@@ -30,14 +37,10 @@ pub fn init(level: Option<&str>, file: Option<&str>) {
         Some("trace") => Level::TRACE,
         _ => Level::WARN,
     };
-    let opened = file.filter(|f| !f.is_empty()).and_then(|f| {
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(f)
-            .ok()
-    });
+    let cap = max_bytes.unwrap_or(DEFAULT_LOG_FILE_MAX_BYTES);
+    let opened = file
+        .filter(|f| !f.is_empty())
+        .and_then(|f| open_rotated(f, cap));
     let out: Box<dyn Write + Send> = match opened {
         // Logs never go to stdout, which carries the result: a logFile that is our stdout
         // (`/dev/stdout`, `/proc/self/fd/1`) is replaced by stderr.
@@ -45,6 +48,28 @@ pub fn init(level: Option<&str>, file: Option<&str>) {
         _ => Box::new(std::io::stderr()),
     };
     let _ = tracing::subscriber::set_global_default(LineLogger::new(max, out));
+}
+
+/// Opens `path` for appending (created 0600); when it is a regular file of `cap` bytes or more,
+/// renames it to `<path>.1` first and opens a new one. Concurrent plugins may both rotate: the
+/// older copy is then lost, the bound holds.
+fn open_rotated(path: &str, cap: u64) -> Option<std::fs::File> {
+    let open = || {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .ok()
+    };
+    let f = open()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.len() < cap {
+        return Some(f);
+    }
+    drop(f);
+    let _ = std::fs::rename(path, format!("{path}.1"));
+    open()
 }
 
 /// Whether `f` is the same open file as this process's stdout (same device and inode).

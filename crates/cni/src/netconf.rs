@@ -44,6 +44,7 @@ pub const STANDARD_KEYS: &[&str] = &[
     "disableGC",
     "logLevel",
     "logFile",
+    "logFileMaxBytes",
 ];
 
 /// Reads stdin up to [`MAX_NETCONF_BYTES`].
@@ -118,6 +119,9 @@ pub struct NetConf {
     pub log_level: Option<String>,
     /// `logFile`: a path; absent means stderr.
     pub log_file: Option<String>,
+    /// `logFileMaxBytes`: the size (bytes, at least 1) past which `logFile` is rotated to
+    /// `<logFile>.1` at the next invocation; absent means [`crate::logging::DEFAULT_LOG_FILE_MAX_BYTES`].
+    pub log_file_max_bytes: Option<u64>,
     /// The bytes exactly as received, for delegation (CNI spec section 4 wants the full config).
     pub bytes: Vec<u8>,
     /// Parsed for DEL ([`NetConf::parse_for_del`]): duplicate keys and case variants resolved as
@@ -203,6 +207,20 @@ impl NetConf {
                 )));
             }
         }
+        let log_file_max_bytes = match raw.get("logFileMaxBytes") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(0) => return Err(Error::invalid_config(
+                    "logFileMaxBytes 0: the log file cap must be at least 1 byte (absent: 10 MiB)",
+                )),
+                Some(n) => Some(n),
+                None => {
+                    return Err(Error::invalid_config(format!(
+                        "logFileMaxBytes {v} is not a whole number of bytes"
+                    )))
+                }
+            },
+        };
         if let Some(l) = log_level.as_deref() {
             if !["error", "warn", "info", "debug", "trace", ""]
                 .contains(&l.to_ascii_lowercase().as_str())
@@ -248,6 +266,7 @@ impl NetConf {
             prev_result,
             log_level,
             log_file,
+            log_file_max_bytes,
             bytes,
             tolerant,
         })

@@ -19,7 +19,20 @@ use crate::plugin::{AttachmentInput, GcInput, Plugin, StatusInput, ValidAttachme
 use crate::version::Version;
 
 /// Runs `plugin` in this process: reads the real environment and stdin, writes stdout, and exits.
+/// Runtimes call a plugin without arguments; `--version` alone prints [`Plugin::about`] and the
+/// supported CNI versions on stdout and exits 0, for operators.
 pub fn plugin_main<P: Plugin>(plugin: &P) -> ! {
+    let mut args = std::env::args_os().skip(1);
+    if let (Some(a), None) = (args.next(), args.next()) {
+        if a == "--version" {
+            println!("{}", plugin.about());
+            println!(
+                "CNI protocol versions supported: {}",
+                Version::ALL.map(|v| v.as_str()).join(", ")
+            );
+            std::process::exit(0);
+        }
+    }
     // Unlocked handles: a handler's helper threads (tern's IPAM thread forwards its delegate's
     // stderr) write to the same streams; each write takes the lock for itself only.
     let status = dispatch(
@@ -49,11 +62,30 @@ pub fn dispatch<P: Plugin + ?Sized>(
     match run(plugin, env, stdin, stdout, stderr, &mut version_for_errors) {
         Ok(()) => 0,
         Err(e) => {
+            log_failure(env, &e);
             let _ = writeln!(stdout, "{}", e.to_json(version_for_errors.as_str()));
             let _ = stdout.flush();
             1
         }
     }
+}
+
+/// Logs a failed verb (once the config named a log, else nowhere: stdout carries the error): the
+/// command, the container ID (quoted, at most 128 characters: it is not validated yet when an early
+/// check fails), the code, the message and details. Errors never carry a token.
+fn log_failure(env: &dyn EnvSource, e: &Error) {
+    let clip = |k: &str| {
+        let v = env.var(k).unwrap_or_default();
+        v.chars().take(128).collect::<String>()
+    };
+    tracing::error!(
+        command = ?clip("CNI_COMMAND"),
+        container_id = ?clip("CNI_CONTAINERID"),
+        code = e.code,
+        details = ?e.details,
+        "verb failed: {}",
+        e.msg
+    );
 }
 
 fn supported_versions_json() -> Value {
@@ -115,7 +147,11 @@ fn run<P: Plugin + ?Sized>(
         NetConf::parse(bytes)?
     };
     *version_for_errors = config.cni_version;
-    crate::logging::init(config.log_level.as_deref(), config.log_file.as_deref());
+    crate::logging::init(
+        config.log_level.as_deref(),
+        config.log_file.as_deref(),
+        config.log_file_max_bytes,
+    );
     let v = config.cni_version;
     match command {
         Verb::Check if !v.allows_check() => {

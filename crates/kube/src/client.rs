@@ -274,4 +274,22 @@ impl Client {
             warnings: r.warnings,
         })
     }
+
+    /// `GET /apis/apps/v1/namespaces/{ns}/daemonsets/{name}` (200): whether the DaemonSet is being
+    /// deleted (`metadata.deletionTimestamp` set). `tern-agent uninstall` asks before removing tern.
+    ///
+    /// # Errors
+    /// As [`Client::get_pod`] ([`KubeError::NotFound`] once the DaemonSet is gone).
+    pub fn daemonset_deleting(
+        &self,
+        ns: &str,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<bool, KubeError> {
+        let path = format!("/apis/apps/v1/namespaces/{ns}/daemonsets/{name}");
+        let r = Self::check(self.send("GET", &path, None, timeout)?, 200)?;
+        let v: serde_json::Value = serde_json::from_str(&r.body)
+            .map_err(|e| KubeError::Decode(format!("daemonset: {e}")))?;
+        Ok(!v["metadata"]["deletionTimestamp"].is_null())
+    }
 }

@@ -40,7 +40,11 @@ impl Default for TuningPlugin {
 
 impl Plugin for TuningPlugin {
     fn about(&self) -> &str {
-        "tern-tuning: allowlisted network-namespace sysctls and link attributes (CNI meta plugin)"
+        concat!(
+            "tern-tuning ",
+            env!("CARGO_PKG_VERSION"),
+            ": allowlisted network-namespace sysctls and link attributes (CNI meta plugin)"
+        )
     }
 
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {

@@ -23,6 +23,10 @@ fn give_up_after(limit: std::time::Duration) {
 }
 
 fn main() {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "--version") {
+        println!("tern-lookup {}", env!("CARGO_PKG_VERSION"));
+        return;
+    }
     let mut input = Vec::new();
     let reply = match std::io::stdin().take(MAX_CALL).read_to_end(&mut input) {
         Err(e) => Err(Error::io(format!("read the call: {e}"))),

@@ -1,0 +1,159 @@
+//! `tern-agent uninstall` on a node's directories: the conflist goes first, the kubeconfig and the
+//! plugins only when no tern attachment is left, nothing else is touched; through the binary too.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tern_agent::uninstall::{count_attachments, uninstall, Outcome, UninstallArgs};
+
+struct Node {
+    root: PathBuf,
+}
+
+impl Node {
+    fn new(tag: &str) -> Node {
+        let root =
+            std::env::temp_dir().join(format!("tern-uninstall-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for d in ["bin", "net.d", "state/tern"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for p in [
+            "tern",
+            "tern-tuning",
+            "tern-ipam",
+            "tern-lookup",
+            "host-local",
+        ] {
+            std::fs::write(root.join("bin").join(p), b"x").unwrap();
+        }
+        for f in ["10-tern.conflist", "tern-kubeconfig", "87-other.conflist"] {
+            std::fs::write(root.join("net.d").join(f), b"{}").unwrap();
+        }
+        Node { root }
+    }
+
+    fn args(&self) -> Vec<String> {
+        let p = |d: &str| self.root.join(d).display().to_string();
+        vec![
+            "--cni-bin-dir".into(),
+            p("bin"),
+            "--cni-conf-dir".into(),
+            p("net.d"),
+            "--state-dir".into(),
+            p("state"),
+        ]
+    }
+
+    fn parsed(&self) -> UninstallArgs {
+        tern_agent::cli::parse_subcommand("uninstall", &self.args()).unwrap()
+    }
+
+    fn has(&self, rel: &str) -> bool {
+        self.root.join(rel).exists()
+    }
+
+    fn attach(&self, name: &str) {
+        std::fs::write(self.root.join("state/tern").join(name), b"{}").unwrap();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn tern_files_present(n: &Node) -> bool {
+    ["tern", "tern-tuning", "tern-ipam", "tern-lookup"]
+        .iter()
+        .all(|p| n.has(&format!("bin/{p}")))
+}
+
+#[test]
+fn with_an_attachment_left_only_the_conflist_goes() {
+    let n = Node::new("left");
+    n.attach("c0ffee_eth0.json");
+    assert_eq!(count_attachments(&n.root.join("state")).unwrap(), 1);
+    assert_eq!(
+        uninstall(&n.parsed()).unwrap(),
+        Outcome::ConflistOnly { attachments: 1 }
+    );
+    assert!(!n.has("net.d/10-tern.conflist"));
+    assert!(n.has("net.d/tern-kubeconfig"));
+    assert!(tern_files_present(&n));
+    // the attachment gone, a second run removes the rest (the conflist already absent)
+    std::fs::remove_file(n.root.join("state/tern/c0ffee_eth0.json")).unwrap();
+    assert_eq!(uninstall(&n.parsed()).unwrap(), Outcome::Removed);
+    assert!(!n.has("net.d/tern-kubeconfig"));
+    for p in ["tern", "tern-tuning", "tern-ipam", "tern-lookup"] {
+        assert!(!n.has(&format!("bin/{p}")), "{p} left");
+    }
+    // never anything that is not tern's
+    assert!(n.has("bin/host-local") && n.has("net.d/87-other.conflist"));
+}
+
+#[test]
+fn no_state_dir_means_no_attachment() {
+    let n = Node::new("nostate");
+    std::fs::remove_dir_all(n.root.join("state")).unwrap();
+    assert_eq!(count_attachments(&n.root.join("state")).unwrap(), 0);
+    // other files in the state dir are not attachments
+    std::fs::create_dir_all(n.root.join("state/tern")).unwrap();
+    n.attach("lock");
+    assert_eq!(count_attachments(&n.root.join("state")).unwrap(), 0);
+    assert_eq!(uninstall(&n.parsed()).unwrap(), Outcome::Removed);
+    assert!(!n.has("net.d/10-tern.conflist") && !tern_files_present(&n));
+}
+
+fn agent() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tern-agent"))
+}
+
+#[test]
+fn the_binary_uninstalls_and_refuses_bad_flags() {
+    let n = Node::new("bin");
+    n.attach("a_eth0.json");
+    let out = agent().arg("uninstall").args(n.args()).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("attachments are left"), "{err}");
+    assert!(!n.has("net.d/10-tern.conflist") && tern_files_present(&n));
+    let out = agent()
+        .args(["uninstall", "--plugins", "../etc/passwd"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("plain file name"));
+    // without an API server the DaemonSet check cannot tell: nothing changes, the exit says so
+    let out = agent()
+        .arg("uninstall")
+        .args(n.args())
+        .args([
+            "--if-daemonset-deleted",
+            "tern-agent",
+            "--api-server",
+            "https://127.0.0.1:1",
+        ])
+        .args(["--sa-dir", Path::new("/nonexistent").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(n.has("net.d/tern-kubeconfig") && tern_files_present(&n));
+}
+
+#[test]
+fn every_binary_says_its_version() {
+    let out = agent().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.trim() == format!("tern-agent {}", env!("CARGO_PKG_VERSION")),
+        "{text}"
+    );
+}
