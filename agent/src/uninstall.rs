@@ -49,7 +49,7 @@ pub struct UninstallArgs {
     #[arg(long, value_name = "DIR", default_value = "/host/run/cni/tern")]
     pub state_dir: PathBuf,
     /// Act only when this DaemonSet (in the agent's namespace) is gone or being deleted, or the
-    /// agent's credentials are refused (its service account or RBAC removed with it)
+    /// agent's RBAC refuses the read (403: removed with it)
     #[arg(long, value_name = "NAME")]
     pub if_daemonset_deleted: Option<String>,
 }
@@ -130,24 +130,20 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::Removed)
 }
 
-/// Whether the DaemonSet `name` is being removed: gone (404), being deleted, or the agent's own
-/// credentials refused (401/403: its service account or RBAC went with it).
+/// Whether the DaemonSet `name` is being removed: gone (404), being deleted, or the agent's RBAC
+/// refused (403: removed with it; `install` needs the same RBAC, so tern could not come back).
 ///
 /// # Errors
-/// The API server could not tell (unreachable, timeout, 5xx, unreadable credentials).
+/// The API server could not tell: unreachable, timeout, 5xx, unreadable credentials, or 401 (a
+/// signing-key rotation looks the same as a deleted service account, and must not remove tern).
 fn daemonset_deleted(cfg: &RunConfig, name: &str) -> anyhow::Result<bool> {
-    let (client, _) = match in_cluster_client(cfg) {
-        Ok(c) => c,
-        // The projected token is removed with the pod's volumes only after preStop: a missing
-        // one means no credentials at all, so nothing can be told.
-        Err(e) => return Err(e).context("in-cluster credentials"),
-    };
+    let (client, _) = in_cluster_client(cfg).context("in-cluster credentials")?;
     match client.daemonset_deleting(&cfg.namespace, name, Duration::from_secs(10)) {
         Ok(deleting) => Ok(deleting),
-        Err(KubeError::NotFound { .. } | KubeError::Unauthorized | KubeError::Forbidden { .. }) => {
-            Ok(true)
-        }
-        Err(e) => Err(e).with_context(|| format!("read daemonset {}/{name}", cfg.namespace)),
+        Err(KubeError::NotFound { .. } | KubeError::Forbidden { .. }) => Ok(true),
+        Err(e) => Err(e).with_context(|| {
+            format!("read daemonset {}/{name} (tern stays installed; run `tern-agent uninstall` on the node to remove it)", cfg.namespace)
+        }),
     }
 }
 
