@@ -181,3 +181,71 @@ fn sigkill_swept_over_add_then_del_leaves_nothing() {
         "host-local was rarely caught running: {t:?}"
     );
 }
+
+/// tern SIGKILLed while its IPAM child runs (a runtime's timeout kills the plugin it exec'd, not
+/// its children): the child dies with it, so it cannot take a lease after the runtime's DEL has
+/// released nothing. The IPAM here marks its start, sleeps 1 s, then marks its end; after the
+/// kill the end must never come. (Before, the orphan went on: the churn saw a host-local lease
+/// left behind, 1 of 250 kills.)
+#[test]
+fn ipam_child_dies_with_a_killed_tern() {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let node = Node::new("orphan");
+    let pod = node.pod("orphan");
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("slow-ipam");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nd=$(dirname \"$0\")\ncat >/dev/null\n[ \"$CNI_COMMAND\" = ADD ] || exit 0\n\
+         touch \"$d/started\"\nsleep 1\ntouch \"$d/finished\"\n\
+         echo '{\"cniVersion\":\"1.0.0\",\"ips\":[{\"address\":\"10.99.0.50/24\"}]}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut conf = node.tern(Fam::V4.ranges());
+    conf["ipam"] = serde_json::json!({"type": "slow-ipam"});
+    conf["name"] = serde_json::json!("orphan");
+    conf["cniVersion"] = serde_json::json!("1.0.0");
+    let call = node
+        .call("tern", "ADD")
+        .path(&cni_path_with(dir.path()))
+        .netns(pod.path())
+        .netconf(&conf)
+        .unwrap();
+    let mut cmd = call.command();
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&serde_json::to_vec(&conf).unwrap())
+        .unwrap();
+    let start = Instant::now();
+    while !dir.path().join("started").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the IPAM never started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        !dir.path().join("finished").exists(),
+        "the IPAM child outlived the SIGKILLed tern and finished its ADD"
+    );
+    let out = node
+        .call("tern", "DEL")
+        .path(&cni_path_with(dir.path()))
+        .netns(pod.path())
+        .netconf(&conf)
+        .unwrap()
+        .run()
+        .unwrap();
+    ok(&out, "DEL after the kill");
+}
