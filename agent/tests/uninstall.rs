@@ -157,3 +157,37 @@ fn every_binary_says_its_version() {
         "{text}"
     );
 }
+
+#[test]
+fn the_agent_logs_json_lines_on_request_and_refuses_unknown_formats() {
+    let n = Node::new("json");
+    let out = agent()
+        .arg("uninstall")
+        .args(n.args())
+        .env("TERN_LOG_FORMAT", "json")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line: serde_json::Value = serde_json::from_str(err.lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("not a JSON line ({e}): {err}"));
+    assert_eq!(line["level"], "INFO", "{line}");
+    assert!(line["fields"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("uninstall done"));
+    for (k, v, want) in [
+        ("TERN_LOG_FORMAT", "xml", "text or json"),
+        ("TERN_LOG", "loud", "error, warn, info"),
+    ] {
+        let out = agent()
+            .arg("uninstall")
+            .args(n.args())
+            .env(k, v)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{k}={v} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want) && err.contains(v), "{err}");
+    }
+}
