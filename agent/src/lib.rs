@@ -11,6 +11,7 @@ pub mod kubeconfig;
 pub mod logging;
 pub mod mint;
 pub mod plan;
+pub mod routes;
 pub mod run;
 pub mod schedule;
 pub mod uninstall;

@@ -167,6 +167,21 @@ fn rbac_is_least_privilege() {
                     vec![],
                     "get".into(),
                 ),
+                // run --node-routes: the node list and watch.
+                (
+                    "cluster".into(),
+                    String::new(),
+                    "nodes".into(),
+                    vec![],
+                    "list".into(),
+                ),
+                (
+                    "cluster".into(),
+                    String::new(),
+                    "nodes".into(),
+                    vec![],
+                    "watch".into(),
+                ),
             ]
             .into_iter()
             .collect(),
@@ -267,6 +282,8 @@ fn daemonset_has_what_the_agent_needs() {
     };
     let cfg = tern_agent::RunConfig::from_args(&args, &env).unwrap();
     assert_eq!(cfg.socket, Path::new("/run/tern/agent.sock"));
+    // Node routes are on, for the node the downward API names.
+    assert_eq!(cfg.routes.unwrap().node_name, "$(NODE_NAME)");
 }
 
 #[test]

@@ -57,6 +57,8 @@ pub struct RunConfig {
     pub channel_min_interval: Duration,
     /// Read deadline for one channel request.
     pub channel_read_timeout: Duration,
+    /// Node routes (`--node-routes`); `None` when off.
+    pub routes: Option<crate::routes::RouteConfig>,
 }
 
 impl RunConfig {
@@ -76,6 +78,7 @@ impl RunConfig {
             wall_check: Duration::from_secs(30),
             channel_min_interval: Duration::from_secs(30),
             channel_read_timeout: Duration::from_secs(2),
+            routes: None,
         }
     }
 }

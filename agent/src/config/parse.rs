@@ -59,6 +59,9 @@ pub struct RunArgs {
     /// Minimum spacing of channel-triggered refreshes
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub channel_interval: Duration,
+    /// Node routes.
+    #[command(flatten)]
+    pub routes: crate::routes::RouteArgs,
 }
 
 /// The API server URL from `--api-server` or the in-cluster environment.
@@ -131,6 +134,7 @@ impl RunConfig {
         c.policy.backoff_cap = a.backoff_cap;
         c.wall_check = a.wall_check;
         c.channel_min_interval = a.channel_interval;
+        c.routes = crate::routes::RouteConfig::from_args(&a.routes)?;
         if let Some(v) = env(REFRESH_ENV).filter(|v| !v.is_empty()) {
             c.policy.refresh_override =
                 Some(parse_duration(&v).map_err(|e| anyhow::anyhow!("{REFRESH_ENV}: {e}"))?);

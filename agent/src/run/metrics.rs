@@ -127,11 +127,18 @@ impl Collector for SnapshotCollector {
     }
 }
 
-/// The metrics text (OpenMetrics, which Prometheus reads) for `snap` and the TokenRequest
-/// latency histogram.
-pub fn render(snap: Snapshot, latency: &Histogram) -> String {
+/// The metrics text (OpenMetrics, which Prometheus reads) for `snap`, the TokenRequest
+/// latency histogram and, with `--node-routes`, the route controller's state.
+pub fn render(
+    snap: Snapshot,
+    latency: &Histogram,
+    routes: Option<crate::routes::RouteStats>,
+) -> String {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(SnapshotCollector(snap, latency.clone())));
+    if let Some(r) = routes {
+        registry.register_collector(Box::new(crate::routes::metrics::RouteCollector(r)));
+    }
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);

@@ -88,7 +88,11 @@ struct Shared {
     latency: Histogram,
     /// When the refresher last made progress (monotonic): what `/livez` checks.
     heartbeat: Mutex<Instant>,
+    /// The route controller's counters, with `--node-routes`.
+    routes: Option<RouteStatsFn>,
 }
+
+type RouteStatsFn = Arc<dyn Fn() -> crate::routes::RouteStats + Send + Sync>;
 
 /// Upper bounds of the TokenRequest latency buckets (seconds), up to the default request deadline.
 const LATENCY_BUCKETS: [f64; 11] = [
@@ -119,6 +123,7 @@ pub struct Agent {
     threads: Vec<JoinHandle<()>>,
     http_addr: SocketAddr,
     http_stop: tokio::sync::oneshot::Sender<()>,
+    routes: Option<crate::routes::RouteController>,
 }
 
 impl Agent {
@@ -133,6 +138,10 @@ impl Agent {
         let http = TcpListener::bind(cfg.listen)
             .with_context(|| format!("bind health/metrics on {}", cfg.listen))?;
         let http_addr = http.local_addr()?;
+        let routes = match cfg.routes.clone() {
+            Some(rc) => Some(crate::routes::RouteController::start(cfg.clone(), rc)?),
+            None => None,
+        };
         let shared = Arc::new(Shared {
             cfg,
             clock,
@@ -152,6 +161,9 @@ impl Agent {
             channel_conns: AtomicUsize::new(0),
             latency: Histogram::new(LATENCY_BUCKETS),
             heartbeat: Mutex::new(Instant::now()),
+            routes: routes
+                .as_ref()
+                .map(crate::routes::RouteController::stats_source),
         });
         info!(
             api_server = %shared.cfg.api_server,
@@ -187,6 +199,7 @@ impl Agent {
             threads,
             http_addr,
             http_stop,
+            routes,
         })
     }
 
@@ -200,8 +213,18 @@ impl Agent {
         lock(&self.shared.snap).clone()
     }
 
-    /// Stops every thread, removes the socket, and waits for them.
+    /// The route controller's counters (`None` without `--node-routes`).
+    pub fn route_stats(&self) -> Option<crate::routes::RouteStats> {
+        self.routes
+            .as_ref()
+            .map(crate::routes::RouteController::stats)
+    }
+
+    /// Stops every thread, removes the socket, and waits for them; routes stay.
     pub fn shutdown(self) {
+        if let Some(r) = self.routes {
+            r.stop();
+        }
         self.shared.stop.store(true, Ordering::SeqCst);
         {
             let _g = lock(&self.shared.coord);

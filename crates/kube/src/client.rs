@@ -20,6 +20,8 @@ use crate::types::{
     Node, Pod, RawNode, RawPod, RawTokenRequest, TokenRequestSpec, TokenRequestStatus,
 };
 
+pub mod nodes;
+
 /// Largest response body read (1 MiB); a Pod or TokenRequest is far smaller.
 const MAX_BODY: u64 = 1 << 20;
 

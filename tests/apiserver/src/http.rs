@@ -124,10 +124,10 @@ pub(crate) fn too_many(retry_after: u64) -> Response {
     }
 }
 
-/// Method, path, headers, body.
+/// Method, path with query, headers, body.
 pub(crate) type HttpRequest = (String, String, Vec<(String, String)>, Vec<u8>);
 
-/// Reads one HTTP/1.1 request: method, path (no query), headers, body.
+/// Reads one HTTP/1.1 request: method, path (query included), headers, body.
 pub(crate) fn read_request<S: Read>(stream: &mut S) -> Option<HttpRequest> {
     let mut buf = Vec::with_capacity(2048);
     let mut chunk = [0u8; 4096];
@@ -142,7 +142,7 @@ pub(crate) fn read_request<S: Read>(stream: &mut S) -> Option<HttpRequest> {
         match req.parse(&buf) {
             Ok(httparse::Status::Complete(head_len)) => {
                 let method = req.method?.to_owned();
-                let path = req.path?.split('?').next().unwrap_or("").to_owned();
+                let path = req.path?.to_owned();
                 let headers: Vec<(String, String)> = req
                     .headers
                     .iter()
@@ -182,9 +182,11 @@ pub(crate) fn serve(shared: &Shared, config: &Arc<rustls::ServerConfig>, tcp: Tc
         return;
     };
     let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let Some((method, path, headers, body)) = read_request(&mut tls) else {
+    let Some((method, target, headers, body)) = read_request(&mut tls) else {
         return;
     };
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let (path, query) = (path.to_owned(), query.to_owned());
     let at = Instant::now();
     let response = {
         let mut s = shared.lock();
@@ -229,6 +231,27 @@ pub(crate) fn serve(shared: &Shared, config: &Arc<rustls::ServerConfig>, tcp: Tc
             }
             Some(Fault::TooManyRequests { retry_after }) => too_many(retry_after),
             Some(Fault::Status(code)) => fault_response(code),
+            None if method == "GET" && path == "/api/v1/nodes" => {
+                let planned = authenticate(&s, &headers)
+                    .and_then(|user| {
+                        let verb = nodes::verb(&query);
+                        authorize(&s, user.as_deref(), verb, "nodes", "", None)
+                    })
+                    .and_then(|()| nodes::collection(&s, &query));
+                match planned {
+                    Ok(plan) => {
+                        if let Some(r) = s.requests.get_mut(idx) {
+                            r.status = 200;
+                        }
+                        drop(s);
+                        nodes::stream(shared, &mut tls, &plan);
+                        tls.conn.send_close_notify();
+                        let _ = tls.flush();
+                        return;
+                    }
+                    Err(r) => r,
+                }
+            }
             None => handle(&mut s, &method, &path, &headers, &body),
         };
         if let Some(r) = s.requests.get_mut(idx) {
@@ -236,6 +259,11 @@ pub(crate) fn serve(shared: &Shared, config: &Arc<rustls::ServerConfig>, tcp: Tc
         }
         resp
     };
+    finish(&mut tls, response);
+}
+
+/// Writes `response` with `Connection: close` and closes the TLS session.
+fn finish(tls: &mut rustls::StreamOwned<rustls::ServerConnection, TcpStream>, response: Response) {
     let mut out = format!(
         "HTTP/1.1 {} {}\r\n",
         response.status,

@@ -1,7 +1,8 @@
 //! tern-apiserver: an HTTPS stand-in for the kube-apiserver paths tern uses, for tests only.
 //!
 //! It serves `POST /api/v1/namespaces/{ns}/serviceaccounts/{name}/token` (TokenRequest),
-//! `GET /api/v1/namespaces/{ns}/pods/{name}` and `GET /api/v1/nodes/{name}` with the status codes,
+//! `GET /api/v1/namespaces/{ns}/pods/{name}`, `GET /api/v1/nodes/{name}` and the node list and
+//! watch (`GET /api/v1/nodes`, `?watch=1`) with the status codes,
 //! headers and `Status` bodies the real server sends, authenticates bearer
 //! tokens it issued itself (HS256 JWTs, expiry checked with the real 60 s leeway against its own,
 //! movable clock) and lets tests inject faults, stall, move its clock, rotate its signing key and
@@ -16,6 +17,7 @@
 mod handlers;
 mod http;
 mod jwt;
+mod nodes;
 mod tls;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -92,6 +94,11 @@ pub(crate) struct State {
     pub(crate) forbidden: BTreeSet<(String, String, String)>,
     pub(crate) requests: Vec<RequestRecord>,
     pub(crate) issued: u64,
+    pub(crate) node_rv: u64,
+    pub(crate) node_events: Vec<nodes::NodeEvent>,
+    pub(crate) node_compacted: u64,
+    pub(crate) watch_generation: u64,
+    pub(crate) bookmark_interval: Duration,
 }
 
 pub(crate) struct Shared {
@@ -125,12 +132,14 @@ impl ApiServer {
         Self::start_on("127.0.0.1:0".parse().map_err(std::io::Error::other)?)
     }
 
-    /// Starts on `bind`.
+    /// Starts on `bind` (its address also goes into the server certificate). To serve inside
+    /// another network namespace, call it from a thread in that namespace: the listener and its
+    /// accept thread stay there.
     ///
     /// # Errors
     /// Binding or certificate generation failed.
     pub fn start_on(bind: SocketAddr) -> std::io::Result<Self> {
-        let (config, ca_pem) = tls::generate()?;
+        let (config, ca_pem) = tls::generate(bind.ip())?;
         let listener = TcpListener::bind(bind)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -292,8 +301,17 @@ impl ApiServer {
             spec = json!({"podCIDR": first, "podCIDRs": pod_cidrs});
         }
         let node = json!({"kind": "Node", "apiVersion": "v1",
-            "metadata": {"name": name, "uid": uuid(), "resourceVersion": "1"}, "spec": spec});
-        self.shared.lock().nodes.insert(name.into(), node);
+            "metadata": {"name": name, "uid": uuid()}, "spec": spec});
+        let mut s = self.shared.lock();
+        let kind = if s.nodes.contains_key(name) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        let node = nodes::record(&mut s, kind, node);
+        s.nodes.insert(name.into(), node);
+        drop(s);
+        self.shared.wake.notify_all();
     }
 
     /// Injects `fault` for every request (`None` clears it).

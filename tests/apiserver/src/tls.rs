@@ -1,4 +1,5 @@
-//! A throwaway CA and a server certificate for `localhost`, `127.0.0.1` and `::1`, generated at
+//! A throwaway CA and a server certificate for `localhost`, `127.0.0.1`, `::1` and the address
+//! the server listens on, generated at
 //! start with rcgen (ring), and the rustls server configuration using them.
 
 use std::sync::Arc;
@@ -10,8 +11,9 @@ fn io_err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
-/// Generates the CA and server certificate; returns the server config and the CA PEM.
-pub fn generate() -> std::io::Result<(Arc<rustls::ServerConfig>, String)> {
+/// Generates the CA and a server certificate also naming `ip`; returns the server config and
+/// the CA PEM.
+pub fn generate(ip: std::net::IpAddr) -> std::io::Result<(Arc<rustls::ServerConfig>, String)> {
     let ca_key = KeyPair::generate().map_err(io_err)?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(io_err)?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -26,12 +28,15 @@ pub fn generate() -> std::io::Result<(Arc<rustls::ServerConfig>, String)> {
     let ca = ca_params.self_signed(&ca_key).map_err(io_err)?;
 
     let key = KeyPair::generate().map_err(io_err)?;
-    let mut params = CertificateParams::new(vec![
+    let mut names = vec![
         "localhost".to_owned(),
         "127.0.0.1".to_owned(),
         "::1".to_owned(),
-    ])
-    .map_err(io_err)?;
+    ];
+    if !ip.is_loopback() && !ip.is_unspecified() {
+        names.push(ip.to_string());
+    }
+    let mut params = CertificateParams::new(names).map_err(io_err)?;
     params
         .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");

@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnetwork::IpNetwork;
-use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
+use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol,
     RouteScope as NlScope, RouteType,
@@ -59,6 +59,9 @@ pub struct KernelRoute {
     /// `RTNH_F_ONLINK`: the gateway is on the link even though no address covers it (the
     /// `default via 169.254.1.1 dev eth0 onlink` pattern of routed-veth plugins).
     pub onlink: bool,
+    /// Who installed the route (`rtm_protocol`, rtnetlink(7)); `None` adds with `RTPROT_BOOT`
+    /// as `ip route add` does. A dump fills it in, so an owner can find exactly its own routes.
+    pub protocol: Option<u8>,
 }
 
 impl KernelRoute {
@@ -73,6 +76,7 @@ impl KernelRoute {
             table: None,
             priority: None,
             onlink: false,
+            protocol: None,
         }
     }
 
@@ -109,7 +113,9 @@ impl KernelRoute {
             msg.header.scope = NlScope::NoWhere;
         } else {
             msg.header.scope = self.scope.to_nl();
-            msg.header.protocol = RouteProtocol::Boot;
+            msg.header.protocol = self
+                .protocol
+                .map_or(RouteProtocol::Boot, RouteProtocol::from);
             msg.header.kind = RouteType::Unicast;
         }
         if self.onlink {
@@ -173,6 +179,7 @@ impl KernelRoute {
         };
         route.table = Some(table);
         route.onlink = m.header.flags.contains(RouteFlags::Onlink);
+        route.protocol = Some(u8::from(m.header.protocol));
         Some(route)
     }
 }
@@ -215,6 +222,22 @@ impl Handle {
             },
             e => with_ipv6_advice(e, route.family()),
         })
+    }
+
+    /// Adds a route, or replaces the one with the same destination, table and priority in
+    /// place (`NLM_F_CREATE | NLM_F_REPLACE`, as `ip route replace`): traffic to it never
+    /// finds no route.
+    ///
+    /// # Errors
+    /// As [`Handle::add_route`], without EEXIST.
+    pub fn replace_route(&self, route: &KernelRoute) -> Result<()> {
+        self.request(
+            &format!("replace route {}", route.describe()),
+            RouteNetlinkMessage::NewRoute(route.message(false)),
+            NLM_F_CREATE | NLM_F_REPLACE,
+            None,
+        )
+        .map_err(|e| with_ipv6_advice(e, route.family()))
     }
 
     /// Deletes a route. Scope, protocol and type are wildcards; destination, gateway, `oif` and

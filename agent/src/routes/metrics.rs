@@ -1,0 +1,138 @@
+//! The route controller's metrics, encoded by prometheus-client from a [`RouteStats`] at scrape
+//! time (`tern_agent_node_routes_*`).
+//!
+//! Invariant: rendered only when `--node-routes` is on; counters end in `_total` (added by the
+//! encoder).
+
+use std::fmt;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+
+use super::RouteStats;
+
+/// The reasons of `tern_agent_node_routes_unrouted`, always all reported.
+pub const SKIP_REASONS: [&str; 4] = ["not_connected", "no_internal_ip", "bad_cidr", "conflict"];
+
+/// A collector over one [`RouteStats`] snapshot.
+#[derive(Debug)]
+pub struct RouteCollector(pub RouteStats);
+
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+    let v = i64::try_from(v).unwrap_or(i64::MAX);
+    ConstGauge::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
+}
+
+fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+    ConstCounter::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+fn labelled<'a>(
+    enc: &mut DescriptorEncoder,
+    (name, help, kind): (&str, &str, MetricType),
+    label: &str,
+    values: impl IntoIterator<Item = (&'a str, u64)>,
+) -> fmt::Result {
+    let mut family = enc.encode_descriptor(name, help, None, kind)?;
+    for (k, v) in values {
+        let labels = [(label, k)];
+        let m = family.encode_family(&labels)?;
+        if matches!(kind, MetricType::Gauge) {
+            ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX)).encode(m)?;
+        } else {
+            ConstCounter::new(v).encode(m)?;
+        }
+    }
+    Ok(())
+}
+
+impl Collector for RouteCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let s = &self.0;
+        let e = &mut enc;
+        gauge(
+            e,
+            "tern_agent_node_routes_installed",
+            "Routes to other nodes' podCIDRs that tern keeps in the table.",
+            s.installed,
+        )?;
+        gauge(
+            e,
+            "tern_agent_node_routes_nodes",
+            "Nodes known from the API server.",
+            s.nodes,
+        )?;
+        gauge(
+            e,
+            "tern_agent_node_routes_synced",
+            "1 once the first node list has been applied.",
+            u64::from(s.synced),
+        )?;
+        counter(e, "tern_agent_node_routes_added", "Routes added.", s.added)?;
+        counter(
+            e,
+            "tern_agent_node_routes_moved",
+            "Routes replaced because a node's podCIDR or InternalIP changed.",
+            s.moved,
+        )?;
+        counter(
+            e,
+            "tern_agent_node_routes_removed",
+            "Routes removed (node deleted or moved, or stale at start-up).",
+            s.removed,
+        )?;
+        counter(
+            e,
+            "tern_agent_node_routes_failed",
+            "Route operations the kernel refused.",
+            s.failed,
+        )?;
+        counter(
+            e,
+            "tern_agent_node_routes_lists",
+            "Full node lists (start-up and after 410 Gone).",
+            s.lists,
+        )?;
+        counter(
+            e,
+            "tern_agent_node_routes_watches",
+            "Node watches opened.",
+            s.watches,
+        )?;
+        labelled(
+            e,
+            (
+                "tern_agent_node_routes_unrouted",
+                "podCIDRs of other nodes left unrouted, by reason.",
+                MetricType::Gauge,
+            ),
+            "reason",
+            SKIP_REASONS
+                .iter()
+                .map(|r| (*r, s.skipped.get(r).copied().unwrap_or(0))),
+        )?;
+        labelled(
+            e,
+            (
+                "tern_agent_node_routes_watch_events",
+                "Node watch events by type.",
+                MetricType::Counter,
+            ),
+            "type",
+            s.events.iter().map(|(k, v)| (*k, *v)),
+        )?;
+        labelled(
+            e,
+            (
+                "tern_agent_node_routes_api_errors",
+                "Failed node lists and watches, by cause.",
+                MetricType::Counter,
+            ),
+            "cause",
+            s.api_errors.iter().map(|(k, v)| (*k, *v)),
+        )
+    }
+}

@@ -1,0 +1,202 @@
+//! `tern-agent run --node-routes`: host-gw routing between nodes. One thread lists and watches
+//! Nodes and keeps one route per other node's podCIDR, via that node's InternalIP, in this
+//! node's main table.
+//!
+//! Files: the desired routes (`desired.rs`, pure), the kernel side (`kernel.rs`), the list and
+//! watch loop (`watch.rs`), the metrics (`metrics.rs`); this file holds the settings, the
+//! counters and starting and stopping the thread.
+//!
+//! Invariants: the kernel is reconciled after the first list (adding what is missing, removing
+//! tern's stale routes) and after every change; nothing but a Node's change or disappearance
+//! removes a route, so an API server that is down or a watch that breaks leaves the routes as
+//! they are.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::cli::parse_duration;
+use crate::config::RunConfig;
+
+pub mod desired;
+pub mod kernel;
+pub mod metrics;
+mod watch;
+
+pub use kernel::TERN_PROTOCOL;
+
+/// The flags of `tern-agent run` for node routes.
+#[derive(Debug, Clone, Args)]
+pub struct RouteArgs {
+    /// Route every other node's podCIDRs via its InternalIP (host-gw; needs list/watch nodes)
+    #[arg(long)]
+    pub node_routes: bool,
+    /// This node's name (the downward API's spec.nodeName), needed by --node-routes
+    #[arg(long, value_name = "NAME", env = "NODE_NAME", hide_env_values = true)]
+    pub node_name: Option<String>,
+    /// How long one node watch lasts before it is renewed (timeoutSeconds)
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub watch_timeout: Duration,
+}
+
+/// Settings of the route controller.
+#[derive(Debug, Clone)]
+pub struct RouteConfig {
+    /// This node's `metadata.name`: its own podCIDRs get no route.
+    pub node_name: String,
+    /// `timeoutSeconds` of each watch.
+    pub watch_timeout: Duration,
+    /// Longest silence on a watch before it counts as dead (bookmarks arrive about every minute).
+    pub watch_idle: Duration,
+}
+
+impl RouteConfig {
+    /// The settings from the flags; `None` without `--node-routes`.
+    ///
+    /// # Errors
+    /// `--node-routes` without a node name, or a watch timeout under 1 s.
+    pub fn from_args(a: &RouteArgs) -> anyhow::Result<Option<RouteConfig>> {
+        if !a.node_routes {
+            return Ok(None);
+        }
+        let Some(node_name) = a.node_name.clone().filter(|n| !n.is_empty()) else {
+            anyhow::bail!(
+                "--node-routes needs --node-name or NODE_NAME (the downward API's spec.nodeName)"
+            );
+        };
+        if a.watch_timeout < Duration::from_secs(1) {
+            anyhow::bail!("--watch-timeout must be at least 1s");
+        }
+        Ok(Some(RouteConfig {
+            node_name,
+            watch_timeout: a.watch_timeout,
+            watch_idle: Duration::from_secs(180),
+        }))
+    }
+}
+
+/// Counters and gauges of the route controller (what `/metrics` renders).
+#[derive(Debug, Clone, Default)]
+pub struct RouteStats {
+    /// Routes of tern's in the table after the last reconcile.
+    pub installed: u64,
+    /// Routes added, moved, removed, refused, since start.
+    pub added: u64,
+    /// Routes whose gateway changed.
+    pub moved: u64,
+    /// Stale routes removed.
+    pub removed: u64,
+    /// Route operations the kernel refused.
+    pub failed: u64,
+    /// podCIDRs currently left unrouted, by reason.
+    pub skipped: std::collections::BTreeMap<&'static str, u64>,
+    /// Full lists made (start-up, 410, errors).
+    pub lists: u64,
+    /// Watches opened.
+    pub watches: u64,
+    /// Watch events by type (`added`, `modified`... as applied, `deleted`, `bookmark`, `gone`).
+    pub events: std::collections::BTreeMap<&'static str, u64>,
+    /// API errors by cause.
+    pub api_errors: std::collections::BTreeMap<&'static str, u64>,
+    /// Nodes known.
+    pub nodes: u64,
+    /// Whether the first list has been reconciled.
+    pub synced: bool,
+}
+
+pub(crate) struct Shared {
+    pub(crate) run: RunConfig,
+    pub(crate) cfg: RouteConfig,
+    pub(crate) stats: Mutex<RouteStats>,
+    pub(crate) stop: AtomicBool,
+    pub(crate) wake: Condvar,
+    pub(crate) sleep: Mutex<()>,
+}
+
+impl Shared {
+    pub(crate) fn stats(&self) -> std::sync::MutexGuard<'_, RouteStats> {
+        self.stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sleeps up to `d`, or less when stopping; true when stopping.
+    pub(crate) fn sleep(&self, d: Duration) -> bool {
+        let g = self
+            .sleep
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.stop.load(Ordering::SeqCst) {
+            return true;
+        }
+        let _g = self.wake.wait_timeout(g, d);
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+/// The running route controller.
+pub struct RouteController {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl RouteController {
+    /// Starts the controller thread in the calling thread's network namespace.
+    ///
+    /// # Errors
+    /// The thread cannot be spawned.
+    pub fn start(run: RunConfig, cfg: RouteConfig) -> anyhow::Result<RouteController> {
+        let shared = Arc::new(Shared {
+            run,
+            cfg,
+            stats: Mutex::new(RouteStats::default()),
+            stop: AtomicBool::new(false),
+            wake: Condvar::new(),
+            sleep: Mutex::new(()),
+        });
+        let s = Arc::clone(&shared);
+        let (tx, done) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("node-routes".into())
+            .spawn(move || {
+                watch::run(&s);
+                let _ = tx.send(());
+            })?;
+        Ok(RouteController {
+            shared,
+            thread: Some(thread),
+            done,
+        })
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> RouteStats {
+        self.shared.stats().clone()
+    }
+
+    /// A handle for the metrics endpoint.
+    pub fn stats_source(&self) -> Arc<dyn Fn() -> RouteStats + Send + Sync> {
+        let s = Arc::clone(&self.shared);
+        Arc::new(move || s.stats().clone())
+    }
+
+    /// Stops the thread and leaves every route in place: pods keep their network across an
+    /// agent restart. A thread blocked on an open watch (until its next event, bookmark or
+    /// idle deadline) is waited for 2 s, then left to end on its own.
+    pub fn stop(mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        {
+            let _g = self.shared.sleep.lock();
+            self.shared.wake.notify_all();
+        }
+        if self.done.recv_timeout(Duration::from_secs(2)).is_ok() {
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
