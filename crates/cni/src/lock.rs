@@ -16,7 +16,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, Flock, FlockArg};
 
 use crate::error::Error;
 
@@ -108,10 +108,15 @@ impl AttachmentLock {
             let held = lock.metadata()?;
             match std::fs::symlink_metadata(&path) {
                 Ok(now) if now.dev() == held.dev() && now.ino() == held.ino() => {
+                    // Inherited by the verb's exec'd children (its IPAM): the attachment stays
+                    // locked while any of them runs, so the orphaned IPAM of a plugin SIGKILLed
+                    // mid-ADD (a runtime's timeout kills only the plugin) finishes before the
+                    // DEL that follows can release; else it took its lease after that DEL.
+                    fcntl(&*lock, FcntlArg::F_SETFD(FdFlag::empty())).map_err(io::Error::from)?;
                     return Ok(AttachmentLock {
                         path,
                         lock: Some(lock),
-                    })
+                    });
                 }
                 // The holder before us removed it (or replaced it): lock the current one.
                 Ok(_) => {}

@@ -183,12 +183,12 @@ fn sigkill_swept_over_add_then_del_leaves_nothing() {
 }
 
 /// tern SIGKILLed while its IPAM child runs (a runtime's timeout kills the plugin it exec'd, not
-/// its children): the child dies with it, so it cannot take a lease after the runtime's DEL has
-/// released nothing. The IPAM here marks its start, sleeps 1 s, then marks its end; after the
-/// kill the end must never come. (Before, the orphan went on: the churn saw a host-local lease
-/// left behind, 1 of 250 kills.)
+/// its children), then DEL at once: the orphaned IPAM ADD finishes *before* DEL's IPAM call (the
+/// attachment lock's fd is the child's too), so DEL releases what it took. The IPAM here logs its
+/// ADD's start and end (1 s apart) and its DEL. (Before, DEL ran beside the orphan, which took its
+/// lease after the release: the churn saw a host-local lease left, 1 in 250 kills.)
 #[test]
-fn ipam_child_dies_with_a_killed_tern() {
+fn del_after_a_killed_tern_waits_for_its_ipam_child() {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
     let node = Node::new("orphan");
@@ -197,8 +197,10 @@ fn ipam_child_dies_with_a_killed_tern() {
     let script = dir.path().join("slow-ipam");
     std::fs::write(
         &script,
-        "#!/bin/sh\nd=$(dirname \"$0\")\ncat >/dev/null\n[ \"$CNI_COMMAND\" = ADD ] || exit 0\n\
-         touch \"$d/started\"\nsleep 1\ntouch \"$d/finished\"\n\
+        "#!/bin/sh\nd=$(dirname \"$0\")\ncat >/dev/null\n\
+         if [ \"$CNI_COMMAND\" = DEL ]; then echo del >>\"$d/log\"; exit 0; fi\n\
+         [ \"$CNI_COMMAND\" = ADD ] || exit 0\n\
+         echo add-start >>\"$d/log\"\nsleep 1\necho add-end >>\"$d/log\"\n\
          echo '{\"cniVersion\":\"1.0.0\",\"ips\":[{\"address\":\"10.99.0.50/24\"}]}'\n",
     )
     .unwrap();
@@ -207,13 +209,15 @@ fn ipam_child_dies_with_a_killed_tern() {
     conf["ipam"] = serde_json::json!({"type": "slow-ipam"});
     conf["name"] = serde_json::json!("orphan");
     conf["cniVersion"] = serde_json::json!("1.0.0");
-    let call = node
-        .call("tern", "ADD")
-        .path(&cni_path_with(dir.path()))
-        .netns(pod.path())
-        .netconf(&conf)
-        .unwrap();
-    let mut cmd = call.command();
+    let call = |verb: &str| {
+        node.call("tern", verb)
+            .container_id("orphan-1")
+            .path(&cni_path_with(dir.path()))
+            .netns(pod.path())
+            .netconf(&conf)
+            .unwrap()
+    };
+    let mut cmd = call("ADD").command();
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -224,8 +228,9 @@ fn ipam_child_dies_with_a_killed_tern() {
         .unwrap()
         .write_all(&serde_json::to_vec(&conf).unwrap())
         .unwrap();
+    let log = dir.path().join("log");
     let start = Instant::now();
-    while !dir.path().join("started").exists() {
+    while !std::fs::read_to_string(&log).is_ok_and(|l| l.contains("add-start")) {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "the IPAM never started"
@@ -234,18 +239,11 @@ fn ipam_child_dies_with_a_killed_tern() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        !dir.path().join("finished").exists(),
-        "the IPAM child outlived the SIGKILLed tern and finished its ADD"
-    );
-    let out = node
-        .call("tern", "DEL")
-        .path(&cni_path_with(dir.path()))
-        .netns(pod.path())
-        .netconf(&conf)
-        .unwrap()
-        .run()
-        .unwrap();
+    let out = call("DEL").run().unwrap();
     ok(&out, "DEL after the kill");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "add-start\nadd-end\ndel\n",
+        "DEL's IPAM call did not wait for the orphaned IPAM ADD"
+    );
 }

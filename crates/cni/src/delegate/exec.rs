@@ -73,31 +73,6 @@ fn kill_group(pid: u32) {
     }
 }
 
-/// Makes the delegate die (SIGKILL) when the thread that spawned it does (`PR_SET_PDEATHSIG`;
-/// that thread always waits for it, so only our own death fires it). Without it, a plugin
-/// SIGKILLed by its runtime's timeout left its IPAM child running as an orphan: host-local
-/// started before the kill took its lease *after* the runtime's DEL had released nothing, and
-/// the lease leaked (found by the churn: 1 of 250 kills).
-#[allow(unsafe_code)] // pre_exec: its closure runs between fork and exec
-fn die_with_parent(p: &mut Command) {
-    let parent = nix::unistd::getpid();
-    // SAFETY: the closure only makes two async-signal-safe syscalls (prctl, getppid) and
-    // allocates nothing but the error of a parent already gone.
-    unsafe {
-        p.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                .map_err(std::io::Error::from)?;
-            // Died between fork and prctl: the signal will never come.
-            if nix::unistd::getppid() != parent {
-                return Err(std::io::Error::other(
-                    "the plugin exited before its delegate started",
-                ));
-            }
-            Ok(())
-        });
-    }
-}
-
 impl Delegate<'_> {
     /// Execs the delegate found at `exe`; its stderr is captured and forwarded to ours.
     pub(super) fn run_exec(
@@ -122,7 +97,6 @@ impl Delegate<'_> {
                 // Its own process group, so the deadline can end its children too.
                 p.process_group(0);
             }
-            die_with_parent(&mut p);
             match p.spawn() {
                 Ok(c) => break c,
                 Err(e)
