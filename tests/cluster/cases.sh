@@ -5,7 +5,7 @@
 # (install first), as an operator's day does.
 
 ALL_CASES=(install pods rbac sandbox_recreated token_revoked max_token_expiration agent_restart
-    apiserver_down signing_key_rotated rollout)
+    apiserver_down signing_key_rotated rollout network_not_ready uninstall)
 
 fail() { echo "FAIL: $*" >&2; return 1; }
 
@@ -298,4 +298,107 @@ case_rollout() {
     ip route show | grep -q "^$ip dev tern" || fail "host route to $ip lost in the rollout"
     kubectl delete pod pod-r pod-q --wait=true --timeout=60s
     nothing_left "$ip"
+}
+
+# --- the node's readiness through the runtime's CNI STATUS -------------------------------------
+
+# agent_away: the DaemonSet's pod leaves the node (a nodeSelector no node matches).
+agent_away() {
+    kubectl -n tern patch daemonset tern-agent --type=merge \
+        -p '{"spec":{"template":{"spec":{"nodeSelector":{"tern.test/nowhere":"true"}}}}}'
+    wait_for 90 "tern-agent pod gone" bash -c "[ -z \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig -n tern get pods -l app.kubernetes.io/name=tern-agent -o name)\" ]"
+}
+
+# agent_back: the nodeSelector removed; the init container reinstalls and mints a fresh token.
+agent_back() {
+    kubectl -n tern patch daemonset tern-agent --type=json \
+        -p '[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]'
+    kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
+}
+
+node_ready_status() { kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'; }
+node_ready_message() { kubectl get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'; }
+
+# expire_token KUBECONFIG: rewrites the token's `exp` to a minute ago (its signature no longer
+# matches either, so the API server refuses it too). A real expiry takes at least 10 minutes
+# (TokenRequest's minimum lifetime); STATUS reads only `exp`, so this is the same state.
+expire_token() {
+    python3 - "$1" <<'PY'
+import base64, json, re, sys, time
+p = sys.argv[1]
+text = open(p).read()
+m = re.search(r"token: (['\"]?)([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]*)\1", text)
+assert m, "no JWT in the kubeconfig"
+pad = lambda s: s + "=" * (-len(s) % 4)
+claims = json.loads(base64.urlsafe_b64decode(pad(m.group(3))))
+claims["exp"] = int(time.time()) - 60
+body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+tok = f"{m.group(2)}.{body}.{m.group(4)}"
+open(p, "w").write(text[: m.start()] + f"token: {tok}" + text[m.end():])
+PY
+}
+
+# The agent gone and the token expired: the runtime's STATUS call (containerd 2 asks every CNI
+# network's STATUS on the CRI Status call) fails with tern's code 50, so the kubelet reports
+# NetworkReady=false and the node NotReady; no pod starts. The agent back: Ready again, pods start.
+case_network_not_ready() {
+    wait_for 60 "node Ready" node_ready
+    agent_away
+    # the agent's socket is gone or refuses: STATUS cannot count on a refresh
+    if [ -S /run/tern/agent.sock ] && python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' /run/tern/agent.sock 2>/dev/null; then
+        fail "the agent socket still accepts connections after the agent left"
+    fi
+    # with a valid token and no agent, the node stays Ready (the token still works)
+    sleep 12
+    [ "$(node_ready_status)" = True ] || fail "node not Ready with a valid token: $(node_ready_message)"
+    expire_token "$CNI_NET/tern-kubeconfig"
+    wait_for 60 "node NotReady through CNI STATUS" bash -c "[ \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}')\" = False ]"
+    local msg
+    msg=$(node_ready_message)
+    echo "Ready=False: $msg"
+    case "$msg" in
+        *"network not ready"*"has expired"*) ;;
+        *) fail "NotReady for another reason: $msg" ;;
+    esac
+    # a pod does not start while the network is not ready
+    pod_manifest pod-nr | kubectl apply -f -
+    sleep 8
+    [ "$(kubectl get pod pod-nr -o jsonpath='{.status.podIP}')" = "" ] || fail "pod-nr got an IP while the network was not ready"
+    agent_back
+    wait_for 60 "node Ready again" node_ready
+    kubectl wait --for=condition=Ready pod/pod-nr --timeout=90s
+    kubectl delete pod pod-nr --wait=true --timeout=60s
+}
+
+# --- uninstall ---------------------------------------------------------------------------------
+
+tern_plugins_present() { local p; for p in tern tern-tuning tern-ipam tern-lookup; do [ -e "$CNI_BIN/$p" ] || return 1; done; }
+
+# The DaemonSet deleted with a pod still wired by tern: the agent's preStop hook removes the
+# conflist and keeps the kubeconfig and the plugins (that pod's DEL needs them); the pod deleted,
+# its DEL leaves nothing; `tern-agent uninstall` on the node then removes the rest. A restarted
+# agent pod (DaemonSet kept) uninstalls nothing.
+case_uninstall() {
+    local old ip
+    old=$(kubectl -n tern get pods -l app.kubernetes.io/name=tern-agent -o jsonpath='{.items[0].metadata.name}')
+    kubectl -n tern delete pod "$old" --wait=true --timeout=60s
+    [ -e "$CNI_NET/10-tern.conflist" ] || fail "a restarted agent pod removed the conflist"
+    kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
+    pod_manifest pod-u | kubectl apply -f -
+    kubectl wait --for=condition=Ready pod/pod-u --timeout=90s
+    ip=$(pod_ip pod-u)
+    old=$(kubectl -n tern get pods -l app.kubernetes.io/name=tern-agent -o jsonpath='{.items[0].metadata.name}')
+    kubectl -n tern delete daemonset tern-agent --wait=true --timeout=60s
+    wait_for 60 "agent pod $old gone" bash -c "! $K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig -n tern get pod $old >/dev/null 2>&1"
+    [ ! -e "$CNI_NET/10-tern.conflist" ] || fail "the conflist is still there after the DaemonSet was deleted"
+    [ -e "$CNI_NET/tern-kubeconfig" ] || fail "the kubeconfig was removed while pod-u is wired by tern"
+    tern_plugins_present || fail "plugins removed while pod-u is wired by tern: $(ls $CNI_BIN)"
+    kubectl delete pod pod-u --wait=true --timeout=60s
+    wait_for 60 "sandbox of pod-u removed" bash -c "! $GOBIN_DIR/cri-tools/crictl --runtime-endpoint unix://$KT/containerd/containerd.sock pods --name pod-u -q | grep -q ."
+    nothing_left "$ip"
+    "${TERN_BIN_DIR:-$ROOT/target/$(rustc -vV | sed -n "s/^host: //p")/release}/tern-agent" uninstall --cni-bin-dir "$CNI_BIN" --cni-conf-dir "$CNI_NET" --state-dir /run/cni/tern
+    [ ! -e "$CNI_NET/tern-kubeconfig" ] || fail "kubeconfig left after uninstall"
+    local p
+    for p in tern tern-tuning tern-ipam tern-lookup; do [ ! -e "$CNI_BIN/$p" ] || fail "$CNI_BIN/$p left after uninstall"; done
+    [ -e "$CNI_BIN/host-local" ] || fail "uninstall removed a file that is not tern's"
 }
