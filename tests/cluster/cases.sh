@@ -375,9 +375,10 @@ case_network_not_ready() {
 tern_plugins_present() { local p; for p in tern tern-tuning tern-ipam tern-lookup; do [ -e "$CNI_BIN/$p" ] || return 1; done; }
 
 # The DaemonSet deleted with a pod still wired by tern: the agent's preStop hook removes the
-# conflist and keeps the kubeconfig and the plugins (that pod's DEL needs them); the pod deleted,
-# its DEL leaves nothing; `tern-agent uninstall` on the node then removes the rest. A restarted
-# agent pod (DaemonSet kept) uninstalls nothing.
+# conflist and keeps the kubeconfig and the plugins. (containerd cannot tear a sandbox down while no
+# conflist is loaded, so the DaemonSet is applied again before that pod goes.) Deleted again with no
+# tern pod left: the hook removes everything of tern's and nothing else. A restarted agent pod
+# (DaemonSet kept) uninstalls nothing.
 case_uninstall() {
     local old ip
     old=$(kubectl -n tern get pods -l app.kubernetes.io/name=tern-agent -o jsonpath='{.items[0].metadata.name}')
@@ -387,18 +388,26 @@ case_uninstall() {
     pod_manifest pod-u | kubectl apply -f -
     kubectl wait --for=condition=Ready pod/pod-u --timeout=90s
     ip=$(pod_ip pod-u)
-    old=$(kubectl -n tern get pods -l app.kubernetes.io/name=tern-agent -o jsonpath='{.items[0].metadata.name}')
-    kubectl -n tern delete daemonset tern-agent --wait=true --timeout=60s
-    wait_for 60 "agent pod $old gone" bash -c "! $K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig -n tern get pod $old >/dev/null 2>&1"
+    agent_deleted
     [ ! -e "$CNI_NET/10-tern.conflist" ] || fail "the conflist is still there after the DaemonSet was deleted"
     [ -e "$CNI_NET/tern-kubeconfig" ] || fail "the kubeconfig was removed while pod-u is wired by tern"
     tern_plugins_present || fail "plugins removed while pod-u is wired by tern: $(ls $CNI_BIN)"
+    kubectl apply -f "$ROOT/deploy/daemonset.yaml"
+    kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
     kubectl delete pod pod-u --wait=true --timeout=60s
     wait_for 60 "sandbox of pod-u removed" bash -c "! $GOBIN_DIR/cri-tools/crictl --runtime-endpoint unix://$KT/containerd/containerd.sock pods --name pod-u -q | grep -q ."
     nothing_left "$ip"
-    "${TERN_BIN_DIR:-$ROOT/target/$(rustc -vV | sed -n "s/^host: //p")/release}/tern-agent" uninstall --cni-bin-dir "$CNI_BIN" --cni-conf-dir "$CNI_NET" --state-dir /run/cni/tern
-    [ ! -e "$CNI_NET/tern-kubeconfig" ] || fail "kubeconfig left after uninstall"
-    local p
-    for p in tern tern-tuning tern-ipam tern-lookup; do [ ! -e "$CNI_BIN/$p" ] || fail "$CNI_BIN/$p left after uninstall"; done
+    agent_deleted
+    for f in "$CNI_NET/10-tern.conflist" "$CNI_NET/tern-kubeconfig" $CNI_BIN/tern $CNI_BIN/tern-tuning $CNI_BIN/tern-ipam $CNI_BIN/tern-lookup; do
+        [ ! -e "$f" ] || fail "$f left after the DaemonSet was deleted with no tern pod left"
+    done
     [ -e "$CNI_BIN/host-local" ] || fail "uninstall removed a file that is not tern's"
+}
+
+# agent_deleted: the DaemonSet deleted and its pod gone (its preStop hook has run).
+agent_deleted() {
+    local pod
+    pod=$(kubectl -n tern get pods -l app.kubernetes.io/name=tern-agent -o jsonpath='{.items[0].metadata.name}')
+    kubectl -n tern delete daemonset tern-agent --wait=true --timeout=60s
+    wait_for 60 "agent pod $pod gone" bash -c "! $K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig -n tern get pod $pod >/dev/null 2>&1"
 }
