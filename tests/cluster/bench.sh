@@ -42,7 +42,11 @@ log "bringing up the cluster under $KT"
 # The reference chains' plugins under names of their own, so both releases sit in one bin dir.
 declare -A src=([v110]="$GOBIN_DIR/plugins" [deb]=/usr/lib/cni)
 for rel in v110 deb; do
-    for p in ptp host-local tuning; do cp "${src[$rel]}/$p" "$CNI_BIN/$p-$rel"; done
+    for p in ptp host-local tuning; do
+        cp "${src[$rel]}/$p" "$CNI_BIN/$p-$rel"
+        echo "$CNI_BIN/$p-$rel" >>"$KT/created"
+    done
+    echo "$CNI_NET/05-ref-$rel.conflist" >>"$KT/created"
 done
 cidr=$(kubectl get node "$NODE" -o jsonpath='{.spec.podCIDR}')
 # ref_conflist REL: ptp + host-local + tuning of release REL on the node's podCIDR.
