@@ -53,7 +53,14 @@ ip_in_cidr() {
     python3 -c 'import ipaddress,sys; sys.exit(0 if ipaddress.ip_address(sys.argv[1]) in ipaddress.ip_network(sys.argv[2]) else 1)' "$1" "$2"
 }
 
-# nothing_left IP: no host route, host-local lease, tern state or tuning backup for IP.
+# wired IP: IP's lease and tern state are where nothing_left looks, so its checks can fail.
+wired() {
+    local ip=$1
+    [ -e "/var/lib/cni/networks/tern/$ip" ] || fail "no lease file /var/lib/cni/networks/tern/$ip for a running pod"
+    grep -rl "\"$ip/" /run/cni/tern 2>/dev/null | grep -q . || fail "no tern state for $ip under /run/cni/tern"
+}
+
+# nothing_left IP: no host route, IPAM lease or tern state for IP.
 nothing_left() {
     local ip=$1
     if ip route show | grep -q "^$ip "; then fail "host route to $ip left: $(ip route show | grep "^$ip ")"; fi
@@ -96,6 +103,8 @@ case_pods() {
     [ "$(in_pod pod-a cat /proc/sys/net/ipv4/tcp_keepalive_intvl)" = 60 ] || fail "keepalive_intvl not 60"
     [ "$(in_pod pod-a cat /proc/sys/net/ipv4/tcp_keepalive_probes)" = 5 ] || fail "keepalive_probes not 5"
     ip route show | grep -q "^$ipa dev tern" || fail "no host route to $ipa through a tern veth"
+    wired "$ipa"
+    wired "$ipb"
     kubectl delete pod pod-a pod-b --wait=true --timeout=60s
     # the kubelet removes the sandbox (and so runs DEL) right after the pod is gone
     wait_for 60 "sandboxes of pod-a and pod-b removed" bash -c "! $GOBIN_DIR/cri-tools/crictl --runtime-endpoint unix://$KT/containerd/containerd.sock pods --name 'pod-[ab]' -q | grep -q ."

@@ -75,8 +75,7 @@ fn ok(out: &Output, what: &str) {
 
 /// A node whose chain C0 is at 1.1.0 with v1.10's host-local as IPAM.
 fn node(tag: &str) -> Node {
-    let n = Node::new(tag);
-    let mut n = n;
+    let mut n = Node::new(tag);
     let c0 = n.c0("1.1.0");
     n.tool.write_conflist(&c0).unwrap();
     n
