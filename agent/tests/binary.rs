@@ -22,6 +22,7 @@ fn agent_cmd(f: &Fixture) -> Command {
         .args(["--namespace", NS])
         .args(["--kubeconfig", f.cfg.kubeconfig.to_str().unwrap()])
         .args(["--socket", f.cfg.socket.to_str().unwrap()])
+        .args(["--metrics-socket", f.cfg.metrics_socket.to_str().unwrap()])
         .args([
             "--listen",
             "127.0.0.1:0",

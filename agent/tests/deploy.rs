@@ -282,6 +282,26 @@ fn daemonset_has_what_the_agent_needs() {
     };
     let cfg = tern_agent::RunConfig::from_args(&args, &env).unwrap();
     assert_eq!(cfg.socket, Path::new("/run/tern/agent.sock"));
+    // Prometheus scrapes /metrics where the annotations say, and the agent serves it there (all
+    // addresses: the pod IP of a host-network pod is the node's).
+    assert_eq!(
+        cfg.metrics_socket,
+        Path::new(tern_cni::report::REPORT_SOCKET)
+    );
+    let metrics = cfg.metrics_address.expect("--metrics-address");
+    assert!(metrics.ip().is_unspecified(), "{metrics}");
+    let ann = &ds[0]["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(ann["prometheus.io/scrape"], "true");
+    assert_eq!(ann["prometheus.io/path"], "/metrics");
+    assert_eq!(ann["prometheus.io/port"], metrics.port().to_string());
+    let port = agent["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "metrics")
+        .expect("a port named metrics");
+    assert_eq!(port["containerPort"], metrics.port());
+    assert_ne!(metrics.port(), cfg.listen.port());
     // Node routes are on, for the node the downward API names.
     assert_eq!(cfg.routes.unwrap().node_name, "$(NODE_NAME)");
 }

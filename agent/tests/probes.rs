@@ -161,7 +161,12 @@ fn metrics_count_token_requests_by_result_and_time_them() {
     for l in m.lines().filter(|l| l.starts_with("# TYPE ")) {
         let mut it = l.split_whitespace().skip(2);
         let (name, kind) = (it.next().unwrap(), it.next().unwrap());
-        assert!(name.starts_with("tern_agent_"), "{l}");
+        assert!(
+            ["tern_agent_", "tern_cni_", "tern_build"]
+                .iter()
+                .any(|p| name.starts_with(p)),
+            "{l}"
+        );
         let samples: Vec<&str> = m
             .lines()
             .filter(|s| !s.starts_with('#') && s.starts_with(name))
@@ -178,6 +183,12 @@ fn metrics_count_token_requests_by_result_and_time_them() {
                 "a gauge without its unit: {name}"
             ),
             "histogram" => assert!(name.ends_with("_seconds"), "{name}"),
+            "info" => assert!(
+                samples
+                    .iter()
+                    .all(|s| s.starts_with(&format!("{name}_info{{"))),
+                "{samples:?}"
+            ),
             other => panic!("unexpected metric type {other} in {l}"),
         }
     }

@@ -7,7 +7,8 @@
 #
 # Invariants:
 # - Every component listens on loopback only, on ports no default install uses (etcd 23790/23800,
-#   apiserver 16443, kubelet 10350, controller-manager 10357, scheduler 10359).
+#   apiserver 16443, kubelet 10350, controller-manager 10357, scheduler 10359); the one exception
+#   is tern-agent's /metrics on 0.0.0.0:9413, as deploy/ (applied as it is) sets it.
 # - The node is the machine's root netns (the kubelet and containerd need it): pod ranges are
 #   10.99.210.0/23 (cluster) with the node's /24 from the controller-manager, services
 #   10.99.220.0/24; teardown removes host routes into them and tern's host veths.

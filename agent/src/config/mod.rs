@@ -3,8 +3,8 @@
 //!
 //! Invariant: a [`RunConfig`] that exists is valid — the requested lifetime is ≥ 600 s and never
 //! exactly 3607 s, the refresh override parses strictly and lies in [1 min, lifetime), the
-//! metrics address is loopback unless explicitly allowed, and the wall-clock check runs at least
-//! once a minute.
+//! `--listen` address is loopback unless explicitly allowed (`--metrics-address`, serving only
+//! `/metrics`, is that explicit choice), and the wall-clock check runs at least once a minute.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,6 +25,8 @@ pub const DEFAULT_SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount"
 pub const DEFAULT_CNI_SA: &str = "tern-cni";
 /// Default health/metrics address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9412";
+/// Environment variable behind `--metrics-address`.
+pub const METRICS_ADDRESS_ENV: &str = "TERN_METRICS_ADDRESS";
 /// Environment variable overriding the refresh interval.
 pub const REFRESH_ENV: &str = "CNI_TOKEN_REFRESH_DURATION";
 
@@ -49,6 +51,12 @@ pub struct RunConfig {
     pub socket: PathBuf,
     /// `/healthz` and `/metrics` address.
     pub listen: SocketAddr,
+    /// A second address serving `/metrics` only, for a cluster's Prometheus
+    /// (`--metrics-address`, `TERN_METRICS_ADDRESS`); `None`: only `listen` serves it.
+    pub metrics_address: Option<SocketAddr>,
+    /// Where the plugins' verb reports arrive (`--metrics-socket`, default
+    /// [`tern_cni::report::REPORT_SOCKET`]).
+    pub metrics_socket: PathBuf,
     /// Deadline of each API request.
     pub request_timeout: Duration,
     /// How often wall-clock time is compared with the schedule (≤ 60 s).
@@ -74,6 +82,8 @@ impl RunConfig {
             kubeconfig: DEFAULT_KUBECONFIG.into(),
             socket: tern_kube::channel::DEFAULT_SOCKET.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 9412)),
+            metrics_address: None,
+            metrics_socket: tern_cni::report::REPORT_SOCKET.into(),
             request_timeout: Duration::from_secs(10),
             wall_check: Duration::from_secs(30),
             channel_min_interval: Duration::from_secs(30),

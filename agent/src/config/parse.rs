@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 
-use super::{RunConfig, DEFAULT_KUBECONFIG, DEFAULT_LISTEN, REFRESH_ENV};
+use super::{RunConfig, DEFAULT_KUBECONFIG, DEFAULT_LISTEN, METRICS_ADDRESS_ENV, REFRESH_ENV};
 use crate::cli::{parse_bool, parse_duration, parse_subcommand, CredentialArgs};
 
 /// Environment of `tern-agent run` that has no flag, shown under `--help`.
@@ -44,6 +44,17 @@ pub struct RunArgs {
         action = clap::ArgAction::Set
     )]
     pub allow_non_loopback_listen: bool,
+    /// Also serve /metrics (only) on this address, for Prometheus (IP:PORT, e.g. 0.0.0.0:9413)
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = METRICS_ADDRESS_ENV,
+        value_parser = parse_metrics_address
+    )]
+    pub metrics_address: Option<SocketAddr>,
+    /// Unix datagram socket where the plugins report each verb (they send to the default)
+    #[arg(long, value_name = "PATH", default_value = tern_cni::report::REPORT_SOCKET)]
+    pub metrics_socket: PathBuf,
     /// Deadline of each API request
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub request_timeout: Duration,
@@ -62,6 +73,17 @@ pub struct RunArgs {
     /// Node routes.
     #[command(flatten)]
     pub routes: crate::routes::RouteArgs,
+}
+
+/// Parses `--metrics-address` (or `TERN_METRICS_ADDRESS`): an IP address and a port, IPv6 in
+/// brackets.
+///
+/// # Errors
+/// Anything else, quoting it and giving examples.
+pub fn parse_metrics_address(v: &str) -> Result<SocketAddr, String> {
+    v.parse().map_err(|_| {
+        format!("takes IP:PORT such as 0.0.0.0:9413 or [::]:9413, not {v:?} (flag or {METRICS_ADDRESS_ENV})")
+    })
 }
 
 /// The API server URL from `--api-server` or the in-cluster environment.
@@ -129,6 +151,8 @@ impl RunConfig {
         c.kubeconfig = a.kubeconfig;
         c.socket = a.socket;
         c.listen = a.listen;
+        c.metrics_address = a.metrics_address;
+        c.metrics_socket = a.metrics_socket;
         c.request_timeout = a.request_timeout;
         c.policy.backoff_base = a.backoff_base;
         c.policy.backoff_cap = a.backoff_cap;

@@ -31,6 +31,12 @@ impl RunConfig {
         if self.request_timeout.is_zero() {
             bail!("--request-timeout must be positive");
         }
+        if !self.metrics_socket.is_absolute() {
+            bail!(
+                "--metrics-socket {} must be an absolute path",
+                self.metrics_socket.display()
+            );
+        }
         if !allow_non_loopback && !self.listen.ip().is_loopback() {
             bail!("--listen {} is not loopback; pass --allow-non-loopback-listen true to expose metrics", self.listen);
         }

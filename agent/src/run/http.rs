@@ -1,7 +1,7 @@
 //! The probe and metrics endpoints on the `--listen` address, served by axum on one
 //! single-threaded tokio runtime: `/livez` (the refresher loop makes progress), `/readyz` and its
 //! alias `/healthz` (the plugins can start pods: a valid token in a written kubeconfig),
-//! `/metrics`. They read the shared state and never wait on the refresher or the API, so an API
+//! `/metrics`; and on `--metrics-address`, when given, `/metrics` alone. They read the shared state and never wait on the refresher or the API, so an API
 //! outage can fail readiness but never liveness.
 
 use std::net::TcpListener;
@@ -81,13 +81,37 @@ async fn metrics_text(
     let snap = lock(&s.snap).clone();
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        metrics::render(snap, &s.latency, s.routes.as_ref().map(|f| f())),
+        metrics::render(snap, &s.latency, s.routes.as_ref().map(|f| f()), &s.verbs),
     )
 }
 
-/// Serves until `stop` fires (or its sender is dropped).
-pub(super) fn http_server(s: Arc<Shared>, listener: TcpListener, stop: oneshot::Receiver<()>) {
+/// Serves until `stop` fires (or its sender is dropped): the probes and `/metrics` on
+/// `listener`, `/metrics` alone on `metrics`.
+pub(super) fn http_server(
+    s: Arc<Shared>,
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
+    stop: oneshot::Receiver<()>,
+) {
     let serve = async move {
+        let (stop_all, stopped) = tokio::sync::watch::channel(false);
+        let until_stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|v| *v).await;
+        };
+        let metrics_server = match metrics {
+            Some(l) => {
+                l.set_nonblocking(true)?;
+                let l = tokio::net::TcpListener::from_std(l)?;
+                let app = Router::new()
+                    .route("/metrics", get(metrics_text))
+                    .with_state(Arc::clone(&s));
+                let done = until_stopped(stopped.clone());
+                Some(tokio::spawn(async move {
+                    axum::serve(l, app).with_graceful_shutdown(done).await
+                }))
+            }
+            None => None,
+        };
         listener.set_nonblocking(true)?;
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let app = Router::new()
@@ -96,11 +120,17 @@ pub(super) fn http_server(s: Arc<Shared>, listener: TcpListener, stop: oneshot::
             .route("/healthz", get(readyz))
             .route("/metrics", get(metrics_text))
             .with_state(s);
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stop.await;
-            })
-            .await
+        tokio::spawn(async move {
+            let _ = stop.await;
+            let _ = stop_all.send(true);
+        });
+        let main = axum::serve(listener, app)
+            .with_graceful_shutdown(until_stopped(stopped))
+            .await;
+        if let Some(m) = metrics_server {
+            m.await.map_err(std::io::Error::other)??;
+        }
+        main
     };
     let result = tokio::runtime::Builder::new_current_thread()
         .enable_io()

@@ -7,10 +7,11 @@
 use std::fmt;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::info::Info;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
@@ -127,14 +128,31 @@ impl Collector for SnapshotCollector {
     }
 }
 
-/// The metrics text (OpenMetrics, which Prometheus reads) for `snap`, the TokenRequest
-/// latency histogram and, with `--node-routes`, the route controller's state.
+/// Labels of `tern_build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    /// tern's version (the workspace's `version`).
+    version: &'static str,
+}
+
+/// The metrics text (OpenMetrics, which Prometheus reads): `tern_build_info`, the plugins' verb
+/// families, the agent's state in `snap`, the TokenRequest latency histogram and, with
+/// `--node-routes`, the route controller's state.
 pub fn render(
     snap: Snapshot,
     latency: &Histogram,
     routes: Option<crate::routes::RouteStats>,
+    verbs: &super::verbs::VerbMetrics,
 ) -> String {
     let mut registry = Registry::default();
+    registry.register(
+        "tern_build",
+        "The running tern-agent's build: its version as a label, value 1.",
+        Info::new(BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+        }),
+    );
+    verbs.register(&mut registry);
     registry.register_collector(Box::new(SnapshotCollector(snap, latency.clone())));
     if let Some(r) = routes {
         registry.register_collector(Box::new(crate::routes::metrics::RouteCollector(r)));

@@ -1,9 +1,9 @@
 //! `tern-agent run`: the refresher thread, the agent channel server and the probe/metrics
 //! server, sharing one state.
 //!
-//! Files: the refresher loop (`refresher.rs`), the agent channel (`channel.rs`) and the
-//! endpoints (`http.rs`, `metrics.rs`); this file holds the shared state and starts and stops
-//! the threads.
+//! Files: the refresher loop (`refresher.rs`), the agent channel (`channel.rs`), the plugins'
+//! verb reports (`verbs.rs`) and the endpoints (`http.rs`, `metrics.rs`); this file holds the
+//! shared state and starts and stops the threads.
 //!
 //! Threading model: one refresher thread owns the schedule and makes every TokenRequest; channel
 //! connections and HTTP requests each get a short-lived thread that only reads state or asks the
@@ -38,6 +38,7 @@ mod channel;
 mod http;
 mod metrics;
 mod refresher;
+pub mod verbs;
 
 pub use crate::mint::{in_cluster_client, mint_kubeconfig, refresh_once, MintedKubeconfig};
 
@@ -90,6 +91,8 @@ struct Shared {
     heartbeat: Mutex<Instant>,
     /// The route controller's counters, with `--node-routes`.
     routes: Option<RouteStatsFn>,
+    /// The plugins' verb counts and durations.
+    verbs: verbs::VerbMetrics,
 }
 
 type RouteStatsFn = Arc<dyn Fn() -> crate::routes::RouteStats + Send + Sync>;
@@ -122,22 +125,37 @@ pub struct Agent {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     http_addr: SocketAddr,
+    metrics_addr: Option<SocketAddr>,
     http_stop: tokio::sync::oneshot::Sender<()>,
     routes: Option<crate::routes::RouteController>,
+    verb_receiver: verbs::VerbReceiver,
 }
 
 impl Agent {
-    /// Binds the channel socket (directory 0700, socket 0600) and the health/metrics listener,
-    /// then starts the refresher (which refreshes at once) and the servers.
+    /// Binds the channel socket (directory 0700, socket 0600), the verb report socket, the
+    /// health/metrics listener and, with `--metrics-address`, the metrics listener, then starts
+    /// the refresher (which refreshes at once) and the servers.
     ///
     /// # Errors
     /// The socket directory cannot be made private, another agent already listens on the socket,
-    /// or an address cannot be bound.
+    /// or an address or socket cannot be bound.
     pub fn start(cfg: RunConfig, clock: Arc<dyn WallClock>) -> anyhow::Result<Agent> {
         let unix = channel::bind_socket(&cfg.socket)?;
         let http = TcpListener::bind(cfg.listen)
             .with_context(|| format!("bind health/metrics on {}", cfg.listen))?;
         let http_addr = http.local_addr()?;
+        let metrics_listener = match cfg.metrics_address {
+            Some(a) => {
+                Some(TcpListener::bind(a).with_context(|| format!("bind --metrics-address {a}"))?)
+            }
+            None => None,
+        };
+        let metrics_addr = metrics_listener
+            .as_ref()
+            .map(TcpListener::local_addr)
+            .transpose()?;
+        let verb_metrics = verbs::VerbMetrics::default();
+        let verb_receiver = verbs::VerbReceiver::start(&cfg.metrics_socket, verb_metrics.clone())?;
         let routes = match cfg.routes.clone() {
             Some(rc) => Some(crate::routes::RouteController::start(cfg.clone(), rc)?),
             None => None,
@@ -164,6 +182,7 @@ impl Agent {
             routes: routes
                 .as_ref()
                 .map(crate::routes::RouteController::stats_source),
+            verbs: verb_metrics,
         });
         info!(
             api_server = %shared.cfg.api_server,
@@ -172,6 +191,9 @@ impl Agent {
             kubeconfig = %shared.cfg.kubeconfig.display(),
             socket = %shared.cfg.socket.display(),
             listen = %http_addr,
+            metrics_address = ?metrics_addr,
+            metrics_socket = %shared.cfg.metrics_socket.display(),
+            version = env!("CARGO_PKG_VERSION"),
             "tern-agent starting"
         );
         let mut threads = Vec::new();
@@ -192,20 +214,27 @@ impl Agent {
         threads.push(
             std::thread::Builder::new()
                 .name("http".into())
-                .spawn(move || http::http_server(s, http, stopped))?,
+                .spawn(move || http::http_server(s, http, metrics_listener, stopped))?,
         );
         Ok(Agent {
             shared,
             threads,
             http_addr,
+            metrics_addr,
             http_stop,
             routes,
+            verb_receiver,
         })
     }
 
     /// The bound health/metrics address.
     pub fn http_addr(&self) -> SocketAddr {
         self.http_addr
+    }
+
+    /// The bound `--metrics-address`, when given.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// Current state.
@@ -232,6 +261,7 @@ impl Agent {
         }
         let _ = UnixStream::connect(&self.shared.cfg.socket);
         let _ = self.http_stop.send(());
+        self.verb_receiver.stop();
         for t in self.threads {
             let _ = t.join();
         }

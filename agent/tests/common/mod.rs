@@ -36,6 +36,7 @@ impl Fixture {
         cfg.kubeconfig = dir.path().join("net.d/tern-kubeconfig");
         std::fs::create_dir_all(dir.path().join("net.d")).unwrap();
         cfg.socket = dir.path().join("run/tern/agent.sock");
+        cfg.metrics_socket = dir.path().join("run/tern/metrics.sock");
         cfg.listen = "127.0.0.1:0".parse().unwrap();
         cfg.wall_check = Duration::from_millis(100);
         cfg.policy.backoff_base = Duration::from_millis(20);

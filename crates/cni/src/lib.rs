@@ -1,7 +1,8 @@
 //! The CNI protocol for plugins (CNI spec 1.1.0), nothing Linux-specific: the environment and its
 //! validation ([`env`]), the netconf ([`netconf`]), versions ([`version`]) and results converted
 //! between them ([`result`]), error results with the spec's codes ([`error`]), the [`Plugin`] trait
-//! and the verb inputs ([`plugin`]), the dispatcher ([`skel`]), and delegation to IPAM plugins ([`ipam`]).
+//! and the verb inputs ([`plugin`]), the dispatcher ([`skel`]) and the verb report it sends to tern-agent ([`report`]), and
+//! delegation to IPAM plugins ([`ipam`]).
 //!
 //! A plugin binary is a verb table: implement [`Plugin`] and call [`plugin_main`].
 
@@ -14,6 +15,7 @@ pub mod lock;
 pub mod logging;
 pub mod netconf;
 pub mod plugin;
+pub mod report;
 pub mod result;
 pub mod skel;
 pub mod version;

@@ -95,6 +95,12 @@ pub trait Plugin {
     /// One line about the plugin, printed to stderr when run without `CNI_COMMAND`.
     fn about(&self) -> &str;
 
+    /// The name this plugin's verb reports carry (one of [`crate::report::PLUGINS`]); `None`,
+    /// the default, sends none. See [`crate::report`].
+    fn report_as(&self) -> Option<&'static str> {
+        None
+    }
+
     /// ADD: create or adjust the attachment and return the result (CNI spec "ADD").
     ///
     /// # Errors

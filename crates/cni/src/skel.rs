@@ -4,11 +4,14 @@
 //! [`Plugin`], and prints exactly one result or error on stdout.
 //!
 //! Invariant: only [`dispatch`] writes to stdout, and it writes one JSON document (a result, an
-//! error, or the VERSION answer) or nothing (DEL, CHECK, STATUS, GC success).
+//! error, or the VERSION answer) or nothing (DEL, CHECK, STATUS, GC success). [`plugin_main`]
+//! then sends the verb's report ([`crate::report`]) once, after the output is flushed, and
+//! exits whatever became of it.
 
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 
@@ -16,12 +19,16 @@ use crate::env::{split_cni_path, CniArgs, ContainerId, EnvSource, IfName, Proces
 use crate::error::{code, Error};
 use crate::netconf::{read_bounded, NetConf};
 use crate::plugin::{AttachmentInput, GcInput, Plugin, StatusInput, ValidAttachment};
+use crate::report::{VerbReport, REPORT_SOCKET};
 use crate::version::Version;
 
-/// Runs `plugin` in this process: reads the real environment and stdin, writes stdout, and exits.
-/// Runtimes call a plugin without arguments; `--version` alone prints [`Plugin::about`] and the
-/// supported CNI versions on stdout and exits 0, for operators.
+/// Runs `plugin` in this process: reads the real environment and stdin, writes stdout, sends the
+/// verb's report to [`REPORT_SOCKET`] (when [`Plugin::report_as`] names the plugin and
+/// `CNI_COMMAND` is a verb), and exits. Runtimes call a plugin without arguments; `--version`
+/// alone prints [`Plugin::about`] and the supported CNI versions on stdout and exits 0, for
+/// operators.
 pub fn plugin_main<P: Plugin>(plugin: &P) -> ! {
+    let start = Instant::now();
     let mut args = std::env::args_os().skip(1);
     if let (Some(a), None) = (args.next(), args.next()) {
         if a == "--version" {
@@ -35,14 +42,20 @@ pub fn plugin_main<P: Plugin>(plugin: &P) -> ! {
     }
     // Unlocked handles: a handler's helper threads (tern's IPAM thread forwards its delegate's
     // stderr) write to the same streams; each write takes the lock for itself only.
-    let status = dispatch(
+    let code = dispatch_code(
         plugin,
         &ProcessEnv,
         &mut std::io::stdin(),
         &mut std::io::stdout(),
         &mut std::io::stderr(),
     );
-    std::process::exit(status)
+    let verb = ProcessEnv
+        .var("CNI_COMMAND")
+        .and_then(|c| Verb::parse(&c).ok());
+    if let (Some(name), Some(verb)) = (plugin.report_as(), verb) {
+        VerbReport::new(name, verb, code, start.elapsed()).send_to(Path::new(REPORT_SOCKET));
+    }
+    std::process::exit(i32::from(code != 0))
 }
 
 /// Dispatches one invocation; returns the process exit status (0 on success, 1 on error).
@@ -58,6 +71,18 @@ pub fn dispatch<P: Plugin + ?Sized>(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
+    i32::from(dispatch_code(plugin, env, stdin, stdout, stderr) != 0)
+}
+
+/// [`dispatch`], returning the result code: 0 on success, else the error's code (never 0: an
+/// error carrying code 0 counts as 999, as it is "other").
+fn dispatch_code<P: Plugin + ?Sized>(
+    plugin: &P,
+    env: &dyn EnvSource,
+    stdin: &mut dyn Read,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> u32 {
     let mut version_for_errors = Version::LATEST;
     match run(plugin, env, stdin, stdout, stderr, &mut version_for_errors) {
         Ok(()) => 0,
@@ -65,7 +90,11 @@ pub fn dispatch<P: Plugin + ?Sized>(
             log_failure(env, &e);
             let _ = writeln!(stdout, "{}", e.to_json(version_for_errors.as_str()));
             let _ = stdout.flush();
-            1
+            if e.code == 0 {
+                999
+            } else {
+                e.code
+            }
         }
     }
 }

@@ -33,6 +33,10 @@ impl Plugin for TernIpam {
         )
     }
 
+    fn report_as(&self) -> Option<&'static str> {
+        Some("tern-ipam")
+    }
+
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
         add::add(input).map_err(Error::from)
     }

@@ -47,6 +47,10 @@ impl Plugin for TuningPlugin {
         )
     }
 
+    fn report_as(&self) -> Option<&'static str> {
+        Some("tern-tuning")
+    }
+
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
         add::add(self, input)
     }

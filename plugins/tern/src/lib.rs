@@ -36,6 +36,10 @@ impl Plugin for Tern {
         )
     }
 
+    fn report_as(&self) -> Option<&'static str> {
+        Some("tern")
+    }
+
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
         let _lock = attachment::prepare_add(input)?;
         add::add(input)

@@ -125,6 +125,8 @@ impl Cluster {
             .args(["--sa-dir", self.dir("sa").to_str().unwrap()])
             .args(["--kubeconfig", self.kubeconfig().to_str().unwrap()])
             .args(["--socket", self.socket().to_str().unwrap()])
+            .arg("--metrics-socket")
+            .arg(self.dir("run/metrics.sock"))
             .args(["--listen", "127.0.0.1:0", "--request-timeout", "60s"])
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

@@ -108,6 +108,8 @@ impl NodeNs {
             .arg(d.join("kubeconfig"))
             .arg("--socket")
             .arg(d.join("run/agent.sock"))
+            .arg("--metrics-socket")
+            .arg(d.join("run/metrics.sock"))
             .args(["--backoff-base", "100ms", "--backoff-cap", "500ms"])
             .args(["--node-routes", "--node-name", &self.name])
             .stdout(Stdio::null())
