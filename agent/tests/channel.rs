@@ -112,52 +112,11 @@ fn malformed_oversized_and_slow_requests_cannot_stall_the_agent() {
     a.shutdown();
 }
 
+/// The atomic-rewrite property with teeth at this count: writing the kubeconfig in place (truncate,
+/// write, fsync) fails it in every run measured; the 1,000-rewrite soak is `tests/soak.rs`.
 #[test]
-fn kubeconfig_is_never_partial_during_a_thousand_rewrites() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::Arc;
-    let mut f = Fixture::new();
-    f.cfg.channel_min_interval = Duration::ZERO;
-    let a = f.start();
-    ready(&f, &a);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (reads, bad) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let path = kubeconfig_path(&f);
-    let reader = {
-        let (stop, reads, bad, path) = (stop.clone(), reads.clone(), bad.clone(), path.clone());
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match tern_kube::kubeconfig::load(&path) {
-                    Ok(c) if c.token.expiry().ok().flatten().is_some() => {
-                        reads.fetch_add(1, Ordering::Relaxed)
-                    }
-                    _ => bad.fetch_add(1, Ordering::Relaxed),
-                };
-            }
-        })
-    };
-    // 999 channel-triggered refreshes + the startup one = 1,000 rewrites by the agent's own path.
-    for _ in 0..999 {
-        let o =
-            AgentClient::request_refresh(&f.cfg.socket, "rewrite", Duration::from_secs(5)).unwrap();
-        assert!(matches!(o, Outcome::Refreshed { .. }), "{o:?}");
-    }
-    stop.store(true, Ordering::Relaxed);
-    reader.join().unwrap();
-    assert_eq!(f.token_requests(), 1000);
-    assert_eq!(
-        bad.load(Ordering::Relaxed),
-        0,
-        "a read saw a partial or missing kubeconfig"
-    );
-    assert!(
-        reads.load(Ordering::Relaxed) > 1000,
-        "reads: {}",
-        reads.load(Ordering::Relaxed)
-    );
-    let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
-    assert_eq!(leftovers.len(), 1, "no temp files left");
-    a.shutdown();
+fn kubeconfig_is_never_partial_during_a_hundred_rewrites() {
+    assert_kubeconfig_never_partial(100);
 }
 
 #[test]

@@ -141,3 +141,55 @@ pub fn agent(args: &[&str]) -> Command {
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
+
+/// Drives `rewrites` kubeconfig rewrites through the agent's own path (the start-up refresh, then
+/// channel-triggered refreshes) while a reader loads the file in a tight loop: every read must
+/// parse with a token expiry (never a partial or missing file), and no temp file is left.
+pub fn assert_kubeconfig_never_partial(rewrites: usize) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let mut f = Fixture::new();
+    f.cfg.channel_min_interval = Duration::ZERO;
+    let a = f.start();
+    ready(&f, &a);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (reads, bad) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let path = kubeconfig_path(&f);
+    let reader = {
+        let (stop, reads, bad, path) = (stop.clone(), reads.clone(), bad.clone(), path.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match tern_kube::kubeconfig::load(&path) {
+                    Ok(c) if c.token.expiry().ok().flatten().is_some() => {
+                        reads.fetch_add(1, Ordering::Relaxed)
+                    }
+                    _ => bad.fetch_add(1, Ordering::Relaxed),
+                };
+            }
+        })
+    };
+    for _ in 1..rewrites {
+        let o = tern_kube::AgentClient::request_refresh(
+            &f.cfg.socket,
+            "rewrite",
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert!(matches!(o, tern_kube::Outcome::Refreshed { .. }), "{o:?}");
+    }
+    stop.store(true, Ordering::Relaxed);
+    reader.join().unwrap();
+    assert_eq!(f.token_requests(), rewrites);
+    assert_eq!(
+        bad.load(Ordering::Relaxed),
+        0,
+        "a read saw a partial or missing kubeconfig"
+    );
+    assert!(
+        reads.load(Ordering::Relaxed) > rewrites,
+        "reads: {}",
+        reads.load(Ordering::Relaxed)
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap()).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "no temp files left");
+    a.shutdown();
+}
