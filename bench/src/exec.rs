@@ -2,13 +2,28 @@
 //! on stdin), timed from spawn to reaped exit.
 
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::Res;
+
+/// Phase tracing of the plugins under test (`--breakdown`): while set, every invocation gets
+/// `TERN_TRACE_PHASES=<file>` and its pid, spawn and reaped-exit times are kept in [`SPAWNS`].
+pub(crate) static TRACE: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// One traced invocation: pid, `CLOCK_MONOTONIC` ns at spawn and at reaped exit.
+pub(crate) static SPAWNS: Mutex<Vec<(u32, u64, u64)>> = Mutex::new(Vec::new());
+
+/// `CLOCK_MONOTONIC` in ns (the clock the plugins' phase marks read).
+pub(crate) fn mono_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
 
 /// The command a runtime would run: a clean environment with the `CNI_*` variables.
 /// `args` is `CNI_ARGS`, not set when empty.
@@ -32,6 +47,9 @@ pub(crate) fn plugin_cmd(
         .stderr(Stdio::null());
     if !args.is_empty() {
         cmd.env("CNI_ARGS", args);
+    }
+    if let Some(trace) = TRACE.lock().ok().and_then(|t| t.clone()) {
+        cmd.env("TERN_TRACE_PHASES", trace);
     }
     cmd
 }
@@ -81,14 +99,21 @@ pub(crate) fn invoke_out(
     args: &str,
     stdin: &[u8],
 ) -> Res<(Duration, String)> {
+    let mut cmd = plugin_cmd(bin, verb, cid, netns, cni_path, args);
     let t0 = Instant::now();
-    let mut child = plugin_cmd(bin, verb, cid, netns, cni_path, args)
+    let spawn_ns = mono_ns();
+    let mut child = cmd
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
     feed(&mut child, stdin)?;
     let out = drain(&mut child);
     let status = child.wait().map_err(|e| format!("wait: {e}"))?;
     let took = t0.elapsed();
+    if TRACE.lock().is_ok_and(|t| t.is_some()) {
+        if let Ok(mut s) = SPAWNS.lock() {
+            s.push((child.id(), spawn_ns, mono_ns()));
+        }
+    }
     if status.success() {
         Ok((took, out))
     } else {

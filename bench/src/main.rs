@@ -52,7 +52,9 @@
 //! `tern-bench --churn ...` runs the churn instead ([`churn`]: many pods through libcni with
 //! random kills, then a leak audit; `scripts/bench --churn`).
 
+mod breakdown;
 mod churn;
+mod floor;
 
 mod chain;
 mod env;
@@ -85,6 +87,9 @@ fn run(o: &Opts) -> Res<()> {
     }
     let host_local = o.ref_dir.join("host-local");
     let mut env = Env::new()?;
+    if o.breakdown {
+        return breakdown::breakdown(o, &mut env);
+    }
     let cni_path = o.ref_dir.display().to_string();
     let kubeconfig = env.start_api()?;
     let subs = subjects(o, &env.work, &env.run_work, Some(&kubeconfig));

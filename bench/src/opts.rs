@@ -18,6 +18,12 @@ pub(crate) struct Opts {
     /// A second tern build, run as the "tern" row's twin ("tern-b") in the same rounds, for an
     /// A/B of two builds under the same drift (`--tern-b PATH`).
     pub(crate) tern_b: Option<PathBuf>,
+    /// The current reference plugins (ptp, host-local, tuning), run as a second reference chain
+    /// beside Debian's (`--ref-new DIR`; default the v1.10.0 that `scripts/build-go plugins`
+    /// builds); the row is left out when its ptp is missing.
+    pub(crate) ref_new: PathBuf,
+    /// `--breakdown`: the per-phase breakdown instead of the full run.
+    pub(crate) breakdown: bool,
 }
 
 pub(crate) fn parse_opts() -> Res<Opts> {
@@ -36,6 +42,8 @@ pub(crate) fn parse_opts() -> Res<Opts> {
         ref_dir: PathBuf::from("/usr/lib/cni"),
         state_dir: None,
         tern_b: None,
+        ref_new: PathBuf::from("/var/cache/tern-build/bin/plugins"),
+        breakdown: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -57,6 +65,8 @@ pub(crate) fn parse_opts() -> Res<Opts> {
             "--state-dir" => o.state_dir = Some(PathBuf::from(val()?)),
             "--tern-b" => o.tern_b = Some(PathBuf::from(val()?)),
             "--ref-dir" => o.ref_dir = PathBuf::from(val()?),
+            "--ref-new" => o.ref_new = PathBuf::from(val()?),
+            "--breakdown" => o.breakdown = true,
             _ => return Err(format!("unknown argument {a}")),
         }
     }

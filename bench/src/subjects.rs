@@ -165,6 +165,27 @@ pub(crate) fn subjects(
         lookup: false,
         on_iface: false,
     });
+    // The same chain of the current reference plugins, all three from `--ref-new`.
+    if o.ref_new.join("ptp").is_file() {
+        v.push(Subject {
+            label: "ref-chain/1.10",
+            steps: vec![
+                Step {
+                    binary: o.ref_new.join("ptp"),
+                    conf: json!({"cniVersion": "1.0.0", "name": "bench-ref-new", "type": "ptp", "mtu": 1500,
+                        "ipMasq": false, "ipam": hl("10.109.0.0/16", "ipam-ref-new")}),
+                },
+                Step {
+                    binary: o.ref_new.join("tuning"),
+                    conf: tuning("bench-ref-new", "tuning", "tuning-ref-new"),
+                },
+            ],
+            cni_path: o.ref_new.display().to_string(),
+            rss_host_local: false,
+            lookup: false,
+            on_iface: false,
+        });
+    }
     for (label, name, ipam, st, td) in [
         (
             "tt-chain/hl",

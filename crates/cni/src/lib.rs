@@ -14,6 +14,7 @@ pub mod json;
 pub mod lock;
 pub mod logging;
 pub mod netconf;
+pub mod phase;
 pub mod plugin;
 pub mod report;
 pub mod result;

@@ -113,6 +113,7 @@ impl AttachmentLock {
                     // mid-ADD (a runtime's timeout kills only the plugin) finishes before the
                     // DEL that follows can release; else it took its lease after that DEL.
                     fcntl(&*lock, FcntlArg::F_SETFD(FdFlag::empty())).map_err(io::Error::from)?;
+                    crate::phase::mark("lock");
                     return Ok(AttachmentLock {
                         path,
                         lock: Some(lock),

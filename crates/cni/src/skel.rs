@@ -28,6 +28,7 @@ use crate::version::Version;
 /// alone prints [`Plugin::about`] and the supported CNI versions on stdout and exits 0, for
 /// operators.
 pub fn plugin_main<P: Plugin>(plugin: &P) -> ! {
+    crate::phase::init();
     let start = Instant::now();
     let mut args = std::env::args_os().skip(1);
     if let (Some(a), None) = (args.next(), args.next()) {
@@ -54,6 +55,10 @@ pub fn plugin_main<P: Plugin>(plugin: &P) -> ! {
         .and_then(|c| Verb::parse(&c).ok());
     if let (Some(name), Some(verb)) = (plugin.report_as(), verb) {
         VerbReport::new(name, verb, code, start.elapsed()).send_to(Path::new(REPORT_SOCKET));
+    }
+    crate::phase::mark("report");
+    if crate::phase::on() {
+        crate::phase::finish(&std::env::var("CNI_COMMAND").unwrap_or_default());
     }
     std::process::exit(i32::from(code != 0))
 }
@@ -176,11 +181,13 @@ fn run<P: Plugin + ?Sized>(
         NetConf::parse(bytes)?
     };
     *version_for_errors = config.cni_version;
+    crate::phase::mark("netconf");
     crate::logging::init(
         config.log_level.as_deref(),
         config.log_file.as_deref(),
         config.log_file_max_bytes,
     );
+    crate::phase::mark("log-init");
     let v = config.cni_version;
     match command {
         Verb::Check if !v.allows_check() => {
@@ -245,6 +252,7 @@ fn run<P: Plugin + ?Sized>(
     );
     let _guard = span.enter();
     tracing::debug!(network = %config.name, cni_version = %v, "invoked");
+    crate::phase::mark("env-checks");
 
     let input = AttachmentInput {
         container_id,
@@ -281,9 +289,11 @@ fn run<P: Plugin + ?Sized>(
             if command == Verb::Add {
                 let result = plugin.add(&input)?;
                 let out = result.to_json(input.config.cni_version);
-                writeln!(stdout, "{out}")
+                let r = writeln!(stdout, "{out}")
                     .and_then(|()| stdout.flush())
-                    .map_err(|e| Error::io(format!("write result to stdout: {e}")))
+                    .map_err(|e| Error::io(format!("write result to stdout: {e}")));
+                crate::phase::mark("result");
+                r
             } else {
                 plugin.check(&input)
             }

@@ -111,6 +111,7 @@ impl Store {
                 }
             }
         };
+        tern_cni::phase::mark("lease-lock");
         Ok(Store {
             dir,
             dir_file,
@@ -187,7 +188,10 @@ impl Store {
                 .mode(0o600)
                 .open(&tmp)?;
             f.write_all(content.as_bytes())?;
-            f.sync_all()
+            tern_cni::phase::mark("lease-write");
+            let r = f.sync_all();
+            tern_cni::phase::mark("lease-fsync");
+            r
         })();
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
@@ -200,11 +204,13 @@ impl Store {
             Ok(false) => return Ok(false),
             Err(e) => return Err(IpamError::store("create lease", self.dir.join(&name), e)),
         }
+        tern_cni::phase::mark("lease-rename");
         let last = format!("{LAST_RESERVED_PREFIX}{range_set}");
         if let Err(e) = self.replace_unsynced(&last, name.as_bytes()) {
             // The lease stands; losing the round-robin cursor only restarts the scan.
             tracing::warn!(file = %last, error = %e, "cannot record last reserved address");
         }
+        tern_cni::phase::mark("cursor-write");
         Ok(true)
     }
 

@@ -36,6 +36,7 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     let ifname = input.ifname.as_str();
     let conf = TuningConf::from_netconf(&input.config, &input.args)?;
     let allowlist = Allowlist::load(&plugin.allowlist_path)?;
+    tern_cni::phase::mark("allowlist");
     let plan = conf.plan(ifname, Some(&allowlist))?;
     let mut result = input.config.prev_result.clone().ok_or_else(|| {
         Error::invalid_config("required prevResult missing").with_details(
@@ -44,6 +45,7 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     })?;
 
     let netns = NetNs::open(&input.netns)?;
+    tern_cni::phase::mark("netns-open");
     // Only link attributes and `IFNAME` keys need the interface; a sysctl-only configuration
     // works on the netns alone, as the reference's does (no netlink socket in the pod either).
     let pod_link = if plan.needs_link() {
@@ -88,7 +90,9 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
         allmulti: plan.allmulti.and(link.map(|l| l.allmulti)),
         txqlen: plan.txqlen.and(link.map(|l| l.txqlen)),
     };
-    let created = match backup::load(&file)? {
+    let loaded = backup::load(&file)?;
+    tern_cni::phase::mark("backup-read");
+    let created = match loaded {
         // A repeated ADD keeps the values from before the first one.
         Some(existing) => {
             merge_into(&mut fresh, existing);
@@ -101,6 +105,7 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
         }
     };
 
+    tern_cni::phase::mark("backup-write");
     let mut undo = Vec::new();
     if let Err(e) = apply(&netns, pod_link.as_ref(), &plan, &mut undo) {
         unwind(&netns, pod_link.as_ref(), undo);

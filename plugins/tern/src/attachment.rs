@@ -72,6 +72,7 @@ pub fn prepare_add(input: &AddInput) -> Result<AttachmentLock, Error> {
     let (cid, ifname) = (input.container_id.as_str(), input.ifname.as_str());
     check_storable(&dir, &state_name(cid, ifname), "attachment state")?;
     check_cni_args(&input.args, &conf.ipam_type)?;
+    tern_cni::phase::mark("checks");
     lock(&conf, input)
 }
 

@@ -220,9 +220,11 @@ impl Handle {
         flags: u16,
         advice: Option<&'static str>,
     ) -> Result<()> {
+        let kind = kind(&msg);
         let seq = self.send(op, msg, flags | NLM_F_ACK)?;
-        self.receive(op, seq, |_| {}, advice)?;
-        Ok(())
+        let r = self.receive(op, seq, |_| {}, advice);
+        tern_cni::phase::mark(kind);
+        r.map(drop)
     }
 
     /// Sends a get request answered by one message (not a dump).
@@ -231,10 +233,12 @@ impl Handle {
         op: &str,
         msg: RouteNetlinkMessage,
     ) -> Result<Option<RouteNetlinkMessage>> {
+        let kind = kind(&msg);
         let seq = self.send(op, msg, 0)?;
         let mut answer = None;
-        self.receive(op, seq, |m| answer = Some(m), None)?;
-        Ok(answer)
+        let r = self.receive(op, seq, |m| answer = Some(m), None);
+        tern_cni::phase::mark(kind);
+        r.map(|_| answer)
     }
 
     /// Dumps a table, restarting when the kernel flags the dump as interrupted.
@@ -247,8 +251,9 @@ impl Handle {
         for _ in 0..DUMP_RETRIES {
             let seq = self.send(op, make(), NLM_F_DUMP)?;
             let mut all = Vec::new();
-            let interrupted = self.receive(op, seq, |m| all.push(m), advice)?;
-            if !interrupted {
+            let interrupted = self.receive(op, seq, |m| all.push(m), advice);
+            tern_cni::phase::mark("nl:dump");
+            if !interrupted? {
                 return Ok(all);
             }
             tracing::debug!(
@@ -267,6 +272,24 @@ impl Handle {
     /// The raw socket descriptor (for diagnostics).
     pub fn as_raw_fd(&self) -> i32 {
         self.socket.as_raw_fd()
+    }
+}
+
+/// The phase name of a request (`nl:<message type>`), for [`tern_cni::phase`].
+fn kind(msg: &RouteNetlinkMessage) -> &'static str {
+    use RouteNetlinkMessage as M;
+    match msg {
+        M::NewLink(_) => "nl:RTM_NEWLINK",
+        M::DelLink(_) => "nl:RTM_DELLINK",
+        M::GetLink(_) => "nl:RTM_GETLINK",
+        M::SetLink(_) => "nl:RTM_SETLINK",
+        M::NewAddress(_) => "nl:RTM_NEWADDR",
+        M::DelAddress(_) => "nl:RTM_DELADDR",
+        M::GetAddress(_) => "nl:RTM_GETADDR",
+        M::NewRoute(_) => "nl:RTM_NEWROUTE",
+        M::DelRoute(_) => "nl:RTM_DELROUTE",
+        M::GetRoute(_) => "nl:RTM_GETROUTE",
+        _ => "nl:other",
     }
 }
 

@@ -135,7 +135,9 @@ fn write_here(items: &[(SysctlKey, SysctlValue)]) -> Result<Vec<(SysctlKey, Stri
 /// [`Error::SysctlMissing`] when a key does not exist in the namespace; [`Error::SysctlRead`];
 /// [`Error::Setns`] when the namespace cannot be entered.
 pub fn read(netns: &NetNs, keys: &[SysctlKey]) -> Result<Vec<String>> {
-    netns.run_in(|| read_here(keys))?
+    let r = netns.run_in(|| read_here(keys));
+    tern_cni::phase::mark("sysctl-read(netns)");
+    r?
 }
 
 /// Writes every `(key, value)` inside `netns` on one thread, in order, and returns the previous
@@ -151,7 +153,9 @@ pub fn write_all(
     netns: &NetNs,
     items: &[(SysctlKey, SysctlValue)],
 ) -> Result<Vec<(SysctlKey, String)>> {
-    netns.run_in(|| write_here(items))?
+    let r = netns.run_in(|| write_here(items));
+    tern_cni::phase::mark("sysctl-write(netns)");
+    r?
 }
 
 /// Writes every `(key, value)` inside `netns` on one thread, each independently (best effort, for
@@ -177,8 +181,9 @@ pub fn restore(netns: &NetNs, items: &[(SysctlKey, SysctlValue)]) -> Result<Vec<
 /// # Errors
 /// As [`read`].
 pub fn read_host(key: &SysctlKey) -> Result<String> {
-    let mut v = read_here(std::slice::from_ref(key))?;
-    Ok(v.pop().unwrap_or_default())
+    let v = read_here(std::slice::from_ref(key));
+    tern_cni::phase::mark("sysctl-read");
+    Ok(v?.pop().unwrap_or_default())
 }
 
 /// Writes one sysctl in the calling thread's network namespace and returns its previous value
@@ -187,8 +192,9 @@ pub fn read_host(key: &SysctlKey) -> Result<String> {
 /// # Errors
 /// As [`write_all`].
 pub fn write_host(key: &SysctlKey, value: &SysctlValue) -> Result<String> {
-    let mut prev = write_here(&[(key.clone(), value.clone())])?;
-    Ok(prev.pop().map(|(_, v)| v).unwrap_or_default())
+    let prev = write_here(&[(key.clone(), value.clone())]);
+    tern_cni::phase::mark("sysctl-write");
+    Ok(prev?.pop().map(|(_, v)| v).unwrap_or_default())
 }
 
 /// Writes one sysctl in the calling thread's network namespace unless it already holds `value`
