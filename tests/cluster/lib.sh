@@ -208,7 +208,7 @@ CGROUP_ROOT=/tern-kube
 
 # The files tern's DaemonSet writes on a node.
 node_files() {
-    echo "$CNI_NET/10-tern.conflist" "$CNI_NET/tern-kubeconfig" /run/tern/agent.sock
+    echo "$CNI_NET/10-tern.conflist" "$CNI_NET/tern-kubeconfig" /run/tern/agent.sock /run/tern/metrics.sock
     for p in tern tern-tuning tern-ipam tern-lookup; do echo "$CNI_BIN/$p"; done
 }
 
@@ -363,7 +363,7 @@ down() {
     for f in $(node_files) $(cat "$KT/created" 2>/dev/null); do
         grep -qxF "$f" "$KT/preexisting" 2>/dev/null || rm -f "$f"
     done
-    rm -f /run/tern/agent.sock && rmdir /run/tern 2>/dev/null || true
+    rm -f /run/tern/agent.sock /run/tern/metrics.sock && rmdir /run/tern 2>/dev/null || true
     [ -d "$KT/aside" ] && for f in "$KT"/aside/*; do [ -e "$f" ] && mv "$f" "$CNI_NET/"; done
     ip link del "$NODE_LINK" 2>/dev/null || true
     ip -o route show | awk '/^10\.99\.21[01]\./ {print $1}' | while read -r r; do ip route del "$r" 2>/dev/null || true; done

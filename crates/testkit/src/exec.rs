@@ -112,22 +112,27 @@ impl RunOutput {
 /// `program`, or `ip netns exec <netns> program` when a netns is given. `ip netns exec` execs the
 /// program in place, so the child's pid (and process group) is the program's.
 ///
-/// With `etc_cni`, the whole thing runs in a private mount namespace (`unshare --mount
-/// --propagation private`) where that directory is bind-mounted over `/etc/cni`, so fixed paths
-/// such as tern-tuning's `/etc/cni/tuning/allowlist.conf` are per test: the machine's `/etc/cni`
-/// is never written and tests cannot race on it. `sh` execs the rest in place, so the pid is
-/// still the program's.
-fn command_in(netns: Option<&str>, program: &Path, etc_cni: Option<&Path>) -> Command {
-    let mut cmd = match etc_cni {
-        None => return command_in_netns(netns, program),
-        Some(dir) => {
-            let mut cmd = Command::new("unshare");
-            cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
-                .arg("mount --bind \"$0\" /etc/cni && exec \"$@\"")
-                .arg(dir);
-            cmd
-        }
-    };
+/// With `binds` (directory, mount point), the whole thing runs in a private mount namespace
+/// (`unshare --mount --propagation private`) where each directory is bind-mounted over its mount
+/// point (`/etc/cni`, `/run/tern`), so fixed paths such as tern-tuning's
+/// `/etc/cni/tuning/allowlist.conf` or the plugins' `/run/tern/metrics.sock` are per test: the
+/// machine's are never used and tests cannot race on them (a missing mount point is made, empty).
+/// `sh` execs the rest in place, so the pid is still the program's.
+fn command_in(netns: Option<&str>, program: &Path, binds: &[(&Path, &str)]) -> Command {
+    if binds.is_empty() {
+        return command_in_netns(netns, program);
+    }
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(
+            "while [ \"$1\" != -- ]; do mkdir -p \"$2\" && mount --bind \"$1\" \"$2\" || exit 125; \
+             shift 2; done; shift; exec \"$@\"",
+        )
+        .arg("sh");
+    for (dir, at) in binds {
+        cmd.arg(dir).arg(at);
+    }
+    cmd.arg("--");
     if let Some(ns) = netns {
         cmd.args(["ip", "netns", "exec", ns]);
     }

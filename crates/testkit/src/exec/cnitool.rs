@@ -19,6 +19,7 @@ pub struct Cnitool {
     timeout: Duration,
     host_netns: Option<String>,
     etc_cni: Option<PathBuf>,
+    run_tern: Option<PathBuf>,
 }
 
 impl Cnitool {
@@ -46,6 +47,7 @@ impl Cnitool {
             timeout: DEFAULT_TIMEOUT,
             host_netns: None,
             etc_cni: None,
+            run_tern: None,
         })
     }
 
@@ -146,6 +148,14 @@ impl Cnitool {
         self
     }
 
+    /// Runs cnitool (and every plugin it execs) with `dir` bind-mounted over `/run/tern` in a
+    /// private mount namespace, so the plugins' verb reports (sent to the fixed
+    /// `/run/tern/metrics.sock`) reach a test's own receiver; `None` turns it off.
+    pub fn run_tern(&mut self, dir: Option<&Path>) -> &mut Self {
+        self.run_tern = dir.map(Path::to_path_buf);
+        self
+    }
+
     /// Runs cnitool (and so every plugin libcni execs) inside the named netns, which plays the
     /// node's root namespace; `None` runs it in the test's own netns.
     pub fn in_netns(&mut self, name: Option<&str>) -> &mut Self {
@@ -159,7 +169,10 @@ impl Cnitool {
         let mut cmd = command_in(
             self.host_netns.as_deref(),
             &cnitool_path(),
-            self.etc_cni.as_deref(),
+            &[(&self.etc_cni, "/etc/cni"), (&self.run_tern, "/run/tern")]
+                .into_iter()
+                .filter_map(|(d, at)| d.as_deref().map(|d| (d, at)))
+                .collect::<Vec<_>>(),
         );
         cmd.env_clear();
         if let Some(path) = std::env::var_os("PATH") {

@@ -15,6 +15,7 @@ pub struct PluginCall {
     timeout: Duration,
     host_netns: Option<String>,
     etc_cni: Option<PathBuf>,
+    run_tern: Option<PathBuf>,
 }
 
 impl PluginCall {
@@ -35,6 +36,7 @@ impl PluginCall {
             timeout: DEFAULT_TIMEOUT,
             host_netns: None,
             etc_cni: None,
+            run_tern: None,
         }
     }
 
@@ -42,6 +44,13 @@ impl PluginCall {
     /// (e.g. a per-test `tuning/allowlist.conf`); the machine's `/etc/cni` is untouched.
     pub fn etc_cni(mut self, dir: impl AsRef<Path>) -> Self {
         self.etc_cni = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Runs the plugin with `dir` bind-mounted over `/run/tern` in a private mount namespace, so
+    /// its verb report (sent to the fixed `/run/tern/metrics.sock`) reaches a test's receiver.
+    pub fn run_tern(mut self, dir: impl AsRef<Path>) -> Self {
+        self.run_tern = Some(dir.as_ref().to_path_buf());
         self
     }
 
@@ -121,7 +130,10 @@ impl PluginCall {
         let mut cmd = command_in(
             self.host_netns.as_deref(),
             &self.program,
-            self.etc_cni.as_deref(),
+            &[(&self.etc_cni, "/etc/cni"), (&self.run_tern, "/run/tern")]
+                .into_iter()
+                .filter_map(|(d, at)| d.as_deref().map(|d| (d, at)))
+                .collect::<Vec<_>>(),
         );
         cmd.env_clear();
         if let Some(path) = std::env::var_os("PATH") {
