@@ -85,8 +85,9 @@ pub struct GcInput {
     pub cni_path: String,
     /// The netconf from stdin.
     pub config: NetConf,
-    /// `cni.dev/valid-attachments`: `Some(empty)` means nothing is valid; `None` (the key is
-    /// absent) means the runtime sent no list, and a plugin must then remove nothing.
+    /// `cni.dev/valid-attachments`: `Some(empty)` (also for `null`, libcni's empty list) means
+    /// nothing is valid; `None` (the key is absent) means the runtime sent no list, and a plugin
+    /// must then remove nothing.
     pub valid_attachments: Option<Vec<ValidAttachment>>,
 }
 

@@ -319,13 +319,17 @@ fn answer_version(stdin: &mut dyn Read, stdout: &mut dyn Write) -> Result<(), Er
     writeln!(stdout, "{out}").map_err(|e| Error::io(format!("write result to stdout: {e}")))
 }
 
+/// `cni.dev/valid-attachments` (else the older `cni.dev/attachments`): absent is no list; `null`
+/// is an empty list, as libcni sends it when the runtime has no sandbox (a Go nil slice: CRI-O
+/// after a restart with none restored), and as the reference plugins read it.
 fn parse_valid_attachments(config: &NetConf) -> Result<Option<Vec<ValidAttachment>>, Error> {
     let v = config
         .raw
         .get("cni.dev/valid-attachments")
         .or_else(|| config.raw.get("cni.dev/attachments"));
     match v {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(Vec::new())),
         Some(v) => crate::json::from_value(v.clone()).map(Some).map_err(|e| {
             Error::decode(format!(
                 "error unmarshall network config: cni.dev/valid-attachments: {e}"

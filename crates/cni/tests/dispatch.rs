@@ -318,6 +318,14 @@ fn gc_distinguishes_no_list_from_an_empty_list() {
         &serde_json::to_vec(&c).unwrap(),
     );
     assert_eq!(o.calls, vec!["GC Some([])".to_string()]);
+    // libcni's encoding of "no sandbox left" (a nil slice), in both keys it sends.
+    c["cni.dev/valid-attachments"] = Value::Null;
+    c["cni.dev/attachments"] = Value::Null;
+    let o = run_with(
+        env(&[("CNI_COMMAND", "GC")]),
+        &serde_json::to_vec(&c).unwrap(),
+    );
+    assert_eq!(o.calls, vec!["GC Some([])".to_string()]);
     c["cni.dev/valid-attachments"] = json!([{"containerID": "c1", "ifname": "eth0"}]);
     let o = run_with(
         env(&[("CNI_COMMAND", "GC")]),
