@@ -15,7 +15,7 @@ cluster_up() {
     start_apiserver
     start_controller_manager
     start_scheduler
-    start_containerd
+    start_runtime
     import_images
     node_address
     start_kubelet
@@ -107,7 +107,7 @@ case_pods() {
     wired "$ipb"
     kubectl delete pod pod-a pod-b --wait=true --timeout=60s
     # the kubelet removes the sandbox (and so runs DEL) right after the pod is gone
-    wait_for 60 "sandboxes of pod-a and pod-b removed" bash -c "! $GOBIN_DIR/cri-tools/crictl --runtime-endpoint unix://$KT/containerd/containerd.sock pods --name 'pod-[ab]' -q | grep -q ."
+    wait_for 60 "sandboxes of pod-a and pod-b removed" bash -c "! $GOBIN_DIR/cri-tools/crictl --runtime-endpoint unix://$CRI_SOCK pods --name 'pod-[ab]' -q | grep -q ."
     nothing_left "$ipa"
     nothing_left "$ipb"
 }
@@ -210,7 +210,7 @@ case_sandbox_recreated() {
     ip1=$(pod_ip pod-s)
     old=$(crictl pods --name pod-s -q)
     crictl stopp "$old"
-    wait_for 90 "a new sandbox for pod-s" bash -c "[ -n \"\$($GOBIN_DIR/cri-tools/crictl --config /dev/null --runtime-endpoint unix://$KT/containerd/containerd.sock pods --name pod-s --state ready -q)\" ]"
+    wait_for 90 "a new sandbox for pod-s" bash -c "[ -n \"\$($GOBIN_DIR/cri-tools/crictl --config /dev/null --runtime-endpoint unix://$CRI_SOCK pods --name pod-s --state ready -q)\" ]"
     kubectl wait --for=condition=Ready pod/pod-s --timeout=90s
     new=$(crictl pods --name pod-s --state ready -q)
     [ "$new" != "$old" ] || fail "sandbox not recreated"
@@ -299,7 +299,7 @@ case_rollout() {
     ip=$(pod_ip pod-r)
     local next="${TERN_IMAGE%:*}:rollout-test"
     bash "$ROOT/scripts/image" --name "$next" --out "$KT/images/next.oci.tar"
-    ctr -n k8s.io images import "$KT/images/next.oci.tar"
+    import_image "$KT/images/next.oci.tar" "$next"
     kubectl -n tern set image daemonset/tern-agent install="$next" agent="$next"
     kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
     [ "$(kubectl -n tern get pods -l app.kubernetes.io/name=tern-agent -o jsonpath='{.items[0].spec.containers[0].image}')" = "$next" ]
@@ -404,7 +404,7 @@ case_uninstall() {
     kubectl apply -f "$ROOT/deploy/daemonset.yaml"
     kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
     kubectl delete pod pod-u --wait=true --timeout=60s
-    wait_for 60 "sandbox of pod-u removed" bash -c "! $GOBIN_DIR/cri-tools/crictl --runtime-endpoint unix://$KT/containerd/containerd.sock pods --name pod-u -q | grep -q ."
+    wait_for 60 "sandbox of pod-u removed" bash -c "! $GOBIN_DIR/cri-tools/crictl --runtime-endpoint unix://$CRI_SOCK pods --name pod-u -q | grep -q ."
     nothing_left "$ip"
     agent_deleted
     for f in "$CNI_NET/10-tern.conflist" "$CNI_NET/tern-kubeconfig" $CNI_BIN/tern $CNI_BIN/tern-tuning $CNI_BIN/tern-ipam $CNI_BIN/tern-lookup; do

@@ -19,6 +19,8 @@
 #   /etc/cni/net.d, /etc/cni/tuning, /run/tern. The tier refuses to start when tern's files are
 #   already there, and teardown removes only what the tier (or the DaemonSet it ran) put there:
 #   files present before are listed in $KT/preexisting and kept.
+# - TERN_CLUSTER_RUNTIME=crio puts a private CRI-O (tests/cluster/crio.sh) in containerd's place:
+#   the kubelet, crictl and the cases then talk to $CRI_SOCK, CRI-O's socket.
 
 KT="${KT:-/tmp/tern-cluster}"
 GOBIN_DIR="${TERN_GO_CACHE:-/var/cache/tern-build}/bin"
@@ -31,14 +33,23 @@ SERVICE_CIDR=10.99.220.0/24
 SA_ISSUER="https://kubernetes.default.svc.cluster.local"
 PAUSE_IMAGE="localhost/tern-pause:test"
 TERN_IMAGE="${TERN_IMAGE:-ghcr.io/tern-cni/tern:0.1.0}"
+RUNTIME="${TERN_CLUSTER_RUNTIME:-containerd}"
+case "$RUNTIME" in
+    containerd) CRI_SOCK="$KT/containerd/containerd.sock" ;;
+    crio) CRI_SOCK="$KT/crio/crio.sock" ;;
+    *) echo "TERN_CLUSTER_RUNTIME=$RUNTIME: containerd or crio" >&2; exit 1 ;;
+esac
+
+# shellcheck source=crio.sh
+. "$(dirname "${BASH_SOURCE[0]}")/crio.sh"
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
 
 kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KT/pki/admin.kubeconfig" "$@"; }
 ctr() { "$GOBIN_DIR/containerd/ctr" --address "$KT/containerd/containerd.sock" "$@"; }
 crictl() {
-    "$GOBIN_DIR/cri-tools/crictl" --runtime-endpoint "unix://$KT/containerd/containerd.sock" \
-        --image-endpoint "unix://$KT/containerd/containerd.sock" --timeout 30s --config /dev/null "$@"
+    "$GOBIN_DIR/cri-tools/crictl" --runtime-endpoint "unix://$CRI_SOCK" \
+        --image-endpoint "unix://$CRI_SOCK" --timeout 30s --config /dev/null "$@"
 }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: retries COMMAND every 0.5 s until it succeeds.
@@ -286,13 +297,20 @@ TOML
     wait_for 30 "containerd CRI" crictl version
 }
 
+start_runtime() { if [ "$RUNTIME" = crio ]; then start_crio; else start_containerd; fi; }
+
+# import_image ARCHIVE NAME: an OCI archive (scripts/image) into the runtime's image store.
+import_image() {
+    if [ "$RUNTIME" = crio ]; then crio_import "$1" "$2" >&2; else ctr -n k8s.io images import "$1" >&2; fi
+}
+
 import_images() {
     local img="$KT/images"
     mkdir -p "$img"
     bash "$ROOT/scripts/image" --busybox --name "$PAUSE_IMAGE" --out "$img/pause.oci.tar" >&2
     bash "$ROOT/scripts/image" --name "$TERN_IMAGE" --out "$img/tern.oci.tar" >&2
-    ctr -n k8s.io images import "$img/pause.oci.tar" >&2
-    ctr -n k8s.io images import "$img/tern.oci.tar" >&2
+    import_image "$img/pause.oci.tar" "$PAUSE_IMAGE"
+    import_image "$img/tern.oci.tar" "$TERN_IMAGE"
 }
 
 start_kubelet() {
@@ -312,7 +330,7 @@ healthzPort: 10348
 readOnlyPort: 0
 cgroupDriver: cgroupfs
 cgroupRoot: $CGROUP_ROOT
-containerRuntimeEndpoint: unix://$KT/containerd/containerd.sock
+containerRuntimeEndpoint: unix://$CRI_SOCK
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: false}
@@ -340,13 +358,14 @@ YAML
 
 down() {
     log "tearing down $KT"
-    if [ -S "$KT/containerd/containerd.sock" ]; then
+    if [ -S "$CRI_SOCK" ]; then
         stop kubelet
         local ids
         ids=$(crictl pods -q 2>/dev/null || true)
         for id in $ids; do crictl stopp "$id" >/dev/null 2>&1 || true; crictl rmp -f "$id" >/dev/null 2>&1 || true; done
     fi
-    for c in kubelet scheduler controller-manager apiserver containerd etcd; do stop "$c"; done
+    for c in kubelet scheduler controller-manager apiserver containerd crio etcd; do stop "$c"; done
+    crio_down
     # shims and pod processes left by a killed containerd: by their cgroup under $CGROUP_ROOT
     local pids
     pids=$(cat /sys/fs/cgroup/pids$CGROUP_ROOT/cgroup.procs /sys/fs/cgroup/pids$CGROUP_ROOT/*/cgroup.procs \

@@ -7,7 +7,8 @@
 # Usage (root, after scripts/setup and scripts/build-go): bash tests/cluster/run.sh [CASE ...]
 # Each case prints `test cluster::NAME ... ok|FAILED` (its log under $KT/cases/ is printed on
 # failure); the last line is a cargo-format summary, which scripts/test adds to its own.
-# TERN_CLUSTER_KEEP=1 leaves the cluster running for a look (tear down with `KT=... bash -c
+# TERN_CLUSTER_RUNTIME=crio runs the node on CRI-O instead (tests/cluster/crio.sh; cases print
+# `test cluster-crio::NAME`). TERN_CLUSTER_KEEP=1 leaves the cluster running for a look (tear down with `KT=... bash -c
 # '. tests/cluster/lib.sh; down'`).
 set -uo pipefail
 
@@ -22,9 +23,12 @@ summary() {
         "$1" "$pass" "$fail" 0 "$((SECONDS - t0))"
 }
 t0=$SECONDS pass=0 fail=0
+# The cases' prefix: cluster (containerd) or cluster-crio (TERN_CLUSTER_RUNTIME=crio).
+TIER=cluster
+[ "$RUNTIME" = crio ] && TIER=cluster-crio
 [ "$(id -u)" -eq 0 ] || { log "needs root"; summary FAILED; exit 1; }
 for b in "$K8S_BIN/kube-apiserver" "$K8S_BIN/kubelet" "$K8S_BIN/kubectl" "$GOBIN_DIR/etcd/etcd" \
-    "$GOBIN_DIR/containerd/containerd" "$GOBIN_DIR/cri-tools/crictl"; do
+    "$GOBIN_DIR/containerd/containerd" "$GOBIN_DIR/cri-tools/crictl" "$GOBIN_DIR/cri-o/crio"; do
     [ -x "$b" ] || { log "$b missing: bash scripts/build-go"; summary FAILED; exit 1; }
 done
 
@@ -36,7 +40,7 @@ check_node_clean || { summary FAILED; exit 1; }
 run_case() {
     local name=$1 log="$KT/cases/$1.log" t=$SECONDS
     mkdir -p "$KT/cases"
-    printf 'test cluster::%s ... ' "$name"
+    printf 'test %s::%s ... ' "$TIER" "$name"
     (set -e; "case_$name") >"$log" 2>&1
     if [ $? -eq 0 ]; then
         pass=$((pass + 1)); echo "ok ($((SECONDS - t))s)"
@@ -50,9 +54,9 @@ log "bringing up the control plane and the node under $KT"
 up_ok=1
 (set -e; cluster_up) >"$KT/up.log" 2>&1 || up_ok=0
 if [ "$up_ok" = 0 ]; then
-    echo "test cluster::up ... FAILED"
+    echo "test $TIER::up ... FAILED"
     sed 's/^/    | /' "$KT/up.log" | tail -40
-    for c in etcd apiserver containerd kubelet; do
+    for c in etcd apiserver containerd crio kubelet; do
         [ -f "$KT/$c/log" ] && { echo "    --- $c log:"; tail -15 "$KT/$c/log" | sed 's/^/    | /'; }
     done
     fail=1

@@ -1,0 +1,143 @@
+# tests/cluster/crio.sh — the node's runtime when TERN_CLUSTER_RUNTIME=crio: a private CRI-O 1.34
+# (built by scripts/build-go cri-o) in place of containerd, under $KT/crio.
+#
+# Sourced by tests/cluster/lib.sh. Everything CRI-O writes is under $KT/crio (config, storage,
+# runroot, socket, namespace pins, runc and conmon state, exits, logs) except the node's CNI dirs,
+# which are the real ones deploy/ installs into (/opt/cni/bin, /etc/cni/net.d) and libcni's
+# result cache (/var/lib/cni/results: CRI-O has no setting for it). Images go into CRI-O's own
+# containers/storage with podman on the same root and graph driver (no registry; CRI-O's image
+# service cannot load an archive).
+
+CRIO_BIN="$GOBIN_DIR/cri-o"
+
+# crio_podman ARGS...: podman on CRI-O's storage, in a private mount namespace whose /var/lib and
+# /var/tmp are empty tmpfs (containers/image writes its blob-info cache and temp files there).
+crio_podman() {
+    local c="$KT/crio"
+    unshare --mount --propagation private -- sh -c \
+        'mount -t tmpfs tern-podman /var/lib && mount -t tmpfs tern-podman /var/tmp && exec podman "$@"' podman \
+        --root "$c/storage" --runroot "$c/run" --tmpdir "$c/tmp" --storage-driver overlay \
+        --cgroup-manager cgroupfs --events-backend none "$@"
+}
+
+# crio_import ARCHIVE NAME: an OCI archive into CRI-O's storage, named NAME.
+crio_import() {
+    local id
+    id=$(crio_podman pull -q "oci-archive:$1")
+    crio_podman tag "$id" "$2"
+}
+
+# crio_runc: runc behind a wrapper that edits a bundle's config.json as containerd's settings do
+# and CRI-O has none for: process.oomScoreAdj raised to this process's own (containerd's
+# restrict_oom_score_adj; root here may not lower it, no CAP_SYS_RESOURCE, and the kubelet asks
+# -997 for critical pods like tern-agent), and hugepage limits dropped when no hugetlb hierarchy
+# is mounted (containerd's tolerate_missing_hugetlb_controller; CRI-O reads /proc/cgroups, which
+# lists hugetlb here though it is not mounted, and runc then fails to join it).
+crio_runc() {
+    local w="$KT/crio/runc-clamp"
+    cat >"$w" <<'SH'
+#!/bin/sh
+b="" prev=""
+for a in "$@"; do
+    case "$prev" in --bundle | -b) b=$a ;; esac
+    prev=$a
+done
+if [ -n "$b" ] && [ -f "$b/config.json" ]; then
+    h=true
+    [ -d /sys/fs/cgroup/hugetlb ] || [ -f /sys/fs/cgroup/cgroup.controllers ] || h=false
+    jq --argjson m "$(cat /proc/self/oom_score_adj)" --argjson h "$h" \
+        '(if (.process.oomScoreAdj // $m) < $m then .process.oomScoreAdj = $m else . end)
+         | (if $h then . else del(.linux.resources.hugepageLimits) end)' \
+        "$b/config.json" >"$b/config.json.clamp" && mv "$b/config.json.clamp" "$b/config.json"
+fi
+exec /usr/sbin/runc "$@"
+SH
+    chmod 755 "$w"
+    echo "$w"
+}
+
+start_crio() {
+    local c="$KT/crio" d
+    for d in storage run ns runc exits attach pods hooks.d cdi tmp conf.d; do mkdir -p "$c/$d"; done
+    mkdir -p "$CNI_BIN" "$CNI_NET"
+    # The node's CNI bin dir as a node's `kubernetes-cni` package leaves it (see start_containerd).
+    for p in loopback host-local; do
+        [ -e "$CNI_BIN/$p" ] || { cp "/usr/lib/cni/$p" "$CNI_BIN/$p" && echo "$CNI_BIN/$p" >>"$KT/created"; }
+    done
+    echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$c/policy.json"
+    : >"$c/registries.conf"
+    cat >"$c/crio.conf" <<TOML
+[crio]
+root = "$c/storage"
+runroot = "$c/run"
+storage_driver = "overlay"
+log_dir = "$c/pods"
+version_file = "$c/run/crio-version"
+version_file_persist = ""
+clean_shutdown_file = "$c/clean.shutdown"
+internal_wipe = true
+internal_repair = false
+
+[crio.api]
+listen = "$c/crio.sock"
+stream_address = "127.0.0.1"
+stream_port = "10351"
+
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+conmon_cgroup = "pod"
+selinux = false
+apparmor_profile = ""
+hooks_dir = ["$c/hooks.d"]
+default_mounts_file = "$c/mounts.conf"
+container_exits_dir = "$c/exits"
+container_attach_socket_dir = "$c/attach"
+namespaces_dir = "$c/ns"
+pinns_path = "$CRIO_BIN/pinns"
+cdi_spec_dirs = ["$c/cdi"]
+irqbalance_config_file = "$c/irqbalance"
+irqbalance_config_restore_file = "disable"
+log_to_journald = false
+decryption_keys_path = "$c/keys"
+
+[crio.runtime.runtimes.runc]
+runtime_path = "$(crio_runc)"
+runtime_type = "oci"
+runtime_root = "$c/runc"
+monitor_path = "/usr/bin/conmon"
+monitor_cgroup = "pod"
+
+[crio.image]
+pause_image = "$PAUSE_IMAGE"
+signature_policy = "$c/policy.json"
+signature_policy_dir = "$c/policies"
+big_files_temporary_dir = "$c/tmp"
+
+[crio.network]
+network_dir = "$CNI_NET"
+plugin_dirs = ["$CNI_BIN"]
+
+[crio.metrics]
+enable_metrics = false
+
+[crio.tracing]
+enable_tracing = false
+
+[crio.nri]
+enable_nri = false
+TOML
+    CONTAINERS_REGISTRIES_CONF="$c/registries.conf" start crio "$CRIO_BIN/crio" \
+        --config "$c/crio.conf" --config-dir "$c/conf.d" --log-level info
+    wait_for 60 "CRI-O's CRI" crictl version
+}
+
+# crio_down: after the kubelet and CRI-O are stopped, conmon and the containers' processes (by the
+# instance directory on their command line) killed by PID.
+crio_down() {
+    local pid
+    for pid in $(grep -lsF "$KT/crio/" /proc/[0-9]*/cmdline | cut -d/ -f3); do
+        [ "$pid" != "$$" ] && kill -KILL "$pid" 2>/dev/null
+    done
+    return 0
+}
