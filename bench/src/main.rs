@@ -55,6 +55,7 @@
 mod breakdown;
 mod churn;
 mod floor;
+mod reports;
 
 mod chain;
 mod env;
@@ -158,6 +159,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--churn") {
         std::process::exit(churn::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("--reports") {
+        std::process::exit(reports::main(&args[1..]));
     }
     let code = match parse_opts().and_then(|o| run(&o)) {
         Ok(()) => 0,

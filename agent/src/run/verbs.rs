@@ -104,6 +104,13 @@ impl VerbMetrics {
         }
     }
 
+    /// Reports of `plugin`'s `verb` with `code` counted so far.
+    pub fn count(&self, plugin: &'static str, verb: &'static str, code: u32) -> u64 {
+        self.total
+            .get(&VerbCodeLabels { plugin, verb, code })
+            .map_or(0, |c| c.get())
+    }
+
     /// Reports counted as rejected so far.
     pub fn rejected(&self) -> u64 {
         self.rejected.get()
