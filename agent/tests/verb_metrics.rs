@@ -2,7 +2,8 @@
 //! plugins' own sender are counted per plugin, verb and code and timed; malformed, oversized and
 //! empty datagrams are rejected and counted apart; `/metrics` is served on `--metrics-address`
 //! (and nothing else there), with `tern_build_info`; a bad `--metrics-address` or
-//! `TERN_METRICS_ADDRESS` stops the agent at start with a message naming it.
+//! `TERN_METRICS_ADDRESS`, or a relative `--metrics-socket`, stops the agent at start with a
+//! message naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -167,4 +168,12 @@ fn a_bad_metrics_address_is_refused_at_start() {
             "env {bad}: {err}"
         );
     }
+    let mut args = base.to_vec();
+    args.extend(["--metrics-socket", "metrics.sock"]);
+    let out = agent(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text(&out.stderr).contains("--metrics-socket metrics.sock must be an absolute path"),
+        "{out:?}"
+    );
 }
