@@ -117,7 +117,9 @@ fn crictl_runp_inspectp_stopp_rmp_on_the_default_chain_leave_nothing() {
         }
     }
 
-    // a: stopp then rmp, as the CLI does them.
+    // a: its container stopped as the kubelet stops it first (busybox's sleep, PID 1, ignores
+    // SIGTERM: no grace period), then stopp and rmp.
+    crictl_ok(&c, &["stop", "--timeout", "0", &ca]);
     crictl_ok(&c, &["stopp", &a.id]);
     let v: Value =
         serde_json::from_str(&crictl_ok(&c, &["inspectp", "-o", "json", &a.id])).unwrap();
@@ -134,6 +136,7 @@ fn crictl_runp_inspectp_stopp_rmp_on_the_default_chain_leave_nothing() {
     // b: its netns pin removed first (unmounted and unlinked), then stopp and rmp: tern's DEL
     // gets the path that is gone and cleans up from its state.
     unmount_and_remove(&b.netns);
+    crictl_ok(&c, &["stop", "--timeout", "0", &cb]);
     crictl_ok(&c, &["stopp", &b.id]);
     crictl_ok(&c, &["rmp", &b.id]);
     assert_nothing_left(&mut c, &chain, &b, SUBNET);
