@@ -110,6 +110,19 @@ case_pods() {
     wait_for 60 "sandboxes of pod-a and pod-b removed" bash -c "! $GOBIN_DIR/cri-tools/crictl --runtime-endpoint unix://$CRI_SOCK pods --name 'pod-[ab]' -q | grep -q ."
     nothing_left "$ipa"
     nothing_left "$ipb"
+    # What Prometheus scrapes, where the pod's annotations say: tern's verbs counted by the agent
+    # from the plugins' reports (at least these two pods' ADDs and DELs, by tern and tern-tuning).
+    local port path m p v n
+    port=$(kubectl -n tern get daemonset tern-agent -o jsonpath='{.spec.template.metadata.annotations.prometheus\.io/port}')
+    path=$(kubectl -n tern get daemonset tern-agent -o jsonpath='{.spec.template.metadata.annotations.prometheus\.io/path}')
+    m=$(curl -sf "http://127.0.0.1:$port$path") || fail "no metrics on port $port path $path"
+    echo "$m" | grep -q '^tern_build_info{version="' || fail "no tern_build_info"
+    for p in tern tern-tuning; do
+        for v in ADD DEL; do
+            n=$(echo "$m" | awk -v k="tern_cni_verb_total{plugin=\"$p\",verb=\"$v\",code=\"0\"}" '$1 == k {print $2}')
+            [ "${n:-0}" -ge 2 ] || fail "tern_cni_verb_total $p $v code 0 is ${n:-absent}, want >= 2: $(echo "$m" | grep '^tern_cni_verb')"
+        done
+    done
 }
 
 # can_i AS VERB RESOURCE [NAMESPACE [NAME [SUBRESOURCE]]]: yes/no as the real authorizer answers.
