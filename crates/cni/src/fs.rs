@@ -11,7 +11,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -73,6 +73,25 @@ fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> io::Res
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Runs `op` on a file in `dir`; when it fails with `NotFound`, creates `dir` (and its missing
+/// parents, mode `mode`) and runs it once more. Once the layout exists (every verb after a
+/// node's first) a write or lock costs no `mkdir` or `stat` of its directory.
+///
+/// # Errors
+/// `op`'s error, or the error of creating `dir`.
+pub fn in_dir<T>(dir: &Path, mode: u32, mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    match op() {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(mode)
+                .create(dir)?;
+            op()
+        }
+        other => other,
+    }
 }
 
 /// A fresh temp file name for a write of `name` in the same directory by this process:

@@ -13,7 +13,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, Flock, FlockArg};
@@ -90,19 +90,18 @@ impl AttachmentLock {
     /// # Errors
     /// The I/O error of creating the directory or the file, or of `flock`.
     pub fn acquire(dir: &Path, container_id: &str, ifname: &str) -> io::Result<AttachmentLock> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
         let path = dir.join(file_name(container_id, ifname));
         loop {
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .mode(0o600)
-                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-                .open(&path)?;
+            // The directory is made only when missing (the first verb of a network).
+            let file = crate::fs::in_dir(dir, 0o700, || {
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .mode(0o600)
+                    .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+                    .open(&path)
+            })?;
             let lock = Flock::lock(file, FlockArg::LockExclusive)
                 .map_err(|(_, errno)| io::Error::from_raw_os_error(errno as i32))?;
             let held = lock.metadata()?;

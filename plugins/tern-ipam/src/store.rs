@@ -10,20 +10,24 @@
 //! - `last_reserved_ip.<rangeSetIndex>`: the last address handed out from that range set.
 //!
 //! Invariants: every method runs with the lock held (a [`Store`] *is* the held lock; dropping it
-//! unlocks). A lease file is either absent or complete: it is written to a temp file, synced, and
+//! unlocks). A lease file is either absent or complete: it is written to a temp file and
 //! renamed into place with `RENAME_NOREPLACE` (or linked, which also refuses to replace), so a
 //! crash leaves at most a stale temp file, which the next locked operation removes. The lock is an
 //! `flock`, which the kernel drops when its holder dies, so a killed plugin never blocks the next.
 //!
-//! Durability: the lease's content is synced before the rename (so even a power loss cannot leave
-//! a torn or empty lease), but the directory is not synced after it. After a power loss every pod
-//! netns is gone anyway: a lost rename means "no lease", and a lost unlink means a stale lease
-//! that GC releases. This keeps ADD to one fsync (host-local does none).
+//! Durability: none is paid for (no fsync of a lease, the cursor or the directory; host-local does
+//! none either). Only a power loss or a kernel crash can lose what the page cache holds, and after
+//! one no pod of this boot survives: every lease then names a dead attachment, whatever its
+//! content. A lost rename means "no lease"; a lost unlink, or a lease left empty or torn, is held
+//! by no valid attachment, so the runtime's GC releases it (an empty file reads as a legacy lease
+//! of container ID "", which is never valid). A process crash loses nothing: the rename is atomic
+//! and the page cache outlives the process. This keeps tern's ADD free of fsync (it was ≈0.5 ms
+//! of an idle ADD and 5 ms p50 with other builds writing to the same ext4 journal).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::net::IpAddr;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -60,12 +64,19 @@ impl Store {
     /// [`IpamError::Store`] naming the directory or lock file and the OS error.
     pub fn open(loc: &StoreLocation) -> Result<Store, IpamError> {
         let dir = loc.data_dir.join(&loc.name);
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(&dir)
-            .map_err(|e| IpamError::store("create directory", &dir, e))?;
-        Store::lock(dir)
+        // Made only when missing (the first ADD of a network), not on every ADD.
+        let dir_file = match File::open(&dir) {
+            Ok(f) => f,
+            Err(_) => {
+                fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(&dir)
+                    .map_err(|e| IpamError::store("create directory", &dir, e))?;
+                File::open(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?
+            }
+        };
+        Store::lock_in(dir, dir_file)
     }
 
     /// Like [`Store::open`], but `None` when the network directory does not exist (DEL and GC
@@ -89,6 +100,10 @@ impl Store {
 
     fn lock(dir: PathBuf) -> Result<Store, IpamError> {
         let dir_file = File::open(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?;
+        Store::lock_in(dir, dir_file)
+    }
+
+    fn lock_in(dir: PathBuf, dir_file: File) -> Result<Store, IpamError> {
         let lock_path = dir.join(LOCK_FILE);
         let mut file = OpenOptions::new()
             .read(true)
@@ -187,12 +202,9 @@ impl Store {
                 .create_new(true)
                 .mode(0o600)
                 .open(&tmp)?;
-            f.write_all(content.as_bytes())?;
-            tern_cni::phase::mark("lease-write");
-            let r = f.sync_all();
-            tern_cni::phase::mark("lease-fsync");
-            r
+            f.write_all(content.as_bytes())
         })();
+        tern_cni::phase::mark("lease-write");
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
             return Err(IpamError::store("write lease", &tmp, e));
@@ -214,23 +226,23 @@ impl Store {
         Ok(true)
     }
 
-    /// Replaces `file` with `data` by temp file and rename, without fsync: a reader sees the old
-    /// or the new content, never a torn one. Used for `last_reserved_ip.*` only, whose loss after
-    /// a power failure is harmless (an unreadable or stale cursor only moves where the round-robin
-    /// scan starts), so it does not pay for durability.
+    /// Overwrites `file` with `data` in place: written at offset 0, then cut to its length (no
+    /// `O_TRUNC`, temp file, rename or fsync). Every reader holds the lock, so none sees it
+    /// half-written. Used for `last_reserved_ip.*` only: a cursor left torn by a killed writer
+    /// (old bytes past the new ones) or lost to a power failure is harmless (an unreadable, stale
+    /// or out-of-range cursor only moves where the round-robin scan starts). On ext4 a truncation
+    /// to zero or a rename over the file makes the kernel allocate and flush its data at close
+    /// (`auto_da_alloc`): 1.37 and 0.66 ms p50 per write under load, against 0.02 ms this way.
     fn replace_unsynced(&self, file: &str, data: &[u8]) -> io::Result<()> {
-        let tmp = self.dir.join(tern_cni::fs::temp_name(file));
-        let result = OpenOptions::new()
+        let f = OpenOptions::new()
             .write(true)
-            .create_new(true)
+            .create(true)
+            .truncate(false)
             .mode(0o600)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(data))
-            .and_then(|()| fs::rename(&tmp, self.dir.join(file)));
-        if result.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        result
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(self.dir.join(file))?;
+        f.write_all_at(data, 0)?;
+        f.set_len(data.len() as u64)
     }
 
     /// Moves `tmp` to `name` unless `name` exists: `Ok(false)` then. `tmp` may remain (a hard

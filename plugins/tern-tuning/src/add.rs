@@ -68,53 +68,63 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     let _lock = crate::lock::acquire(&conf.data_dir, input)?;
     let file = backup::path(&conf.data_dir, input.container_id.as_str(), ifname);
     let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
-    let current = if keys.is_empty() {
-        Vec::new()
-    } else {
-        sysctl::read(&netns, &keys)?
-    };
-    let mut fresh = Backup {
-        network: Some(input.config.name.clone()),
-        container_id: Some(input.container_id.as_str().to_owned()),
-        ifname: Some(ifname.to_owned()),
-        sysctl: keys
-            .iter()
-            .map(|k| k.raw().to_string())
-            .zip(current)
-            .collect(),
-        mac: plan
-            .mac
-            .and(link.and_then(|l| l.mac.as_ref()).map(format_mac)),
-        mtu: plan.mtu.and(link.map(|l| l.mtu)),
-        promisc: plan.promisc.and(link.map(|l| l.promisc)),
-        allmulti: plan.allmulti.and(link.map(|l| l.allmulti)),
-        txqlen: plan.txqlen.and(link.map(|l| l.txqlen)),
-    };
-    let loaded = backup::load(&file)?;
-    tern_cni::phase::mark("backup-read");
-    let created = match loaded {
-        // A repeated ADD keeps the values from before the first one.
-        Some(existing) => {
-            merge_into(&mut fresh, existing);
-            backup::save(&file, &fresh)?;
-            false
-        }
-        None => {
-            backup::save(&file, &fresh)?;
-            true
-        }
+    // The backup (of the values read just before) is saved before the first write; with
+    // sysctls, read, backup and writes happen on one thread inside the pod netns (one entry).
+    let save_backup = |current: Vec<String>| -> Result<bool, Error> {
+        let mut fresh = Backup {
+            network: Some(input.config.name.clone()),
+            container_id: Some(input.container_id.as_str().to_owned()),
+            ifname: Some(ifname.to_owned()),
+            sysctl: keys
+                .iter()
+                .map(|k| k.raw().to_string())
+                .zip(current)
+                .collect(),
+            mac: plan
+                .mac
+                .and(link.and_then(|l| l.mac.as_ref()).map(format_mac)),
+            mtu: plan.mtu.and(link.map(|l| l.mtu)),
+            promisc: plan.promisc.and(link.map(|l| l.promisc)),
+            allmulti: plan.allmulti.and(link.map(|l| l.allmulti)),
+            txqlen: plan.txqlen.and(link.map(|l| l.txqlen)),
+        };
+        let created = match backup::load(&file)? {
+            // A repeated ADD keeps the values from before the first one.
+            Some(existing) => {
+                merge_into(&mut fresh, existing);
+                backup::save(&file, &fresh)?;
+                false
+            }
+            None => {
+                backup::save(&file, &fresh)?;
+                true
+            }
+        };
+        tern_cni::phase::mark("backup");
+        Ok(created)
     };
 
-    tern_cni::phase::mark("backup-write");
     let mut undo = Vec::new();
-    if let Err(e) = apply(&netns, pod_link.as_ref(), &plan, &mut undo) {
-        unwind(&netns, pod_link.as_ref(), undo);
-        if created {
-            if let Err(re) = backup::remove(&file) {
-                tracing::warn!(error = %re, "could not remove the backup after a failed ADD");
-            }
+    let created = if plan.sysctls.is_empty() {
+        save_backup(Vec::new())?
+    } else {
+        let mut created = false;
+        let written = sysctl::write_all_after(&netns, &plan.sysctls, |current| {
+            created = save_backup(current)?;
+            Ok::<(), Error>(())
+        });
+        match written {
+            Ok(Ok(previous)) => undo.push(Undo::Sysctls(previous)),
+            // Nothing written: the backup could not be read or saved.
+            Ok(Err(e)) => return Err(e),
+            // write_all_after rolled back its own earlier writes.
+            Err(e) => return Err(fail_after_backup(&file, created, e.into())),
         }
-        return Err(e);
+        created
+    };
+    if let Err(e) = apply(pod_link.as_ref(), &plan, &mut undo) {
+        unwind(&netns, pod_link.as_ref(), undo);
+        return Err(fail_after_backup(&file, created, e));
     }
 
     if let Some(mac) = plan.mac {
@@ -124,6 +134,16 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
         }
     }
     Ok(result)
+}
+
+/// A failed ADD's error, after removing the backup when this ADD `created` it.
+fn fail_after_backup(file: &std::path::Path, created: bool, e: Error) -> Error {
+    if created {
+        if let Err(re) = backup::remove(file) {
+            tracing::warn!(error = %re, "could not remove the backup after a failed ADD");
+        }
+    }
+    e
 }
 
 /// Fields already in `existing` win (they hold the pre-tuning values).
@@ -141,19 +161,13 @@ fn merge_into(fresh: &mut Backup, existing: Backup) {
     fresh.txqlen = existing.txqlen.or(fresh.txqlen);
 }
 
-/// Writes the sysctls, then the link attributes through `pod_link` (present whenever
-/// [`Plan::needs_link`]).
+/// Writes the link attributes through `pod_link` (present whenever [`Plan::needs_link`]); the
+/// sysctls are written before, with the backup.
 fn apply(
-    netns: &NetNs,
     pod_link: Option<&(Handle, Link)>,
     plan: &Plan,
     undo: &mut Vec<Undo>,
 ) -> Result<(), Error> {
-    if !plan.sysctls.is_empty() {
-        // write_all rolls back its own earlier writes when one fails.
-        let previous = sysctl::write_all(netns, &plan.sysctls)?;
-        undo.push(Undo::Sysctls(previous));
-    }
     let Some((handle, link)) = pod_link else {
         return Ok(());
     };

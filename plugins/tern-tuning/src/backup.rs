@@ -10,8 +10,6 @@
 //! `dataDir` (`/run/cni/tuning`) is a tmpfs anyway.
 //! The file name is safe: the container ID and ifname were validated by the dispatcher (no `/`).
 
-use std::fs::DirBuilder;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -68,15 +66,12 @@ pub fn save(file: &Path, backup: &Backup) -> Result<(), Error> {
     let state_err = |what: &str, e: &dyn std::fmt::Display| {
         Error::new(code::STATE_IO, format!("{what} {}: {e}", file.display()))
     };
-    if let Some(dir) = file.parent() {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(|e| state_err("create backup directory for", &e))?;
-    }
     let data = serde_json::to_vec_pretty(backup).map_err(|e| state_err("encode backup", &e))?;
-    tern_cni::fs::replace_atomic(file, &data, 0o600).map_err(|e| state_err("save backup", &e))
+    let dir = file.parent().unwrap_or(Path::new("."));
+    tern_cni::fs::in_dir(dir, 0o700, || {
+        tern_cni::fs::replace_atomic(file, &data, 0o600)
+    })
+    .map_err(|e| state_err("save backup", &e))
 }
 
 /// Loads a backup; `Ok(None)` when there is none.

@@ -58,9 +58,9 @@ impl StateStore {
     /// # Errors
     /// I/O errors from creating the directory or writing the file.
     pub fn save(&self, state: &AttachmentState) -> io::Result<()> {
-        fs::create_dir_all(&self.dir)?;
         let data = serde_json::to_vec_pretty(state).map_err(io::Error::other)?;
-        replace_atomic(&self.path(&state.container_id, &state.ifname), &data, 0o600)
+        let path = self.path(&state.container_id, &state.ifname);
+        tern_cni::fs::in_dir(&self.dir, 0o700, || replace_atomic(&path, &data, 0o600))
     }
 
     /// Removes an attachment's state, and the temp file of a writer killed between create and

@@ -93,12 +93,24 @@ fn read_here(keys: &[SysctlKey]) -> Result<Vec<String>> {
 /// back and restored if the write changed it anyway, then the earlier ones are restored in
 /// reverse order.
 fn write_here(items: &[(SysctlKey, SysctlValue)]) -> Result<Vec<(SysctlKey, String)>> {
+    write_opened(open_all(items)?)
+}
+
+/// Every item's file opened for writing, with the value it holds now.
+type Opened<'a> = Vec<(&'a SysctlKey, &'a SysctlValue, File, String)>;
+
+fn open_all(items: &[(SysctlKey, SysctlValue)]) -> Result<Opened<'_>> {
     let mut opened = Vec::with_capacity(items.len());
     for (key, value) in items {
         let mut f = open(key, true)?;
         let previous = read_file(key, &mut f)?;
         opened.push((key, value, f, previous));
     }
+    Ok(opened)
+}
+
+/// The writes of [`write_here`], on files [`open_all`] opened.
+fn write_opened(opened: Opened<'_>) -> Result<Vec<(SysctlKey, String)>> {
     for (i, (key, value, file, previous)) in opened.iter().enumerate() {
         if let Err(errno) = write_file(file, value.as_str()) {
             let mut rollback_failures = Vec::new();
@@ -155,6 +167,31 @@ pub fn write_all(
 ) -> Result<Vec<(SysctlKey, String)>> {
     let r = netns.run_in(|| write_here(items));
     tern_cni::phase::mark("sysctl-write(netns)");
+    r?
+}
+
+/// [`write_all`] with a step between reading and writing, all on one thread inside `netns` (one
+/// namespace entry, where [`read`] then [`write_all`] take two): every file is opened and its
+/// current value read, `before` gets those values in `items`' order (tern-tuning saves its
+/// backup there, before the first write; it runs inside `netns`, which changes nothing for
+/// files outside `/proc/sys/net`), then the values are written as [`write_all`] writes them.
+///
+/// # Errors
+/// As [`write_all`], with nothing written when a file cannot be opened or read; `Ok(Err(e))`
+/// when `before` fails (nothing written).
+pub fn write_all_after<E: Send>(
+    netns: &NetNs,
+    items: &[(SysctlKey, SysctlValue)],
+    before: impl FnOnce(Vec<String>) -> std::result::Result<(), E> + Send,
+) -> Result<std::result::Result<Vec<(SysctlKey, String)>, E>> {
+    let r = netns.run_in(|| -> Result<std::result::Result<_, E>> {
+        let opened = open_all(items)?;
+        if let Err(e) = before(opened.iter().map(|o| o.3.clone()).collect()) {
+            return Ok(Err(e));
+        }
+        write_opened(opened).map(Ok)
+    });
+    tern_cni::phase::mark("sysctl-read+write(netns)");
     r?
 }
 
