@@ -50,11 +50,14 @@
 //! node (the bench mounts a tmpfs there when this host's `/run` is not one). `scripts/bench` builds and runs it.
 //!
 //! `tern-bench --churn ...` runs the churn instead ([`churn`]: many pods through libcni with
-//! random kills, then a leak audit; `scripts/bench --churn`).
+//! random kills, then a leak audit; `scripts/bench --churn`); `tern-bench --node-routes ...`
+//! the node-routes bench ([`node_routes`]: agents with thousands of Nodes against the stand-in;
+//! `scripts/bench --node-routes`).
 
 mod breakdown;
 mod churn;
 mod floor;
+mod node_routes;
 mod reports;
 
 mod chain;
@@ -162,6 +165,9 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("--reports") {
         std::process::exit(reports::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("--node-routes") {
+        std::process::exit(node_routes::main(&args[1..]));
     }
     let code = match parse_opts().and_then(|o| run(&o)) {
         Ok(()) => 0,

@@ -195,6 +195,7 @@ pub(crate) fn serve(shared: &Shared, config: &Arc<rustls::ServerConfig>, tcp: Tc
             at,
             method: method.clone(),
             path: path.clone(),
+            query: query.clone(),
             status: 0,
         });
         let fault = s

@@ -77,6 +77,8 @@ pub struct RequestRecord {
     pub method: String,
     /// Path without query.
     pub path: String,
+    /// Query string without `?` (empty when none): tells a list from a watch.
+    pub query: String,
     /// Status answered (0 when stalled and never answered).
     pub status: u16,
 }
