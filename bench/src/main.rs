@@ -72,6 +72,7 @@ mod startup;
 mod subjects;
 
 use env::Env;
+use floor::kernel_floor;
 use kernel::bench_kernel_veth;
 use opts::{parse_opts, Opts};
 use report::report_latencies;
@@ -119,13 +120,19 @@ fn run(o: &Opts) -> Res<()> {
     // from elsewhere on the machine (drift) falls on all of them alike.
     let rounds = o.rounds.min(o.pods).max(1);
     let mut rows: Vec<Row> = Vec::new();
+    let mut floor = Phase::default();
     for &par in &o.parallel {
         let mut kdel = Phase::default();
         let mut kadd = Phase::default();
+        let mut floor_done = 0;
         let mut acc: Vec<(Phase, Phase)> = subs.iter().map(|_| Default::default()).collect();
         for r in 0..rounds {
             let n = o.pods / rounds + usize::from(r < o.pods % rounds);
             let (ka, kd) = bench_kernel_veth(&mut env, n, par)?;
+            if par == 1 {
+                floor.lat.extend(kernel_floor(&mut env, n, floor_done)?.lat);
+                floor_done += n;
+            }
             kadd.lat.extend(ka.lat);
             kdel.lat.extend(kd.lat);
             kdel.wall += kd.wall;
@@ -154,6 +161,7 @@ fn run(o: &Opts) -> Res<()> {
     }
 
     report_latencies(o, &rows, &env);
+    report::report_targets(&rows, &floor);
     startup_floor(o, &env, &rows, &host_local, &cni_path)?;
     report_rss(o, &mut env, &subs, &host_local)
 }

@@ -4,13 +4,58 @@ use std::sync::atomic::Ordering;
 
 use crate::env::Env;
 use crate::opts::Opts;
-use crate::rounds::{pct, Row};
+use crate::rounds::{pct, Phase, Row};
 
 pub(crate) fn verdict(ok: bool) -> &'static str {
     if ok {
         "MET"
     } else {
         "NOT MET"
+    }
+}
+
+/// The targets of the default chain (tern + tern-ipam in-process + tern-tuning, "tt-chain/ti"),
+/// each printed with its ratio and MET / NOT MET: ADD p50 at most 0.3x each reference chain's at
+/// every parallelism; DEL p50 at most 0.8x each reference chain's at parallelism 8; ADD p50 at
+/// most 1.5x the kernel floor (`floor`, parallelism 1).
+pub(crate) fn report_targets(rows: &[Row], floor: &Phase) {
+    println!(
+        "
+targets of the chain tern + tern-ipam + tern-tuning (tt-chain/ti), same rounds:"
+    );
+    let find = |par: usize, l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+    for reference in ["ref-chain", "ref-chain/1.10"] {
+        for par in [1, 8] {
+            let (Some(t), Some(r)) = (find(par, "tt-chain/ti"), find(par, reference)) else {
+                println!("  {reference} par {par}: not run");
+                continue;
+            };
+            let add = pct(&t.add.lat, 0.5) / pct(&r.add.lat, 0.5);
+            println!(
+                "  ADD p50 vs {reference:<14} par {par}: {:.3} / {:.3} ms = {add:.2}x (target <= 0.30x: {})",
+                pct(&t.add.lat, 0.5),
+                pct(&r.add.lat, 0.5),
+                verdict(add <= 0.3)
+            );
+            if par == 8 {
+                let del = pct(&t.del.lat, 0.5) / pct(&r.del.lat, 0.5);
+                println!(
+                    "  DEL p50 vs {reference:<14} par {par}: {:.3} / {:.3} ms = {del:.2}x (target <= 0.80x: {})",
+                    pct(&t.del.lat, 0.5),
+                    pct(&r.del.lat, 0.5),
+                    verdict(del <= 0.8)
+                );
+            }
+        }
+    }
+    if let (Some(t), false) = (find(1, "tt-chain/ti"), floor.lat.is_empty()) {
+        let k = pct(&floor.lat, 0.5);
+        let x = pct(&t.add.lat, 0.5) / k;
+        println!(
+            "  ADD p50 vs the kernel floor, par 1: {:.3} / {k:.3} ms = {x:.2}x (target <= 1.50x: {}; the floor is the chain's kernel work in one long-lived process, without the two execs)",
+            pct(&t.add.lat, 0.5),
+            verdict(x <= 1.5)
+        );
     }
 }
 
@@ -101,27 +146,26 @@ pub(crate) fn report_latencies(o: &Opts, rows: &[Row], env: &Env) {
         }
     }
 
-    println!("chains against the reference chain (ptp + host-local + tuning):");
-    for &par in &o.parallel {
-        let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
-        let Some(reference) = find("ref-chain") else {
-            continue;
-        };
-        for label in ["tt-chain/hl", "tt-chain/ti"] {
-            if let Some(t) = find(label) {
-                let add = pct(&t.add.lat, 0.5) / pct(&reference.add.lat, 0.5);
-                let target = if label == "tt-chain/ti" {
-                    format!(" (target <= 0.40x: {})", verdict(add <= 0.4))
-                } else {
-                    String::new()
-                };
-                println!(
-                    "  par {par} {label}: ADD p50 {add:.2}x{target}, ADD p99 {:.2}x, DEL p50 {:.2}x, DEL p99 {:.2}x, pods/s {:.2}x",
+    for reference_label in ["ref-chain", "ref-chain/1.10"] {
+        println!(
+            "chains against the reference chain {reference_label} (ptp + host-local + tuning):"
+        );
+        for &par in &o.parallel {
+            let find = |l: &str| rows.iter().find(|r| r.par == par && r.label == l);
+            let Some(reference) = find(reference_label) else {
+                continue;
+            };
+            for label in ["tt-chain/hl", "tt-chain/ti"] {
+                if let Some(t) = find(label) {
+                    let add = pct(&t.add.lat, 0.5) / pct(&reference.add.lat, 0.5);
+                    println!(
+                    "  par {par} {label}: ADD p50 {add:.2}x, ADD p99 {:.2}x, DEL p50 {:.2}x, DEL p99 {:.2}x, pods/s {:.2}x",
                     pct(&t.add.lat, 0.99) / pct(&reference.add.lat, 0.99),
                     pct(&t.del.lat, 0.5) / pct(&reference.del.lat, 0.5),
                     pct(&t.del.lat, 0.99) / pct(&reference.del.lat, 0.99),
                     t.pods_per_sec() / reference.pods_per_sec()
                 );
+                }
             }
         }
     }

@@ -242,6 +242,8 @@ pub(crate) fn report_rss(o: &Opts, env: &mut Env, subs: &[Subject], host_local: 
         o.rss_samples
     );
     let mut tern_max = 0;
+    // The largest peak of each of tern's plugins, for the 2 MiB target.
+    let mut plugin_max: Vec<(String, u64)> = Vec::new();
     let mut tuning_alone: HashMap<&str, [u64; 2]> = HashMap::new();
     for s in subs.iter().filter(|s| s.label != "hl") {
         let (steps, hl, helper) = bench_rss(env, s, o.rss_samples, host_local)?;
@@ -275,6 +277,13 @@ pub(crate) fn report_rss(o: &Opts, env: &mut Env, subs: &[Subject], host_local: 
                 .file_name()
                 .map(|f| f.to_string_lossy().into_owned())
                 .unwrap_or_default();
+            if bin.starts_with("tern") && s.label != "tern-b" {
+                let m = add.iter().chain(del).copied().max().unwrap_or(0);
+                match plugin_max.iter_mut().find(|(b, _)| *b == bin) {
+                    Some(slot) => slot.1 = slot.1.max(m),
+                    None => plugin_max.push((bin.clone(), m)),
+                }
+            }
             println!(
                 "  {:<11} {:<11} ADD: {}   DEL: {}",
                 s.label,
@@ -303,6 +312,13 @@ pub(crate) fn report_rss(o: &Opts, env: &mut Env, subs: &[Subject], host_local: 
         verdict(tern_max < 3 * 1024),
         tern_max as f64 / 1024.0
     );
+    for (bin, m) in &plugin_max {
+        println!(
+            "  target: peak RSS of {bin} <= 2.0 MiB: {} (max {:.2} MiB over every row and sample)",
+            verdict(*m <= 2 * 1024),
+            *m as f64 / 1024.0
+        );
+    }
     if let (Some(t), Some(r)) = (tuning_alone.get("tern-tuning"), tuning_alone.get("tuning")) {
         println!(
             "  tern-tuning / tuning alone, median peak RSS: ADD {:.2}x ({:.2} / {:.2} MiB), DEL {:.2}x ({:.2} / {:.2} MiB)",
