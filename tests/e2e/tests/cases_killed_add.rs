@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use serde_json::Value;
 
 /// case-07: ADD through libcni in its own process group, SIGKILLed after t ms for t in 5..320,
 /// five sweeps; after each kill DEL exits 0 and nothing is left; the next ADD is not blocked by
@@ -52,26 +51,9 @@ fn case_07_add_killed_midway() {
                 );
                 std::thread::sleep(Duration::from_millis(2));
             }
-            let mut del = node.tool.del(pod.path()).unwrap();
-            if !del.success() {
-                // Debian's libcni 1.1.2 writes its result cache with a plain WriteFile: a kill
-                // mid-write leaves a truncated file that makes its DEL fail before any plugin
-                // runs (the containerd#5438 story, on the runtime's side). Only that failure is
-                // accepted: a runtime library's own file, then removed as a fixed runtime would.
-                failed_with(&del, 0, "cached result", "libcni DEL after a kill");
-                let corrupt = corrupt_json_files(&node.tool.cache_dir());
-                assert!(
-                    !corrupt.is_empty(),
-                    "DEL failed, but no corrupt libcni cache file:\n{}",
-                    del.describe()
-                );
+            if del_after_kill(&mut node, &pod, &format!("{t} ms (sweep {sweep})")) {
                 libcni_corrupt_caches += 1;
-                corrupt
-                    .iter()
-                    .for_each(|p| std::fs::remove_file(p).unwrap());
-                del = node.tool.del(pod.path()).unwrap();
             }
-            ok(&del, &format!("DEL after a kill at {t} ms (sweep {sweep})"));
             assert!(!pod.has_link("eth0"), "pod end left after DEL ({t} ms)");
             assert_eq!(
                 keepalive_of(&pod),
@@ -101,34 +83,4 @@ fn case_07_add_killed_midway() {
     eprintln!("case-07: {completed} ADDs finished before the kill; {libcni_corrupt_caches} kills left a truncated libcni cache file, {host_local_torn} an empty host-local reservation");
     // Some kills must land mid-ADD, or the test proves nothing.
     assert!(completed < 35, "every ADD finished before its kill");
-}
-
-/// Files under `dir` that are not valid JSON (truncated by a kill mid-write).
-fn corrupt_json_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    files_under(dir)
-        .into_iter()
-        .filter(|p| serde_json::from_slice::<Value>(&std::fs::read(p).unwrap()).is_err())
-        .collect()
-}
-
-/// Debian's host-local creates a reservation file (O_EXCL) and then writes the container ID into
-/// it: killed in between, it leaves an empty file that no DEL can match (release is by the ID in
-/// the file). That is host-local's own torn write, not a missed release: only *empty* files are
-/// accepted and removed here; a reservation holding an ID after DEL fails the test.
-fn remove_torn_reservations(node: &Node) -> usize {
-    let mut torn = 0;
-    for p in files_under(&node.data_dir()) {
-        let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        if name.parse::<std::net::IpAddr>().is_err() {
-            continue;
-        }
-        let content = std::fs::read_to_string(&p).unwrap();
-        assert!(
-            content.trim().is_empty(),
-            "reservation {name} still holds {content:?} after DEL: IPAM was not released"
-        );
-        std::fs::remove_file(&p).unwrap();
-        torn += 1;
-    }
-    torn
 }

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use serde_json::Value;
 use tern_testkit::netns::TestNetns;
 use tern_testkit::procs;
 
@@ -73,28 +72,9 @@ fn kill_then_del(
     child.wait().unwrap();
     procs::wait_group_gone(pgid, Duration::from_secs(5))
         .unwrap_or_else(|left| panic!("{at:?}: group outlived SIGKILL: {left:?}"));
-    let mut del = node.tool.del(pod.path()).unwrap();
-    if !del.success() {
-        // Debian's libcni 1.1.2 writes its result cache with a plain WriteFile: a kill mid-write
-        // leaves a truncated file that fails DEL before any plugin runs. Only that failure is
-        // accepted (the runtime library's own file), then removed as a fixed runtime would.
-        failed_with(&del, 0, "cached result", "libcni DEL after a kill");
-        let corrupt: Vec<_> = files_under(&node.tool.cache_dir())
-            .into_iter()
-            .filter(|p| serde_json::from_slice::<Value>(&std::fs::read(p).unwrap()).is_err())
-            .collect();
-        assert!(
-            !corrupt.is_empty(),
-            "DEL failed without a torn cache:\n{}",
-            del.describe()
-        );
+    if del_after_kill(node, pod, &format!("{at:?}")) {
         t.libcni_torn_caches += 1;
-        corrupt
-            .iter()
-            .for_each(|p| std::fs::remove_file(p).unwrap());
-        del = node.tool.del(pod.path()).unwrap();
     }
-    ok(&del, &format!("DEL after a kill at {at:?}"));
     assert!(!pod.has_link("eth0"), "{at:?}: pod end left after DEL");
     assert_eq!(
         keepalive_of(pod),
@@ -113,25 +93,6 @@ fn kill_then_del(
         "{at:?} took {:?}",
         started.elapsed()
     );
-}
-
-/// Debian's host-local creates a reservation file (O_EXCL) and then writes the container ID into
-/// it: killed in between, it leaves an empty file that no DEL can match (release is by the ID in
-/// the file). That is host-local's own torn write: only *empty* files are accepted (and counted);
-/// a reservation holding an ID after DEL fails the test.
-fn remove_torn_reservations(node: &Node) -> usize {
-    let mut torn = 0;
-    for name in node.reservations() {
-        let p = node.data_dir().join(C0_NAME).join(&name);
-        let content = std::fs::read_to_string(&p).unwrap();
-        assert!(
-            content.trim().is_empty(),
-            "reservation {name} still holds {content:?} after DEL: IPAM was not released"
-        );
-        std::fs::remove_file(&p).unwrap();
-        torn += 1;
-    }
-    torn
 }
 
 /// SIGKILL at 0, 1, … 50 ms after the start of ADD, then 16 times while host-local runs (0 to

@@ -16,10 +16,13 @@ use tern_testkit::exec::{conflist, default_cni_path, Cnitool, PluginCall, RunOut
 use tern_testkit::netns::TestNetns;
 
 mod inspect;
+mod killed;
 mod script_ipam;
 
 #[allow(unused_imports)] // not every test binary uses every helper
 pub use inspect::*;
+#[allow(unused_imports)]
+pub use killed::*;
 #[allow(unused_imports)]
 pub use script_ipam::*;
 
