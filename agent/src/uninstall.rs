@@ -14,9 +14,8 @@ use clap::Args;
 use tern_kube::KubeError;
 use tracing::{info, warn};
 
-use crate::cli::CredentialArgs;
+use crate::cli::{parse_plugins, CredentialArgs};
 use crate::config::RunConfig;
-use crate::install::parse_plugins;
 use crate::mint::in_cluster_client;
 
 /// `tern-agent uninstall` flags.

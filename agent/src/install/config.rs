@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use clap::Args;
 
 use super::conflist::{DEFAULT_TEMPLATE, RANGES_PLACEHOLDER};
-use crate::cli::{parse_bool, parse_subcommand, CredentialArgs};
+use crate::cli::{parse_bool, parse_plugins, parse_subcommand, CredentialArgs};
 use crate::config::RunConfig;
 
 /// The CNI plugins tern ships, and `tern-lookup` (the helper that makes their API calls), copied
@@ -165,22 +165,4 @@ impl InstallConfig {
             kube,
         })
     }
-}
-
-/// Parses `--plugins`: comma-separated plain file names, no duplicates.
-///
-/// # Errors
-/// An empty list or entry, a name with `/` or that is `.`/`..`, or a name given twice.
-pub fn parse_plugins(list: &str) -> anyhow::Result<Vec<String>> {
-    let mut out: Vec<String> = Vec::new();
-    for p in list.split(',').map(str::trim) {
-        if p.is_empty() || p == "." || p == ".." || p.contains('/') || p.contains('\0') {
-            bail!("--plugins {list:?}: each entry must be a plain file name such as tern-tuning");
-        }
-        if out.iter().any(|o| o == p) {
-            bail!("--plugins {list:?}: {p} listed twice");
-        }
-        out.push(p.to_owned());
-    }
-    Ok(out)
 }

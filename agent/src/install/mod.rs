@@ -28,7 +28,7 @@ use crate::mint::{in_cluster_client, mint_kubeconfig};
 mod config;
 mod conflist;
 
-pub use config::{parse_plugins, InstallArgs, InstallConfig, Report, DEFAULT_PLUGINS};
+pub use config::{InstallArgs, InstallConfig, Report, DEFAULT_PLUGINS};
 pub use conflist::{
     ranges_for, render, require_lookup_helper, validate_tuning, DEFAULT_TEMPLATE,
     KUBECONFIG_PLACEHOLDER, NODE_NAME_PLACEHOLDER, RANGES_PLACEHOLDER,
