@@ -51,8 +51,8 @@ pub enum Command {
     /// writes the kubeconfig and the conflist last. A refusal changes nothing on the host.
     Install(InstallArgs),
     /// Remove tern from the node (the DaemonSet's preStop hook, with --if-daemonset-deleted):
-    /// the conflist first, then the kubeconfig and the plugins only when no tern attachment is
-    /// left (otherwise they stay, and the log says why).
+    /// the conflist first, then the kubeconfig, the plugins and the egress NAT table only when no
+    /// tern attachment is left (otherwise they stay, and the log says why).
     Uninstall(UninstallArgs),
 }
 

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod egress;
 pub mod install;
 pub mod kubeconfig;
 pub mod logging;

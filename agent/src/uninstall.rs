@@ -1,6 +1,7 @@
 //! `tern-agent uninstall`: removes tern from a node — the conflist first (the runtime stops using
 //! tern at once), then the kubeconfig and the binaries, but only when no tern attachment is left
-//! (a pod still wired by tern needs them for its DEL).
+//! (a pod still wired by tern needs them for its DEL), and with them the egress NAT table
+//! (`inet tern_nat`: those pods keep their egress until they are gone).
 //!
 //! Invariants: only the named files are removed, never anything else in the directories; a
 //! missing file is already removed; with `--if-daemonset-deleted` nothing changes unless the
@@ -47,6 +48,16 @@ pub struct UninstallArgs {
     /// network, one JSON file per attachment
     #[arg(long, value_name = "DIR", default_value = "/host/run/cni/tern")]
     pub state_dir: PathBuf,
+    /// Also remove the egress NAT table (inet tern_nat) with the kubeconfig and the plugins
+    /// (true, false, 1 or 0; false leaves it, e.g. in a test on a node whose NAT must stay)
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "true",
+        value_parser = crate::cli::parse_bool,
+        action = clap::ArgAction::Set
+    )]
+    pub remove_egress_nat: bool,
     /// Act only when this DaemonSet (in the agent's namespace) is gone or being deleted, or the
     /// agent's RBAC refuses the read (403: removed with it)
     #[arg(long, value_name = "NAME")]
@@ -125,6 +136,13 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
     remove(&a.cni_conf_dir.join(&a.kubeconfig_name))?;
     for p in &plugins {
         remove(&a.cni_bin_dir.join(p))?;
+    }
+    if a.remove_egress_nat {
+        crate::egress::remove().context("remove the egress NAT table (nft)")?;
+        info!(
+            table = crate::egress::TABLE,
+            "egress NAT table removed (if there was one)"
+        );
     }
     Ok(Outcome::Removed)
 }

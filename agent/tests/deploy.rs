@@ -304,6 +304,43 @@ fn daemonset_has_what_the_agent_needs() {
     assert_ne!(metrics.port(), cfg.listen.port());
     // Node routes are on, for the node the downward API names.
     assert_eq!(cfg.routes.unwrap().node_name, "$(NODE_NAME)");
+    assert!(
+        cfg.egress.is_none(),
+        "egress NAT comes from the ConfigMap, not the flags"
+    );
+    // Egress NAT is on through ConfigMap tern-egress-nat (envFrom), whose values parse as the
+    // flags they stand for.
+    let from: Vec<&str> = agent["envFrom"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["configMapRef"]["name"].as_str())
+        .collect();
+    assert!(from.contains(&"tern-egress-nat"), "{from:?}");
+    let nat = of_kind(&d, "ConfigMap")
+        .into_iter()
+        .find(|c| c["metadata"]["name"] == "tern-egress-nat")
+        .expect("ConfigMap tern-egress-nat");
+    let mut with_nat = args.clone();
+    for (flag, key) in [
+        ("--egress-nat", "TERN_EGRESS_NAT"),
+        ("--cluster-cidrs", "TERN_CLUSTER_CIDRS"),
+    ] {
+        with_nat.push(flag.into());
+        with_nat.push(nat["data"][key].as_str().unwrap().to_owned());
+    }
+    let egress = tern_agent::RunConfig::from_args(&with_nat, &env)
+        .unwrap()
+        .egress
+        .expect("egress NAT on");
+    assert_eq!(
+        egress.pod,
+        tern_agent::egress::PodRanges::FromNode("$(NODE_NAME)".into())
+    );
+    assert!(agent["securityContext"]["capabilities"]["add"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("NET_ADMIN")));
 }
 
 #[test]

@@ -43,6 +43,9 @@ impl Node {
             p("net.d"),
             "--state-dir".into(),
             p("state"),
+            // These tests run in the machine's own netns: its NAT is not theirs to remove.
+            "--remove-egress-nat".into(),
+            "false".into(),
         ]
     }
 

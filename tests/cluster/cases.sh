@@ -60,6 +60,9 @@ wired() {
     grep -rl "\"$ip/" /run/cni/tern 2>/dev/null | grep -q . || fail "no tern state for $ip under /run/cni/tern"
 }
 
+# nat_table_has TEXT: the node's egress NAT table holds TEXT.
+nat_table_has() { nft -s list table inet tern_nat 2>/dev/null | grep -qF "$1"; }
+
 # nothing_left IP: no host route, IPAM lease or tern state for IP.
 nothing_left() {
     local ip=$1
@@ -74,7 +77,11 @@ case_install() {
     # kube-proxy-less cluster (the DaemonSet reads this ConfigMap when it exists).
     kubectl -n tern create configmap kubernetes-services-endpoint \
         --from-literal=KUBERNETES_SERVICE_HOST=127.0.0.1 --from-literal=KUBERNETES_SERVICE_PORT="$API_PORT"
-    kubectl apply -f "$ROOT/deploy/"
+    # As an operator does: the egress NAT's cluster ranges set to this cluster's before applying.
+    rm -rf "$KT/deploy" && cp -r "$ROOT/deploy" "$KT/deploy"
+    sed -i "s|TERN_CLUSTER_CIDRS: .*|TERN_CLUSTER_CIDRS: \"$CLUSTER_CIDR,$SERVICE_CIDR\"|" "$KT/deploy/configmap.yaml"
+    grep -q "TERN_CLUSTER_CIDRS: \"$CLUSTER_CIDR,$SERVICE_CIDR\"" "$KT/deploy/configmap.yaml" || fail "cannot set TERN_CLUSTER_CIDRS"
+    kubectl apply -f "$KT/deploy/"
     kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
     for f in $(node_files); do [ -e "$f" ] || fail "$f not installed"; done
     [ "$(stat -c %a "$CNI_NET/tern-kubeconfig")" = 600 ] || fail "kubeconfig mode $(stat -c %a "$CNI_NET/tern-kubeconfig")"
@@ -82,6 +89,8 @@ case_install() {
     local cidr
     cidr=$(kubectl get node "$NODE" -o jsonpath='{.spec.podCIDR}')
     grep -q "\"$cidr\"" "$CNI_NET/10-tern.conflist" || fail "conflist lacks the node's podCIDR $cidr: $(cat "$CNI_NET/10-tern.conflist")"
+    # The agent's egress NAT: this node's podCIDR masqueraded outside the cluster's ranges.
+    wait_for 30 "egress NAT table" nat_table_has "ip saddr $cidr ip daddr != { $CLUSTER_CIDR, $SERVICE_CIDR, 224.0.0.0/4 } masquerade"
     wait_for 90 "node Ready" node_ready
 }
 
@@ -414,6 +423,7 @@ case_uninstall() {
     [ ! -e "$CNI_NET/10-tern.conflist" ] || fail "the conflist is still there after the DaemonSet was deleted"
     [ -e "$CNI_NET/tern-kubeconfig" ] || fail "the kubeconfig was removed while pod-u is wired by tern"
     tern_plugins_present || fail "plugins removed while pod-u is wired by tern: $(ls $CNI_BIN)"
+    nft list table inet tern_nat >/dev/null 2>&1 || fail "the egress NAT table was removed while pod-u is wired by tern"
     kubectl apply -f "$ROOT/deploy/daemonset.yaml"
     kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
     kubectl delete pod pod-u --wait=true --timeout=60s
@@ -424,6 +434,7 @@ case_uninstall() {
         [ ! -e "$f" ] || fail "$f left after the DaemonSet was deleted with no tern pod left"
     done
     [ -e "$CNI_BIN/host-local" ] || fail "uninstall removed a file that is not tern's"
+    ! nft list table inet tern_nat >/dev/null 2>&1 || fail "the egress NAT table left after the DaemonSet was deleted with no tern pod left"
 }
 
 # agent_deleted: the DaemonSet deleted and its pod gone (its preStop hook has run).

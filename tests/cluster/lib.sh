@@ -11,7 +11,8 @@
 #   is tern-agent's /metrics on 0.0.0.0:9413, as deploy/ (applied as it is) sets it.
 # - The node is the machine's root netns (the kubelet and containerd need it): pod ranges are
 #   10.99.210.0/23 (cluster) with the node's /24 from the controller-manager, services
-#   10.99.220.0/24; teardown removes host routes into them and tern's host veths.
+#   10.99.220.0/24; teardown removes host routes into them, tern's host veths and the agent's
+#   egress NAT table (inet tern_nat).
 # - Cgroups go under the cgroupfs parent /tern-kube (cgroup v1 here, no systemd: cgroupfs driver
 #   everywhere); teardown removes them.
 # - No registry: the pause/test image and tern's image are OCI archives built here and imported.
@@ -239,6 +240,8 @@ check_node_clean() {
         [ -e "$f" ] && mv "$f" "$KT/aside/"
     done
     ls -d $CNI_BIN/* $CNI_NET/* 2>/dev/null >"$KT/preexisting" || true
+    nft list table inet tern_nat >/dev/null 2>&1 && touch "$KT/nat-preexisting"
+    return 0
 }
 
 # The node's address: kubelets refuse a loopback node IP, so the node gets one on a veth of its
@@ -385,6 +388,8 @@ down() {
     rm -f /run/tern/agent.sock /run/tern/metrics.sock && rmdir /run/tern 2>/dev/null || true
     [ -d "$KT/aside" ] && for f in "$KT"/aside/*; do [ -e "$f" ] && mv "$f" "$CNI_NET/"; done
     ip link del "$NODE_LINK" 2>/dev/null || true
+    # the agent's egress NAT table, unless the machine had one before the run
+    [ -e "$KT/nat-preexisting" ] || nft delete table inet tern_nat 2>/dev/null || true
     ip -o route show | awk '/^10\.99\.21[01]\./ {print $1}' | while read -r r; do ip route del "$r" 2>/dev/null || true; done
     rm -rf "$KT"
 }

@@ -67,6 +67,8 @@ pub struct RunConfig {
     pub channel_read_timeout: Duration,
     /// Node routes (`--node-routes`); `None` when off.
     pub routes: Option<crate::routes::RouteConfig>,
+    /// Egress NAT (`--egress-nat`); `None` when off.
+    pub egress: Option<crate::egress::EgressConfig>,
 }
 
 impl RunConfig {
@@ -89,6 +91,7 @@ impl RunConfig {
             channel_min_interval: Duration::from_secs(30),
             channel_read_timeout: Duration::from_secs(2),
             routes: None,
+            egress: None,
         }
     }
 }

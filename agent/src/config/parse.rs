@@ -73,6 +73,9 @@ pub struct RunArgs {
     /// Node routes.
     #[command(flatten)]
     pub routes: crate::routes::RouteArgs,
+    /// Egress NAT.
+    #[command(flatten)]
+    pub egress: crate::egress::EgressArgs,
 }
 
 /// Parses `--metrics-address` (or `TERN_METRICS_ADDRESS`): an IP address and a port, IPv6 in
@@ -159,6 +162,8 @@ impl RunConfig {
         c.wall_check = a.wall_check;
         c.channel_min_interval = a.channel_interval;
         c.routes = crate::routes::RouteConfig::from_args(&a.routes)?;
+        c.egress =
+            crate::egress::EgressConfig::from_args(&a.egress, a.routes.node_name.as_deref())?;
         if let Some(v) = env(REFRESH_ENV).filter(|v| !v.is_empty()) {
             c.policy.refresh_override =
                 Some(parse_duration(&v).map_err(|e| anyhow::anyhow!("{REFRESH_ENV}: {e}"))?);

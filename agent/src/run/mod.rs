@@ -129,6 +129,7 @@ pub struct Agent {
     http_stop: tokio::sync::oneshot::Sender<()>,
     routes: Option<crate::routes::RouteController>,
     verb_receiver: verbs::VerbReceiver,
+    egress: Option<crate::egress::EgressNat>,
 }
 
 impl Agent {
@@ -158,6 +159,10 @@ impl Agent {
         let verb_receiver = verbs::VerbReceiver::start(&cfg.metrics_socket, verb_metrics.clone())?;
         let routes = match cfg.routes.clone() {
             Some(rc) => Some(crate::routes::RouteController::start(cfg.clone(), rc)?),
+            None => None,
+        };
+        let egress = match cfg.egress.clone() {
+            Some(ec) => Some(crate::egress::EgressNat::start(cfg.clone(), ec)?),
             None => None,
         };
         let shared = Arc::new(Shared {
@@ -224,6 +229,7 @@ impl Agent {
             http_stop,
             routes,
             verb_receiver,
+            egress,
         })
     }
 
@@ -249,10 +255,14 @@ impl Agent {
             .map(crate::routes::RouteController::stats)
     }
 
-    /// Stops every thread, removes the socket, and waits for them; routes stay.
+    /// Stops every thread, removes the socket, and waits for them; routes and the egress NAT
+    /// table stay.
     pub fn shutdown(self) {
         if let Some(r) = self.routes {
             r.stop();
+        }
+        if let Some(e) = self.egress {
+            e.stop();
         }
         self.shared.stop.store(true, Ordering::SeqCst);
         {

@@ -47,6 +47,9 @@ pub mod code {
     /// tern: CHECK found the attachment different from what ADD made; the message names each
     /// difference with its expected and current value.
     pub const CHECK_MISMATCH: u32 = 106;
+    /// tern: `ipMasq` needs the nft tool and it is missing, or nft refused a transaction (the
+    /// message quotes it); nothing of the transaction was committed.
+    pub const NFTABLES: u32 = 107;
 }
 
 /// A CNI error result. `msg` is lower-case without a trailing period; `details` is optional.

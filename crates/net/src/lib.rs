@@ -1,6 +1,6 @@
 //! Linux networking for tern's plugins: the network-namespace seam ([`netns`]), typed netlink
 //! operations on links, addresses and routes ([`netlink`]), and namespaced sysctls with their key
-//! rules and allowlist ([`sysctl`]).
+//! rules and allowlist ([`sysctl`]), and nftables rule sets through the `nft` tool ([`nft`]).
 //!
 //! Invariants:
 //! - [`netns::NetNs::run_in`] is the only code in tern that calls `setns`. A thread that enters a
@@ -12,6 +12,7 @@
 pub mod error;
 pub mod netlink;
 pub mod netns;
+pub mod nft;
 pub mod sysctl;
 
 pub use error::{Error, Result};

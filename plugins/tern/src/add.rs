@@ -24,7 +24,8 @@ use crate::state::{AttachmentState, StateStore};
 /// # Errors
 /// Code 8 when the netns cannot be opened; 100 when `CNI_IFNAME` exists in the pod; the IPAM
 /// plugin's error with its code; 102 when IPAM returned no address; 101 for netlink failures;
-/// 104 when the state file cannot be written. Every error has undone what ADD did.
+/// 104 when the state file cannot be written; 107 when `ipMasq` is set and the nft tool is
+/// missing (before IPAM runs) or refuses the rules. Every error has undone what ADD did.
 pub fn add(input: &AddInput) -> Result<CniResult, Error> {
     let conf = TernConf::from_netconf(&input.config)?;
     let ifname = input.ifname.as_str();
@@ -38,6 +39,8 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
         return Err(interface_exists(input));
     }
 
+    // Found before IPAM runs: without the tool ADD would fail after allocating.
+    let nft = conf.ip_masq.then(crate::masq::nft).transpose()?;
     let ipam_stdin = crate::lookup::ipam_stdin(input, &conf)?;
     let ipam = crate::ipam::delegate(input.delegate(&conf.ipam_type));
     let host_veth = host_veth_name(input.container_id.as_str(), ifname);
@@ -69,6 +72,7 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
         host_veth: host_veth.clone(),
         netns: input.netns.display().to_string(),
         addresses: addrs.iter().map(|a| host_prefix(*a)).collect(),
+        ip_masq: conf.ip_masq,
     };
     // Written before the first kernel change, so DEL and GC see an ADD killed at any later point.
     store
@@ -96,6 +100,18 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
     let routes = configure_pod_side(&pod, &netns, &pod_link, &addrs, &ipam_result.routes)?;
     for addr in &addrs {
         add_host_route(&host, host_link.index, *addr)?;
+    }
+    if let Some(nft) = &nft {
+        let (network, cid) = (&input.config.name, input.container_id.as_str());
+        // Pushed first: a transaction that failed committed nothing, but one killed after the
+        // commit must not be left behind by the undo either.
+        undo.push("remove masquerade rules", || {
+            crate::masq::remove(nft, network, cid, ifname)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        });
+        let subnets: Vec<_> = ipam_result.ips.iter().map(|c| c.address).collect();
+        crate::masq::add(nft, network, cid, ifname, &subnets)?;
     }
 
     undo.commit();

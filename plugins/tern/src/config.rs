@@ -22,7 +22,16 @@ pub const DEFAULT_AGENT_SOCKET: &str = "/run/tern/agent.sock";
 /// Default deadline for the whole pod lookup on ADD.
 pub const DEFAULT_LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 
-const KNOWN_KEYS: &[&str] = &["mtu", "kubernetes", "agentSocket", "stateDir"];
+const KNOWN_KEYS: &[&str] = &[
+    "mtu",
+    "kubernetes",
+    "agentSocket",
+    "stateDir",
+    "ipMasqBackend",
+];
+
+/// The one `ipMasqBackend` tern implements (the reference ptp also takes `iptables`).
+pub const IP_MASQ_BACKEND: &str = "nftables";
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -35,6 +44,8 @@ struct Wire {
     agent_socket: Option<String>,
     #[serde(default)]
     state_dir: Option<String>,
+    #[serde(default)]
+    ip_masq_backend: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -71,6 +82,9 @@ pub struct TernConf {
     pub ipam_type: String,
     /// DNS from the netconf when any of its fields is set (then it replaces IPAM's, as ptp does).
     pub dns_override: Option<Dns>,
+    /// `ipMasq`: masquerade the pod's addresses towards destinations outside their IPAM subnet
+    /// (per-attachment nftables rules, `crate::masq`). Default false.
+    pub ip_masq: bool,
 }
 
 impl TernConf {
@@ -129,6 +143,15 @@ impl TernConf {
         absolute("agentSocket", &agent_socket)?;
         let state_dir = wire.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into());
         absolute("stateDir", &state_dir)?;
+        match wire.ip_masq_backend.as_deref() {
+            None | Some(IP_MASQ_BACKEND) => {}
+            Some(other) => {
+                return Err(Error::invalid_config(format!(
+                "ipMasqBackend {other:?} is not implemented: tern masquerades with nftables only"
+            ))
+                .with_details("set \"ipMasqBackend\": \"nftables\" or leave it out"))
+            }
+        }
         Ok(TernConf {
             mtu,
             kubernetes,
@@ -136,6 +159,12 @@ impl TernConf {
             state_dir: PathBuf::from(state_dir),
             ipam_type,
             dns_override: dns_override(conf)?,
+            // Its type (a boolean) is checked with the standard fields (`tern_cni::netconf::check`).
+            ip_masq: conf
+                .raw
+                .get("ipMasq")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         })
     }
 }
@@ -250,6 +279,28 @@ mod tests {
                 .code,
             7
         );
+    }
+
+    #[test]
+    fn ip_masq_and_its_backend() {
+        assert!(!conf(json!({})).unwrap().ip_masq);
+        assert!(conf(json!({"ipMasq": true})).unwrap().ip_masq);
+        assert!(
+            conf(json!({"ipMasq": true, "ipMasqBackend": "nftables"}))
+                .unwrap()
+                .ip_masq
+        );
+        for bad in ["iptables", "", "nft"] {
+            let e = conf(json!({"ipMasq": true, "ipMasqBackend": bad})).unwrap_err();
+            assert_eq!(e.code, 7, "{bad}");
+            assert!(
+                e.msg.contains("ipMasqBackend") && e.msg.contains(&format!("{bad:?}")),
+                "{}",
+                e.msg
+            );
+        }
+        assert_eq!(conf(json!({"ipMasq": "yes"})).unwrap_err().code, 6);
+        assert_eq!(conf(json!({"ipMasqBackend": 1})).unwrap_err().code, 6);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! DEL: remove the host veth (its pod end goes with it) while IPAM releases the addresses, then
-//! remove the state.
+//! the attachment's masquerade rules (`ipMasq`, in the config or recorded at ADD), then the state.
 //!
 //! Invariants: never needs the netns (it may be gone or `CNI_NETNS` empty), never needs
 //! `prevResult`, never calls the API server, and keeps going after a failed step; a repeated DEL
@@ -74,6 +74,25 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
         }
     });
     errors.record(ipam_result);
+    // The rules are keyed by (network, container ID, ifname): found without the netns.
+    let masq = conf.ip_masq
+        || store
+            .load(input.container_id.as_str(), ifname)
+            .is_some_and(|s| s.ip_masq);
+    if masq && foreign.is_none() {
+        match tern_net::nft::Nft::find() {
+            Ok(nft) => {
+                errors.record(crate::masq::remove(
+                    &nft,
+                    &input.config.name,
+                    input.container_id.as_str(),
+                    ifname,
+                ));
+            }
+            // No tool, no rules: nothing of ours can be left.
+            Err(e) => tracing::warn!(error = %e, "ipMasq: no masquerade rules to remove"),
+        }
+    }
     errors.record(
         store
             .remove(input.container_id.as_str(), ifname)

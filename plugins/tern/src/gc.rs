@@ -1,6 +1,6 @@
-//! GC (CNI 1.1.0): forward to IPAM, then remove the host veth and state (and any lock file left
-//! by a killed verb) of every attachment of this network that is not in
-//! `cni.dev/valid-attachments`. Keeps going on errors and reports
+//! GC (CNI 1.1.0): forward to IPAM, then remove the masquerade rules (`ipMasq`), host veth and
+//! state (and any lock file left by a killed verb) of every attachment of this network that is
+//! not in `cni.dev/valid-attachments`. Keeps going on errors and reports
 //! them all (CNI spec "GC").
 
 use std::collections::HashSet;
@@ -32,7 +32,18 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
             .collect();
         let store = StateStore::new(&conf.state_dir, &input.config.name);
         let host = Handle::new().map_err(from_net)?;
-        for st in store.list() {
+        let states = store.list();
+        // Masquerade rules first, from the valid list alone: a rule whose state is gone (a DEL
+        // that could not reach nft) is found by its key.
+        if conf.ip_masq || states.iter().any(|s| s.ip_masq) {
+            match tern_net::nft::Nft::find() {
+                Ok(nft) => {
+                    errors.record(crate::masq::collect(&nft, &input.config.name, &valid));
+                }
+                Err(e) => tracing::warn!(error = %e, "ipMasq: no masquerade rules to collect"),
+            }
+        }
+        for st in states {
             if valid.contains(&(st.container_id.as_str(), st.ifname.as_str())) {
                 continue;
             }

@@ -1,7 +1,7 @@
 //! `tern`: routed veth pod networking. [`Tern`] is the verb table the binary dispatches to; each
 //! verb lives in its own module (`add`, `del`, `check`, `status`, `gc`), over shared modules for
 //! the config, the addressing scheme, the host and pod sides of the wiring, the state files, the
-//! IPAM delegate, the pod lookup, the CNI error codes and the teardown error collector. Verb
+//! masquerade rules (`ipMasq`), the IPAM delegate, the pod lookup, the CNI error codes and the teardown error collector. Verb
 //! modules never import each other. Linked by the `tern` binary and by the in-process tests.
 
 pub mod add;
@@ -15,6 +15,7 @@ pub mod gc;
 pub mod host_side;
 pub mod ipam;
 pub mod lookup;
+pub mod masq;
 pub mod naming;
 pub mod pod_side;
 pub mod rollback;

@@ -29,6 +29,11 @@ pub struct AttachmentState {
     pub netns: String,
     /// The pod addresses routed to the host veth (/32 and /128).
     pub addresses: Vec<IpNetwork>,
+    /// Whether ADD was asked to masquerade (`ipMasq`): DEL and GC then remove the attachment's
+    /// nftables rules even when the configuration they get says otherwise. Absent in state
+    /// written by older builds: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ip_masq: bool,
 }
 
 /// The state directory of one network.
@@ -81,6 +86,12 @@ impl StateStore {
         }
     }
 
+    /// The attachment's state, when this network holds a readable one.
+    pub fn load(&self, container_id: &str, ifname: &str) -> Option<AttachmentState> {
+        let data = fs::read(self.path(container_id, ifname)).ok()?;
+        serde_json::from_slice(&data).ok()
+    }
+
     /// Whether this network holds state for the attachment.
     pub fn exists(&self, container_id: &str, ifname: &str) -> bool {
         self.path(container_id, ifname).is_file()
@@ -130,6 +141,7 @@ mod tests {
             host_veth: "ternec43057c07a".into(),
             netns: "/run/netns/x".into(),
             addresses: vec!["10.99.0.2/32".parse().unwrap()],
+            ip_masq: false,
         };
         store.save(&s).unwrap();
         assert!(store.exists("c1", "eth0"));
