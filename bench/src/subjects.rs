@@ -132,8 +132,7 @@ pub(crate) fn subjects(
             &both_path,
         ),
     ];
-    // ipMasq's cost: the "tern" row plus one nft transaction per ADD (list + delete per DEL),
-    // beside ptp with its own ipMasq (Debian's ptp: iptables, a chain per container).
+    // ipMasq's cost: the "tern" row plus one nft transaction per ADD (list + delete per DEL).
     let mut masq = tern_conf(
         "bench-tern-masq",
         hl("10.109.0.0/16", "ipam-tern-masq"),
@@ -144,13 +143,6 @@ pub(crate) fn subjects(
         "tern+masq",
         o.tern.clone(),
         masq,
-        &ref_path,
-    ));
-    v.push(Subject::single(
-        "ptp+masq",
-        o.ptp.clone(),
-        json!({"cniVersion": "1.0.0", "name": "bench-ptp-masq", "type": "ptp", "mtu": 1500,
-            "ipMasq": true, "ipam": hl("10.110.0.0/16", "ipam-ptp-masq")}),
         &ref_path,
     ));
     if let Some(b) = &o.tern_b {
