@@ -4,8 +4,8 @@
 # `fail MESSAGE` fails it with a message. Cases build on each other in the order of ALL_CASES
 # (install first), as an operator's day does.
 
-ALL_CASES=(install pods rbac sandbox_recreated token_revoked max_token_expiration agent_restart
-    apiserver_down signing_key_rotated rollout network_not_ready uninstall)
+ALL_CASES=(install pods node_routes rbac sandbox_recreated token_revoked max_token_expiration
+    agent_restart apiserver_down signing_key_rotated rollout network_not_ready uninstall)
 
 fail() { echo "FAIL: $*" >&2; return 1; }
 
@@ -132,6 +132,88 @@ case_pods() {
             [ "${n:-0}" -ge 2 ] || fail "tern_cni_verb_total $p $v code 0 is ${n:-absent}, want >= 2: $(echo "$m" | grep '^tern_cni_verb')"
         done
     done
+}
+
+# --- node routes: fake Nodes on a test network of the node ---------------------------------------
+
+# nr_node NAME PODCIDR INTERNALIP: a Node with no kubelet behind it (tainted, labelled), its
+# InternalIP set through the status subresource as a kubelet sets it.
+nr_node() {
+    kubectl create -f - <<EOF
+apiVersion: v1
+kind: Node
+metadata: {name: $1, labels: {tern-test: fake-node}}
+spec:
+  podCIDR: $2
+  podCIDRs: [$2]
+  taints: [{key: tern-test/fake-node, effect: NoSchedule}]
+EOF
+    nr_ip "$1" "$3"
+}
+nr_ip() {
+    kubectl patch node "$1" --subresource=status --type=merge \
+        -p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"$2\"}]}}"
+}
+# nr_route CIDR: tern's route to CIDR as "CIDR via GW dev LINK" (empty when none).
+nr_route() { ip -4 route show "$1" proto 116 | awk '{print $1, $2, $3, $4, $5}'; }
+# nr_route_is CIDR [GW]: tern's route to CIDR is via GW on the test link (none without GW).
+nr_route_is() { [ "$(nr_route "$1")" = "${2:+$1 via $2 dev $NR_LINK}" ]; }
+nr_tern_routes() { ip -4 route show proto 116; }
+nr_cleanup() {
+    kubectl delete node -l tern-test=fake-node --wait=true --timeout=60s >/dev/null 2>&1 || true
+    ip link del "$NR_LINK" 2>/dev/null || true
+}
+
+# The DaemonSet's agent (--node-routes, as deploy/ sets it) on the real node routes the podCIDRs of
+# Nodes whose InternalIPs are on a directly connected network (a veth of the node here), with protocol
+# 116; moves a route when a Node's InternalIP changes; a podCIDR, immutable once set, changes only
+# with the Node re-created: the old route goes, the new one comes; a deleted Node's route goes; a
+# Node off every connected network gets none; the API server stopped changes no route.
+case_node_routes() {
+    trap nr_cleanup EXIT
+    ip link add "$NR_LINK" type veth peer name "${NR_LINK%0}1"
+    ip addr add 10.99.230.254/24 dev "$NR_LINK"
+    ip link set "$NR_LINK" up
+    ip link set "${NR_LINK%0}1" up
+    nr_node nr-a 10.99.240.0/24 10.99.230.1
+    nr_node nr-b 10.99.241.0/24 10.99.230.2
+    # off every connected network of this machine (TEST-NET-2; checked, the machine's own could be)
+    ip -4 -o addr show | awk '{print $4}' | python3 -c 'import ipaddress,sys; sys.exit(any(ipaddress.ip_address("198.51.100.9") in ipaddress.ip_interface(l.strip()).network for l in sys.stdin))' \
+        || fail "198.51.100.9 is on a connected network here: pick another off-link address"
+    nr_node nr-far 10.99.242.0/24 198.51.100.9
+    wait_for 30 "routes to nr-a and nr-b" bash -c "[ \$(ip -4 route show proto 116 | wc -l) -ge 2 ]" \
+        || fail "tern's routes: $(nr_tern_routes)"
+    nr_route_is 10.99.240.0/24 10.99.230.1 || fail "nr-a: $(nr_route 10.99.240.0/24)"
+    nr_route_is 10.99.241.0/24 10.99.230.2 || fail "nr-b: $(nr_route 10.99.241.0/24)"
+    [ -z "$(ip route show 10.99.242.0/24)" ] || fail "off-link nr-far routed: $(ip route show 10.99.242.0/24)"
+    [ "$(nr_tern_routes | wc -l)" = 2 ] || fail "tern's routes: $(nr_tern_routes)"
+    kubectl -n tern logs daemonset/tern-agent -c agent | grep -q 'not on a directly connected network' \
+        || fail "nr-far not reported in the agent's log"
+
+    nr_ip nr-a 10.99.230.3
+    wait_for 30 "nr-a's route moved" nr_route_is 10.99.240.0/24 10.99.230.3 || fail "nr-a: $(nr_route 10.99.240.0/24)"
+    if kubectl patch node nr-b --type=merge -p '{"spec":{"podCIDR":"10.99.243.0/24","podCIDRs":["10.99.243.0/24"]}}' 2>/dev/null; then
+        fail "the API server let a podCIDR change"
+    fi
+    kubectl delete node nr-b --wait=true
+    nr_node nr-b 10.99.243.0/24 10.99.230.2
+    wait_for 30 "nr-b's new podCIDR routed" nr_route_is 10.99.243.0/24 10.99.230.2 || fail "nr-b: $(nr_route 10.99.243.0/24)"
+    nr_route_is 10.99.241.0/24 || fail "nr-b's old podCIDR still routed: $(nr_route 10.99.241.0/24)"
+    kubectl delete node nr-b --wait=true
+    wait_for 30 "nr-b's route gone" nr_route_is 10.99.243.0/24 || fail "nr-b: $(nr_route 10.99.243.0/24)"
+
+    local before
+    before=$(nr_tern_routes)
+    [ -n "$before" ] || fail "no route left to watch through the outage"
+    stop apiserver
+    sleep 5
+    [ "$(nr_tern_routes)" = "$before" ] || fail "routes changed with the API server down: $(nr_tern_routes)"
+    start_apiserver
+    sleep 2
+    [ "$(nr_tern_routes)" = "$before" ] || fail "routes changed after the API server came back: $(nr_tern_routes)"
+    kubectl delete node nr-a nr-far --wait=true
+    wait_for 30 "every fake node's route gone" bash -c "[ -z \"\$(ip -4 route show proto 116)\" ]" \
+        || fail "left: $(nr_tern_routes)"
 }
 
 # can_i AS VERB RESOURCE [NAMESPACE [NAME [SUBRESOURCE]]]: yes/no as the real authorizer answers.

@@ -248,6 +248,8 @@ check_node_clean() {
 # own in the root netns (local traffic only; removed by `down`).
 NODE_IP=10.99.219.1
 NODE_LINK=kt-node0
+# A test network of the node (a veth pair) for the fake Nodes of the node-routes case.
+NR_LINK=kt-nr0
 node_address() {
     ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1"
     ip addr replace "$NODE_IP/32" dev "$NODE_LINK"
@@ -390,6 +392,7 @@ down() {
     ip link del "$NODE_LINK" 2>/dev/null || true
     # the agent's egress NAT table, unless the machine had one before the run
     [ -e "$KT/nat-preexisting" ] || nft delete table inet tern_nat 2>/dev/null || true
+    ip link del "$NR_LINK" 2>/dev/null || true
     ip -o route show | awk '/^10\.99\.21[01]\./ {print $1}' | while read -r r; do ip route del "$r" 2>/dev/null || true; done
     rm -rf "$KT"
 }
