@@ -4,7 +4,7 @@
 # `fail MESSAGE` fails it with a message. Cases build on each other in the order of ALL_CASES
 # (install first), as an operator's day does.
 
-ALL_CASES=(install pods node_routes rbac sandbox_recreated token_revoked max_token_expiration
+ALL_CASES=(install pods critest node_routes rbac sandbox_recreated token_revoked max_token_expiration
     agent_restart apiserver_down signing_key_rotated rollout network_not_ready uninstall)
 
 fail() { echo "FAIL: $*" >&2; return 1; }

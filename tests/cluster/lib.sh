@@ -15,7 +15,8 @@
 #   egress NAT table (inet tern_nat).
 # - Cgroups go under the cgroupfs parent /tern-kube (cgroup v1 here, no systemd: cgroupfs driver
 #   everywhere); teardown removes them.
-# - No registry: the pause/test image and tern's image are OCI archives built here and imported.
+# - No registry for the cluster's images: the pause/test image and tern's image are OCI archives
+#   built here and imported; only the critest case runs a local one (critest pulls through the CRI).
 # - deploy/ is applied as it is, so the node's CNI paths are the real ones: /opt/cni/bin,
 #   /etc/cni/net.d, /etc/cni/tuning, /run/tern. The tier refuses to start when tern's files are
 #   already there, and teardown removes only what the tier (or the DaemonSet it ran) put there:
@@ -34,6 +35,7 @@ SERVICE_CIDR=10.99.220.0/24
 SA_ISSUER="https://kubernetes.default.svc.cluster.local"
 PAUSE_IMAGE="localhost/tern-pause:test"
 TERN_IMAGE="${TERN_IMAGE:-ghcr.io/tern-cni/tern:0.1.0}"
+CRITEST_REGISTRY=127.0.0.1:15000 # the critest case's local registry (critest.sh)
 RUNTIME="${TERN_CLUSTER_RUNTIME:-containerd}"
 case "$RUNTIME" in
     containerd) CRI_SOCK="$KT/containerd/containerd.sock" ;;
@@ -265,6 +267,13 @@ start_containerd() {
     for p in loopback host-local; do
         [ -e "$CNI_BIN/$p" ] || { cp "/usr/lib/cni/$p" "$CNI_BIN/$p" && echo "$CNI_BIN/$p" >>"$KT/created"; }
     done
+    # the critest case's local registry, over plain HTTP
+    mkdir -p "$c/certs.d/$CRITEST_REGISTRY"
+    cat >"$c/certs.d/$CRITEST_REGISTRY/hosts.toml" <<TOML
+server = "http://$CRITEST_REGISTRY"
+[host."http://$CRITEST_REGISTRY"]
+  capabilities = ["pull", "resolve"]
+TOML
     cat >"$c/config.toml" <<TOML
 version = 3
 root = "$c/root"
@@ -277,6 +286,8 @@ state = "$c/state"
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "$PAUSE_IMAGE"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "$c/certs.d"
 [plugins.'io.containerd.cri.v1.runtime']
   enable_selinux = false
   disable_apparmor = true
@@ -369,7 +380,7 @@ down() {
         ids=$(crictl pods -q 2>/dev/null || true)
         for id in $ids; do crictl stopp "$id" >/dev/null 2>&1 || true; crictl rmp -f "$id" >/dev/null 2>&1 || true; done
     fi
-    for c in kubelet scheduler controller-manager apiserver containerd crio etcd; do stop "$c"; done
+    for c in kubelet scheduler controller-manager apiserver containerd crio etcd registry; do stop "$c"; done
     crio_down
     # shims and pod processes left by a killed containerd: by their cgroup under $CGROUP_ROOT
     local pids

@@ -17,6 +17,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 . "$ROOT/tests/cluster/lib.sh"
 # shellcheck source=cases.sh
 . "$ROOT/tests/cluster/cases.sh"
+# shellcheck source=critest.sh
+. "$ROOT/tests/cluster/critest.sh"
 
 summary() {
     printf 'test result: %s. %d passed; %d failed; 0 ignored; 0 measured; %d filtered out; finished in %d.00s\n' \
@@ -28,7 +30,8 @@ TIER=cluster
 [ "$RUNTIME" = crio ] && TIER=cluster-crio
 [ "$(id -u)" -eq 0 ] || { log "needs root"; summary FAILED; exit 1; }
 for b in "$K8S_BIN/kube-apiserver" "$K8S_BIN/kubelet" "$K8S_BIN/kubectl" "$GOBIN_DIR/etcd/etcd" \
-    "$GOBIN_DIR/containerd/containerd" "$GOBIN_DIR/cri-tools/crictl" "$GOBIN_DIR/cri-o/crio"; do
+    "$GOBIN_DIR/containerd/containerd" "$GOBIN_DIR/cri-tools/crictl" "$GOBIN_DIR/cri-o/crio" \
+    "$GOBIN_DIR/cri-tools/critest" "$GOBIN_DIR/registry/registry" "$GOBIN_DIR/plugins/portmap"; do
     [ -x "$b" ] || { log "$b missing: bash scripts/build-go"; summary FAILED; exit 1; }
 done
 
