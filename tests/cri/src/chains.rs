@@ -1,4 +1,4 @@
-//! The CNI chains the containerd tier and its benchmark give the CRI plugin.
+//! The CNI chains the CRI tiers and their benchmarks give the runtimes, and the data dirs they name.
 //!
 //! - The default chain: `cni-conf-examples/10-tern.conflist` (tern + host-local, then
 //!   tern-tuning with the TCP keepalive sysctls), with the instance's own range and data dirs.
@@ -8,16 +8,34 @@
 //! Invariant: every path a plugin writes to (host-local `dataDir`, tern `stateDir`, tuning
 //! `dataDir`) is under the instance directory, so teardown removes it and tests can list it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use tern_testkit::exec::workspace_root;
 
-use crate::containerd::Containerd;
 use crate::CriError;
 
+/// The plugins' data dirs every private runtime makes under its directory (see [`ipam_dir`],
+/// [`tern_state_dir`], [`tuning_dir`]).
+pub const DATA_DIRS: [&str; 3] = ["ipam", "tern-state", "tuning"];
+
+/// host-local / tern-ipam `dataDir` for conflists (`<dir>/ipam`).
+pub fn ipam_dir(dir: &Path) -> PathBuf {
+    dir.join(DATA_DIRS[0])
+}
+
+/// tern's `stateDir` for conflists (`<dir>/tern-state`).
+pub fn tern_state_dir(dir: &Path) -> PathBuf {
+    dir.join(DATA_DIRS[1])
+}
+
+/// tern-tuning's / tuning's `dataDir` for conflists (`<dir>/tuning`).
+pub fn tuning_dir(dir: &Path) -> PathBuf {
+    dir.join(DATA_DIRS[2])
+}
+
 /// The example conflist the default chain is made from.
-pub fn example_path() -> std::path::PathBuf {
+pub fn example_path() -> PathBuf {
     workspace_root().join("cni-conf-examples/10-tern.conflist")
 }
 
@@ -43,13 +61,13 @@ pub fn tern_chain(
     if plugins.len() != 2 || plugins[0]["type"] != "tern" || plugins[1]["type"] != "tern-tuning" {
         return Err(shape(&path, "expected [tern, tern-tuning]"));
     }
-    plugins[0]["stateDir"] = json!(Containerd::tern_state_dir(dir));
+    plugins[0]["stateDir"] = json!(tern_state_dir(dir));
     plugins[0]["ipam"]["ranges"] = json!([[{ "subnet": subnet }]]);
-    plugins[0]["ipam"]["dataDir"] = json!(Containerd::ipam_dir(dir));
+    plugins[0]["ipam"]["dataDir"] = json!(ipam_dir(dir));
     if let Some(k) = kubeconfig {
         plugins[0]["kubernetes"] = json!({ "kubeconfig": k, "lookupTimeoutSeconds": 5 });
     }
-    plugins[1]["dataDir"] = json!(Containerd::tuning_dir(dir));
+    plugins[1]["dataDir"] = json!(tuning_dir(dir));
     Ok(conf)
 }
 
@@ -88,13 +106,13 @@ pub fn reference_chain(dir: &Path, name: &str, subnet: &str, tern: &Value) -> Va
                 "ipam": {
                     "type": "host-local",
                     "ranges": [[{ "subnet": subnet }]],
-                    "dataDir": Containerd::ipam_dir(dir)
+                    "dataDir": ipam_dir(dir)
                 }
             },
             {
                 "type": "tuning",
                 "sysctl": sysctl,
-                "dataDir": Containerd::tuning_dir(dir)
+                "dataDir": tuning_dir(dir)
             }
         ]
     })

@@ -7,10 +7,9 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
-use crate::containerd::{
-    cgroup_dirs, host_routes_into, mount_points, remove_cgroup_tree, tern_host_veth, LIBCNI_CACHE,
-};
+use crate::host::{cgroup_dirs, host_routes_into, mounts_under, tern_host_veth, LIBCNI_CACHE};
 
 /// An instance's footprint on the host.
 pub(crate) struct Footprint<'a> {
@@ -48,11 +47,7 @@ pub(crate) fn remove_host_leftovers(f: &Footprint<'_>, problems: &mut Vec<String
             let _ = Command::new("ip").args(["link", "del", &veth]).output();
         }
     }
-    let prefix = format!("{}/", f.dir.display());
-    let mut mounts: Vec<String> = mount_points()
-        .into_iter()
-        .filter(|m| m.starts_with(&prefix))
-        .collect();
+    let mut mounts = mounts_under(f.dir);
     mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
     mounts.dedup();
     for m in mounts {
@@ -84,25 +79,25 @@ pub(crate) fn remove_host_leftovers(f: &Footprint<'_>, problems: &mut Vec<String
     }
 }
 
-/// PIDs (not ours) whose command line names a path under `dir`: conmon and runc carry their
-/// state paths there.
-pub fn pids_naming(dir: &Path) -> Vec<i32> {
-    let needle = format!("{}/", dir.display());
-    let me = std::process::id();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        if u32::try_from(pid).ok() == Some(me) {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&cmdline).contains(&needle) {
-            out.push(pid);
+/// rmdir of a cgroup and its children, leaves first (a cgroup dir is removed with rmdir, its
+/// control files go with it). A cgroup whose last task just died may be busy for a moment:
+/// retried for up to 2 s.
+fn remove_cgroup_tree(dir: &Path, problems: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.path().is_dir() {
+            remove_cgroup_tree(&e.path(), problems);
         }
     }
-    out
+    let start = Instant::now();
+    loop {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) if start.elapsed() > Duration::from_secs(2) => {
+                problems.push(format!("rmdir cgroup {}: {e}", dir.display()));
+                return;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
 }

@@ -60,9 +60,11 @@ pub enum CriError {
         /// The deadline, in seconds.
         secs: u64,
     },
-    /// containerd exited during start-up.
-    #[error("containerd exited during start-up ({status}); its log {}:\n{log}", log_path.display())]
+    /// The runtime exited during start-up.
+    #[error("{program} exited during start-up ({status}); its log {}:\n{log}", log_path.display())]
     Exited {
+        /// The runtime (`containerd`, `CRI-O`).
+        program: &'static str,
         /// Its exit status.
         status: std::process::ExitStatus,
         /// The log file.

@@ -15,44 +15,33 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::{
-    alive, api_with_kubeconfig, assert_nothing_left, assert_root, cache_entries, in_netns_ok,
-    leases, link_exists, pod_path, run_and_check, state_files, tuning_backups, IFNAME,
+    alive, api_with_kubeconfig, assert_guard_after_failed_check, assert_guard_after_runtime_died,
+    assert_no_routes_into, assert_nothing_left, assert_ping_both_ways, assert_root, cache_entries,
+    leases, pod_path, run_and_check, state_files, stop_and_remove, traced_on_free_range,
+    tuning_backups, Footprint, IFNAME,
 };
 use serde_json::Value;
 use tern_cri::chains::tern_chain;
 use tern_cri::client::PodRef;
-use tern_cri::containerd::{
-    cgroup_dirs, cgroup_pids, host_routes_into, mount_points, shim_pids, shim_socket_name,
-    tern_host_veth, Containerd, Network, Options, K8S_NAMESPACE,
-};
+use tern_cri::containerd::{shim_pids, shim_socket_name, Containerd, Network, K8S_NAMESPACE};
+use tern_cri::host::tern_host_veth;
 use tern_cri::proto::PodSandboxState;
+use tern_cri::Runtime;
 
 /// A private containerd on the default chain (named `net`, on `subnet`), with the pod lookup
 /// against `kubeconfig` when given. The kubeconfig lives outside the instance dir.
 fn start(tag: &str, net: &str, subnet: &str, kubeconfig: Option<&Path>) -> (Containerd, Value) {
-    assert!(
-        host_routes_into(subnet).is_empty(),
-        "{subnet} is already routed on this host: {:?}",
-        host_routes_into(subnet)
-    );
     let mut chain = Value::Null;
-    let c = Containerd::start(
-        &Options {
-            tag: tag.into(),
-            subnets: vec![subnet.into()],
-            trace: vec!["tern".into(), "tern-tuning".into()],
-        },
-        |dir| {
-            chain = tern_chain(dir, net, subnet, kubeconfig).unwrap();
-            vec![Network {
-                handler: None,
-                conflist: chain.clone(),
-            }]
-        },
-    )
+    let c = Containerd::start(&traced_on_free_range(tag, subnet), |dir| {
+        chain = tern_chain(dir, net, subnet, kubeconfig).unwrap();
+        vec![Network {
+            handler: None,
+            conflist: chain.clone(),
+        }]
+    })
     .unwrap_or_else(|e| panic!("private containerd: {e}"));
     (c, chain)
 }
@@ -101,26 +90,10 @@ fn sandboxes_on_the_default_chain_are_wired_reach_each_other_and_leave_nothing()
         assert_eq!(s.state, PodSandboxState::SandboxReady as i32);
     }
 
-    // Pod to pod, both ways, through the host's /32 routes.
-    in_netns_ok(
-        &wa.netns,
-        &["busybox", "ping", "-c", "1", "-W", "3", &wb.ip.to_string()],
-    );
-    in_netns_ok(
-        &wb.netns,
-        &["busybox", "ping", "-c", "1", "-W", "3", &wa.ip.to_string()],
-    );
+    assert_ping_both_ways(&wa, &wb);
 
     // a: the ordinary StopPodSandbox + RemovePodSandbox.
-    c.cri().unwrap().stop_pod_sandbox(&wa.id).unwrap();
-    let st = c.cri().unwrap().pod_sandbox_status(&wa.id, false).unwrap();
-    assert_eq!(
-        st.status.unwrap().state,
-        PodSandboxState::SandboxNotready as i32,
-        "a after StopPodSandbox"
-    );
-    c.cri().unwrap().remove_pod_sandbox(&wa.id).unwrap();
-    assert_nothing_left(&mut c, &chain, &wa, SUBNET);
+    stop_and_remove(&mut c, &chain, &wa, SUBNET);
 
     // b: its netns deleted under containerd's feet (unmounted and unlinked, as `ip netns del`
     // does), then stopped and removed: containerd runs the DEL without a netns.
@@ -141,11 +114,7 @@ fn sandboxes_on_the_default_chain_are_wired_reach_each_other_and_leave_nothing()
         );
     }
     assert!(c.cri().unwrap().list_pod_sandbox().unwrap().is_empty());
-    assert!(
-        host_routes_into(SUBNET).is_empty(),
-        "{:?}",
-        host_routes_into(SUBNET)
-    );
+    assert_no_routes_into(SUBNET);
     // containerd 1.6's calls, as tern saw them: no CHECK, no VERSION; StopPodSandbox DELs the
     // chain with the netns path, RemovePodSandbox DELs it again with CNI_NETNS empty (and no
     // cached prevResult left); a netns deleted first gives an empty CNI_NETNS on both.
@@ -200,7 +169,7 @@ fn a_pod_whose_uid_differs_is_refused_by_tern_under_containerd_and_nothing_is_wi
     let (mut c, chain) = start("uid", NET, SUBNET, Some(&kubeconfig));
     let stale = PodRef::new("default", "web", "uid-old-0b0b");
     let err = c
-        .run_sandbox(&stale, None)
+        .run_sandbox(&stale)
         .expect_err("RunPodSandbox for a recreated pod must fail");
     let msg = err.message();
     assert!(
@@ -215,11 +184,7 @@ fn a_pod_whose_uid_differs_is_refused_by_tern_under_containerd_and_nothing_is_wi
     );
     // Nothing wired, nothing recorded: containerd cleaned its failed sandbox up.
     assert!(c.cri().unwrap().list_pod_sandbox().unwrap().is_empty());
-    assert!(
-        host_routes_into(SUBNET).is_empty(),
-        "{:?}",
-        host_routes_into(SUBNET)
-    );
+    assert_no_routes_into(SUBNET);
     assert!(leases(&c, &chain).is_empty(), "{:?}", leases(&c, &chain));
     assert!(state_files(&c).is_empty(), "{:?}", state_files(&c));
     assert!(tuning_backups(&c).is_empty(), "{:?}", tuning_backups(&c));
@@ -240,98 +205,46 @@ fn a_pod_whose_uid_differs_is_refused_by_tern_under_containerd_and_nothing_is_wi
     let fresh = PodRef::new("default", "web", "uid-new-55aa");
     let w = run_and_check(&mut c, &chain, &fresh, SUBNET);
     assert_eq!(api.count("/api/v1/namespaces/default/pods/web"), 2);
-    c.cri().unwrap().stop_pod_sandbox(&w.id).unwrap();
-    c.cri().unwrap().remove_pod_sandbox(&w.id).unwrap();
-    assert_nothing_left(&mut c, &chain, &w, SUBNET);
+    stop_and_remove(&mut c, &chain, &w, SUBNET);
     let problems = c.teardown();
     assert!(problems.is_empty(), "teardown had to repair: {problems:?}");
 }
 
-/// What a guard must have removed, captured while everything runs.
-struct Footprint {
-    dir: PathBuf,
+/// What a containerd guard must also have removed: the shims and their sockets.
+struct Shims {
     socket: String,
-    pid: u32,
-    shims: Vec<i32>,
-    sandbox_pids: Vec<i32>,
-    cgroups: Vec<PathBuf>,
-    cgroup_parent: String,
-    veth: String,
+    pids: Vec<i32>,
     id: String,
-    net: String,
-    subnet: String,
 }
 
-fn footprint(c: &mut Containerd, chain: &Value, subnet: &str) -> Footprint {
-    let pod = PodRef::new("default", "guarded", "uid-guarded");
-    let w = run_and_check(c, chain, &pod, subnet);
+/// The common footprint of one guarded sandbox, and its shims.
+fn footprint(c: &mut Containerd, chain: &Value, subnet: &str) -> (Footprint, Shims) {
+    let f = Footprint::capture(c, chain, subnet);
     let socket = c.socket().to_string_lossy().into_owned();
-    let shims = shim_pids(&socket);
-    assert!(!shims.is_empty(), "no shim found for {socket}");
-    let sandbox_pids = cgroup_pids(c.cgroup_parent());
+    let pids = shim_pids(&socket);
+    assert!(!pids.is_empty(), "no shim found for {socket}");
     assert!(
-        !sandbox_pids.is_empty(),
+        !f.sandbox_pids.is_empty(),
         "no sandbox process in {}",
-        c.cgroup_parent()
-    );
-    let cgroups = cgroup_dirs(c.cgroup_parent());
-    assert!(
-        !cgroups.is_empty(),
-        "no cgroup made under {}",
-        c.cgroup_parent()
+        f.cgroup_parent
     );
     assert!(
         Path::new("/run/containerd/s")
-            .join(shim_socket_name(&socket, K8S_NAMESPACE, &w.id))
+            .join(shim_socket_name(&socket, K8S_NAMESPACE, &f.id))
             .exists(),
         "shim socket name scheme changed: teardown could not find it"
     );
-    Footprint {
-        dir: c.dir().to_path_buf(),
-        socket,
-        pid: c.pid().unwrap(),
-        shims,
-        sandbox_pids,
-        cgroups,
-        cgroup_parent: c.cgroup_parent().to_owned(),
-        veth: tern_host_veth(&w.id, IFNAME),
-        id: w.id,
-        net: chain["name"].as_str().unwrap().to_owned(),
-        subnet: subnet.to_owned(),
-    }
+    let id = f.id.clone();
+    (f, Shims { socket, pids, id })
 }
 
-fn assert_all_gone(f: &Footprint) {
-    let pid = i32::try_from(f.pid).unwrap();
-    assert!(!alive(pid), "containerd {pid} still running");
-    for p in f.shims.iter().chain(&f.sandbox_pids) {
-        assert!(!alive(*p), "process {p} (shim or sandbox) still running");
+fn assert_shims_gone(s: &Shims) {
+    for p in &s.pids {
+        assert!(!alive(*p), "shim {p} still running");
     }
-    assert!(shim_pids(&f.socket).is_empty());
-    for cg in &f.cgroups {
-        assert!(!cg.exists(), "cgroup {} left", cg.display());
-    }
-    assert!(cgroup_dirs(&f.cgroup_parent).is_empty());
-    assert!(!f.dir.exists(), "{} left", f.dir.display());
-    let prefix = f.dir.to_string_lossy().into_owned();
-    let mounts: Vec<String> = mount_points()
-        .into_iter()
-        .filter(|m| m.starts_with(&prefix))
-        .collect();
-    assert!(mounts.is_empty(), "mounts left: {mounts:?}");
-    assert!(!link_exists(&f.veth), "host veth {} left", f.veth);
-    assert!(
-        host_routes_into(&f.subnet).is_empty(),
-        "{:?}",
-        host_routes_into(&f.subnet)
-    );
-    assert!(
-        cache_entries(&f.net).is_empty(),
-        "{:?}",
-        cache_entries(&f.net)
-    );
+    assert!(shim_pids(&s.socket).is_empty());
     let sock =
-        Path::new("/run/containerd/s").join(shim_socket_name(&f.socket, K8S_NAMESPACE, &f.id));
+        Path::new("/run/containerd/s").join(shim_socket_name(&s.socket, K8S_NAMESPACE, &s.id));
     assert!(!sock.exists(), "shim socket {} left", sock.display());
 }
 
@@ -340,14 +253,9 @@ fn the_guard_cleans_up_when_a_check_fails() {
     assert_root();
     const SUBNET: &str = "10.99.204.0/24";
     let (mut c, chain) = start("guard", "tern-cri-guard", SUBNET, None);
-    let f = footprint(&mut c, &chain, SUBNET);
-    // A failing check while the sandbox runs: the guard drops during unwinding.
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        let _c = c;
-        panic!("a failed check (deliberate)");
-    }));
-    assert!(r.is_err());
-    assert_all_gone(&f);
+    let (f, shims) = footprint(&mut c, &chain, SUBNET);
+    assert_guard_after_failed_check(c, &f);
+    assert_shims_gone(&shims);
 }
 
 #[test]
@@ -355,19 +263,9 @@ fn the_guard_cleans_up_after_containerd_itself_died() {
     assert_root();
     const SUBNET: &str = "10.99.205.0/24";
     let (mut c, chain) = start("guard-kill", "tern-cri-guardk", SUBNET, None);
-    let f = footprint(&mut c, &chain, SUBNET);
-    // containerd is killed outright: no CRI for the guard, no CNI DEL; the shim, the sandbox
-    // process, the netns pin, the rootfs mount, the veth and the cache entry stay behind.
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(f.pid).unwrap()),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    let problems = c.teardown();
-    assert!(
-        problems.iter().any(|p| p.contains("shim")),
-        "the guard did not have to kill the shim: {problems:?}"
-    );
-    drop(c);
-    assert_all_gone(&f);
+    let (f, shims) = footprint(&mut c, &chain, SUBNET);
+    // No CRI for the guard, no CNI DEL: the shim, the sandbox process, the netns pin, the
+    // rootfs mount, the veth and the cache entry stay behind until it acts.
+    assert_guard_after_runtime_died(c, &f, "shim");
+    assert_shims_gone(&shims);
 }

@@ -18,14 +18,16 @@ mod common;
 mod crio_common;
 
 use common::{
-    api_with_kubeconfig, assert_nothing_left, assert_root, cache_entries, in_netns_ok, link_exists,
-    pod_path, run_and_check, IFNAME,
+    api_with_kubeconfig, assert_no_routes_into, assert_nothing_left, assert_ping_both_ways,
+    assert_root, cache_entries, in_netns_ok, link_exists, pod_path, run_and_check, stop_and_remove,
+    IFNAME,
 };
-use crio_common::{calls_for, commands, pair, start, start_with, trace};
+use crio_common::{calls_for, commands, pair, pairs, start, start_with, trace};
 use serde_json::Value;
 use tern_cri::client::PodRef;
-use tern_cri::containerd::{host_routes_into, tern_host_veth};
+use tern_cri::host::tern_host_veth;
 use tern_cri::proto::PodSandboxState;
+use tern_cri::Runtime;
 
 #[test]
 fn sandboxes_on_the_default_chain_are_wired_reach_each_other_and_leave_nothing() {
@@ -93,24 +95,10 @@ fn sandboxes_on_the_default_chain_are_wired_reach_each_other_and_leave_nothing()
         let s = listed.iter().find(|s| s.id == w.id).unwrap();
         assert_eq!(s.state, PodSandboxState::SandboxReady as i32);
     }
-    in_netns_ok(
-        &wa.netns,
-        &["busybox", "ping", "-c", "1", "-W", "3", &wb.ip.to_string()],
-    );
-    in_netns_ok(
-        &wb.netns,
-        &["busybox", "ping", "-c", "1", "-W", "3", &wa.ip.to_string()],
-    );
+    assert_ping_both_ways(&wa, &wb);
 
     // a: the ordinary StopPodSandbox + RemovePodSandbox.
-    c.cri().unwrap().stop_pod_sandbox(&wa.id).unwrap();
-    let st = c.cri().unwrap().pod_sandbox_status(&wa.id, false).unwrap();
-    assert_eq!(
-        st.status.unwrap().state,
-        PodSandboxState::SandboxNotready as i32
-    );
-    c.cri().unwrap().remove_pod_sandbox(&wa.id).unwrap();
-    assert_nothing_left(&mut c, &chain, &wa, SUBNET);
+    stop_and_remove(&mut c, &chain, &wa, SUBNET);
     let dels: Vec<Value> = trace(&c)
         .into_iter()
         .filter(|t| t["command"] == "DEL" && t["containerId"] == wa.id)
@@ -157,21 +145,12 @@ fn sandboxes_on_the_default_chain_are_wired_reach_each_other_and_leave_nothing()
     assert!(cache_entries(NET).is_empty(), "{:?}", cache_entries(NET));
     // tern's ADD failed (the chain stopped there); CRI-O then DELs the whole chain, backwards,
     // with the netns still there: DEL of an attachment tern refused must succeed.
-    let stale: Vec<(String, String)> = trace(&c)
-        .iter()
-        .filter(|t| {
-            t["args"]
-                .as_str()
-                .unwrap()
-                .contains("K8S_POD_UID=uid-old-0b0b")
-        })
-        .map(|t| {
-            pair(
-                t["plugin"].as_str().unwrap(),
-                t["command"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let stale = pairs(trace(&c).iter().filter(|t| {
+        t["args"]
+            .as_str()
+            .unwrap()
+            .contains("K8S_POD_UID=uid-old-0b0b")
+    }));
     assert_eq!(
         stale,
         [
@@ -185,11 +164,7 @@ fn sandboxes_on_the_default_chain_are_wired_reach_each_other_and_leave_nothing()
     for p in [&a, &b] {
         assert_eq!(api.count(&pod_path(p)), 1, "{:?}", api.counts());
     }
-    assert!(
-        host_routes_into(SUBNET).is_empty(),
-        "{:?}",
-        host_routes_into(SUBNET)
-    );
+    assert_no_routes_into(SUBNET);
     let problems = c.teardown();
     assert!(problems.is_empty(), "teardown had to repair: {problems:?}");
 }
@@ -234,9 +209,7 @@ fn a_cni_1_1_chain_gets_status_before_any_add_and_gc_keeps_the_live_sandbox() {
     );
     in_netns_ok(&w.netns, &["ip", "-4", "addr", "show", "dev", IFNAME]);
     assert!(link_exists(&tern_host_veth(&w.id, IFNAME)));
-    c.cri().unwrap().stop_pod_sandbox(&w.id).unwrap();
-    c.cri().unwrap().remove_pod_sandbox(&w.id).unwrap();
-    assert_nothing_left(&mut c, &chain, &w, SUBNET);
+    stop_and_remove(&mut c, &chain, &w, SUBNET);
     let problems = c.teardown();
     assert!(problems.is_empty(), "teardown had to repair: {problems:?}");
 }

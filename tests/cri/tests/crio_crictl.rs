@@ -20,8 +20,9 @@ use crictl_cli::{container_file, crictl, crictl_ok, pod_file};
 use crio_common::{calls_for, pair, start};
 use serde_json::Value;
 use tern_cri::chains::tuning_sysctls;
-use tern_cri::containerd::{host_routes_into, tern_host_veth};
 use tern_cri::crio::Crio;
+use tern_cri::host::{host_routes_into, tern_host_veth};
+use tern_cri::Runtime;
 
 const SUBNET: &str = "10.99.238.0/24";
 

@@ -26,8 +26,9 @@ use crictl_cli::{crictl_cmd, pod_file};
 use crio_common::{pair, start_with, trace};
 use serde_json::Value;
 use tern_cri::client::PodRef;
-use tern_cri::containerd::{host_routes_into, tern_host_veth};
 use tern_cri::crio::{instance_dir, Crio};
+use tern_cri::host::{host_routes_into, tern_host_veth};
+use tern_cri::Runtime;
 
 const SUBNET: &str = "10.99.239.0/24";
 const NET: &str = "tern-crio-midadd";

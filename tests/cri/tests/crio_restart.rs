@@ -10,18 +10,15 @@
 mod common;
 mod crio_common;
 
-use std::path::PathBuf;
-
 use common::{
-    alive, assert_nothing_left, assert_root, cache_entries, in_netns_ok, link_exists,
-    run_and_check, IFNAME,
+    assert_guard_after_failed_check, assert_guard_after_runtime_died, assert_root, in_netns_ok,
+    link_exists, run_and_check, stop_and_remove, Footprint, IFNAME,
 };
-use crio_common::{pair, start, trace};
-use serde_json::Value;
+use crio_common::{pair, pairs, start, trace};
 use tern_cri::client::PodRef;
-use tern_cri::containerd::{cgroup_dirs, host_routes_into, mount_points, tern_host_veth};
-use tern_cri::crio::{pids_naming, Crio};
+use tern_cri::host::tern_host_veth;
 use tern_cri::proto::PodSandboxState;
+use tern_cri::Runtime;
 
 #[test]
 fn after_crio_was_killed_and_restarted_stop_and_remove_leave_nothing() {
@@ -45,16 +42,11 @@ fn after_crio_was_killed_and_restarted_stop_and_remove_leave_nothing() {
     in_netns_ok(&w.netns, &["ip", "-4", "addr", "show", "dev", IFNAME]);
     // On start CRI-O asks each plugin's VERSION (CNI_NETNS "dummy"), then, restoring the
     // sandbox, CHECKs the chain with the cached result as prevResult.
-    let since: Vec<(String, String)> = trace(&c)[before..]
-        .iter()
-        .filter(|t| t["containerId"] == w.id.as_str() || t["command"] == "VERSION")
-        .map(|t| {
-            pair(
-                t["plugin"].as_str().unwrap(),
-                t["command"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let since = pairs(
+        trace(&c)[before..]
+            .iter()
+            .filter(|t| t["containerId"] == w.id.as_str() || t["command"] == "VERSION"),
+    );
     assert_eq!(
         since,
         [
@@ -66,62 +58,9 @@ fn after_crio_was_killed_and_restarted_stop_and_remove_leave_nothing() {
         "{:?}",
         &trace(&c)[before..]
     );
-    c.cri().unwrap().stop_pod_sandbox(&w.id).unwrap();
-    c.cri().unwrap().remove_pod_sandbox(&w.id).unwrap();
-    assert_nothing_left(&mut c, &chain, &w, SUBNET);
+    stop_and_remove(&mut c, &chain, &w, SUBNET);
     let problems = c.teardown();
     assert!(problems.is_empty(), "teardown had to repair: {problems:?}");
-}
-
-/// What a guard must have removed, captured while everything runs.
-struct Footprint {
-    dir: PathBuf,
-    pid: u32,
-    cgroup_parent: String,
-    veth: String,
-    netns: PathBuf,
-    net: String,
-    subnet: String,
-}
-
-fn footprint(c: &mut Crio, chain: &Value, subnet: &str) -> Footprint {
-    let pod = PodRef::new("default", "guarded", "uid-guarded");
-    let w = run_and_check(c, chain, &pod, subnet);
-    Footprint {
-        dir: c.dir().to_path_buf(),
-        pid: c.pid().unwrap(),
-        cgroup_parent: c.cgroup_parent().to_owned(),
-        veth: tern_host_veth(&w.id, IFNAME),
-        netns: w.netns,
-        net: chain["name"].as_str().unwrap().to_owned(),
-        subnet: subnet.to_owned(),
-    }
-}
-
-fn assert_all_gone(f: &Footprint) {
-    let pid = i32::try_from(f.pid).unwrap();
-    assert!(!alive(pid), "CRI-O {pid} still running");
-    assert!(pids_naming(&f.dir).is_empty(), "{:?}", pids_naming(&f.dir));
-    assert!(cgroup_dirs(&f.cgroup_parent).is_empty());
-    assert!(!f.dir.exists(), "{} left", f.dir.display());
-    let prefix = f.dir.to_string_lossy().into_owned();
-    let mounts: Vec<String> = mount_points()
-        .into_iter()
-        .filter(|m| m.starts_with(&prefix))
-        .collect();
-    assert!(mounts.is_empty(), "mounts left: {mounts:?}");
-    assert!(!f.netns.exists());
-    assert!(!link_exists(&f.veth), "host veth {} left", f.veth);
-    assert!(
-        host_routes_into(&f.subnet).is_empty(),
-        "{:?}",
-        host_routes_into(&f.subnet)
-    );
-    assert!(
-        cache_entries(&f.net).is_empty(),
-        "{:?}",
-        cache_entries(&f.net)
-    );
 }
 
 #[test]
@@ -129,13 +68,8 @@ fn the_guard_cleans_up_when_a_check_fails() {
     assert_root();
     const SUBNET: &str = "10.99.232.0/24";
     let (mut c, chain) = start("guard", "tern-crio-guard", SUBNET, None);
-    let f = footprint(&mut c, &chain, SUBNET);
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        let _c = c;
-        panic!("a failed check (deliberate)");
-    }));
-    assert!(r.is_err());
-    assert_all_gone(&f);
+    let f = Footprint::capture(&mut c, &chain, SUBNET);
+    assert_guard_after_failed_check(c, &f);
 }
 
 #[test]
@@ -143,18 +77,7 @@ fn the_guard_cleans_up_after_crio_itself_died() {
     assert_root();
     const SUBNET: &str = "10.99.233.0/24";
     let (mut c, chain) = start("guard-kill", "tern-crio-guardk", SUBNET, None);
-    let f = footprint(&mut c, &chain, SUBNET);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(f.pid).unwrap()),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    let f = Footprint::capture(&mut c, &chain, SUBNET);
     // No CRI for the guard, no CNI DEL: the veth, route and cache entry stay until it acts.
-    let problems = c.teardown();
-    assert!(
-        problems.iter().any(|p| p.contains("libcni cache entry")),
-        "the guard did not have to remove the cache entry: {problems:?}"
-    );
-    drop(c);
-    assert_all_gone(&f);
+    assert_guard_after_runtime_died(c, &f, "libcni cache entry");
 }

@@ -8,6 +8,7 @@ use std::process::Command;
 use serde_json::json;
 use tern_cri::crio::{go_bin_dir, Crio};
 use tern_cri::image::PAUSE_IMAGE;
+use tern_cri::Runtime;
 
 /// `crictl` on `c`'s socket with no config file, ARGS appended.
 pub fn crictl_cmd(c: &Crio, args: &[&str]) -> Command {

@@ -6,8 +6,9 @@ use std::path::Path;
 
 use serde_json::Value;
 use tern_cri::chains::tern_chain;
-use tern_cri::containerd::host_routes_into;
-use tern_cri::crio::{Crio, Options};
+use tern_cri::crio::Crio;
+
+use crate::common::traced_on_free_range;
 
 /// A private CRI-O on the default chain (named `net`, on `subnet`), tern and tern-tuning traced,
 /// with the pod lookup against `kubeconfig` when given.
@@ -23,24 +24,12 @@ pub fn start_with(
     kubeconfig: Option<&Path>,
     edit: impl FnOnce(&mut Value),
 ) -> (Crio, Value) {
-    assert!(
-        host_routes_into(subnet).is_empty(),
-        "{subnet} is already routed on this host: {:?}",
-        host_routes_into(subnet)
-    );
     let mut chain = Value::Null;
-    let c = Crio::start(
-        &Options {
-            tag: tag.into(),
-            subnets: vec![subnet.into()],
-            trace: vec!["tern".into(), "tern-tuning".into()],
-        },
-        |dir| {
-            chain = tern_chain(dir, net, subnet, kubeconfig).unwrap();
-            edit(&mut chain);
-            chain.clone()
-        },
-    )
+    let c = Crio::start(&traced_on_free_range(tag, subnet), |dir| {
+        chain = tern_chain(dir, net, subnet, kubeconfig).unwrap();
+        edit(&mut chain);
+        chain.clone()
+    })
     .unwrap_or_else(|e| panic!("private CRI-O: {e}"));
     (c, chain)
 }
@@ -55,24 +44,10 @@ pub fn trace(c: &Crio) -> Vec<Value> {
         .collect()
 }
 
-/// `(plugin, command)` of every traced call for sandbox `id`, in order.
-pub fn calls_for(c: &Crio, id: &str) -> Vec<(String, String)> {
-    trace(c)
-        .iter()
-        .filter(|t| t["containerId"] == id)
-        .map(|t| {
-            (
-                t["plugin"].as_str().unwrap().to_owned(),
-                t["command"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
-}
-
-/// `(plugin, command)` of every traced call from the `from`th on.
-pub fn commands(c: &Crio, from: usize) -> Vec<(String, String)> {
-    trace(c)[from..]
-        .iter()
+/// `(plugin, command)` of each traced call.
+pub fn pairs<'a>(calls: impl IntoIterator<Item = &'a Value>) -> Vec<(String, String)> {
+    calls
+        .into_iter()
         .map(|t| {
             pair(
                 t["plugin"].as_str().unwrap(),
@@ -80,6 +55,16 @@ pub fn commands(c: &Crio, from: usize) -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+/// `(plugin, command)` of every traced call for sandbox `id`, in order.
+pub fn calls_for(c: &Crio, id: &str) -> Vec<(String, String)> {
+    pairs(trace(c).iter().filter(|t| t["containerId"] == id))
+}
+
+/// `(plugin, command)` of every traced call from the `from`th on.
+pub fn commands(c: &Crio, from: usize) -> Vec<(String, String)> {
+    pairs(&trace(c)[from..])
 }
 
 pub fn pair(p: &str, c: &str) -> (String, String) {
