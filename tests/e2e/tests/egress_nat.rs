@@ -70,6 +70,9 @@ fn agent_cmd(node: &TestNetns, dir: &std::path::Path, api: &str, extra: &[&str])
         .arg(dir.join("kubeconfig"))
         .arg("--socket")
         .arg(dir.join("run/agent.sock"))
+        // never the host's /run/tern/metrics.sock, which a node's real agent may hold
+        .arg("--metrics-socket")
+        .arg(dir.join("run/metrics.sock"))
         .args(extra);
     c
 }
