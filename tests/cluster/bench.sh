@@ -74,7 +74,7 @@ use_chain() {
         ip=$(pod_ip "probe-$n")
         # which chain wired the probe: tern's host veth, or the reference release's own lease dir
         if [ "$want" = tern ]; then
-            ip route show | grep -q "^$ip dev tern" && got=yes
+            ip route show | has "^$ip dev tern" && got=yes
         else
             [ -e "$KT/ref-ipam-$want/ref-$want/$ip" ] && got=yes
         fi

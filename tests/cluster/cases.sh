@@ -57,18 +57,18 @@ ip_in_cidr() {
 wired() {
     local ip=$1
     [ -e "/var/lib/cni/networks/tern/$ip" ] || fail "no lease file /var/lib/cni/networks/tern/$ip for a running pod"
-    grep -rl "\"$ip/" /run/cni/tern 2>/dev/null | grep -q . || fail "no tern state for $ip under /run/cni/tern"
+    grep -rl "\"$ip/" /run/cni/tern 2>/dev/null | has . || fail "no tern state for $ip under /run/cni/tern"
 }
 
 # nat_table_has TEXT: the node's egress NAT table holds TEXT.
-nat_table_has() { nft -s list table inet tern_nat 2>/dev/null | grep -qF "$1"; }
+nat_table_has() { nft -s list table inet tern_nat 2>/dev/null | has -F "$1"; }
 
 # nothing_left IP: no host route, IPAM lease or tern state for IP.
 nothing_left() {
     local ip=$1
-    if ip route show | grep -q "^$ip "; then fail "host route to $ip left: $(ip route show | grep "^$ip ")"; fi
+    if ip route show | has "^$ip "; then fail "host route to $ip left: $(ip route show | grep "^$ip ")"; fi
     if [ -e "/var/lib/cni/networks/tern/$ip" ]; then fail "lease file /var/lib/cni/networks/tern/$ip left"; fi
-    if grep -rl "\"$ip/" /run/cni/tern 2>/dev/null | grep -q .; then fail "tern state for $ip left"; fi
+    if grep -rl "\"$ip/" /run/cni/tern 2>/dev/null | has .; then fail "tern state for $ip left"; fi
 }
 
 case_install() {
@@ -111,7 +111,7 @@ case_pods() {
     [ "$(in_pod pod-a cat /proc/sys/net/ipv4/tcp_keepalive_time)" = 600 ] || fail "keepalive_time not 600 in pod-a"
     [ "$(in_pod pod-a cat /proc/sys/net/ipv4/tcp_keepalive_intvl)" = 60 ] || fail "keepalive_intvl not 60"
     [ "$(in_pod pod-a cat /proc/sys/net/ipv4/tcp_keepalive_probes)" = 5 ] || fail "keepalive_probes not 5"
-    ip route show | grep -q "^$ipa dev tern" || fail "no host route to $ipa through a tern veth"
+    ip route show | has "^$ipa dev tern" || fail "no host route to $ipa through a tern veth"
     wired "$ipa"
     wired "$ipb"
     kubectl delete pod pod-a pod-b --wait=true --timeout=60s
@@ -125,7 +125,7 @@ case_pods() {
     port=$(kubectl -n tern get daemonset tern-agent -o jsonpath='{.spec.template.metadata.annotations.prometheus\.io/port}')
     path=$(kubectl -n tern get daemonset tern-agent -o jsonpath='{.spec.template.metadata.annotations.prometheus\.io/path}')
     m=$(curl -sf "http://127.0.0.1:$port$path") || fail "no metrics on port $port path $path"
-    echo "$m" | grep -q '^tern_build_info{version="' || fail "no tern_build_info"
+    echo "$m" | has '^tern_build_info{version="' || fail "no tern_build_info"
     for p in tern tern-tuning; do
         for v in ADD DEL; do
             n=$(echo "$m" | awk -v k="tern_cni_verb_total{plugin=\"$p\",verb=\"$v\",code=\"0\"}" '$1 == k {print $2}')
@@ -187,7 +187,7 @@ case_node_routes() {
     nr_route_is 10.99.241.0/24 10.99.230.2 || fail "nr-b: $(nr_route 10.99.241.0/24)"
     [ -z "$(ip route show 10.99.242.0/24)" ] || fail "off-link nr-far routed: $(ip route show 10.99.242.0/24)"
     [ "$(nr_tern_routes | wc -l)" = 2 ] || fail "tern's routes: $(nr_tern_routes)"
-    kubectl -n tern logs daemonset/tern-agent -c agent | grep -q 'not on a directly connected network' \
+    kubectl -n tern logs daemonset/tern-agent -c agent | has 'not on a directly connected network' \
         || fail "nr-far not reported in the agent's log"
 
     nr_ip nr-a 10.99.230.3
@@ -387,7 +387,7 @@ case_signing_key_rotated() {
         "$K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get events --field-selector involvedObject.name=pod-k,reason=FailedCreatePodSandBox -o name | grep -q ."
     msg=$(kubectl get events --field-selector involvedObject.name=pod-k,reason=FailedCreatePodSandBox -o jsonpath='{.items[0].message}')
     echo "pod-k: $msg"
-    echo "$msg" | grep -qi "unauthorized\|401" || fail "the error does not say the token was refused"
+    echo "$msg" | has -i "unauthorized\|401" || fail "the error does not say the token was refused"
     kubectl -n tern rollout restart daemonset/tern-agent
     kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
     kubectl wait --for=condition=Ready pod/pod-k --timeout=180s
@@ -408,7 +408,7 @@ case_rollout() {
     kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
     [ "$(kubectl -n tern get pods -l app.kubernetes.io/name=tern-agent -o jsonpath='{.items[0].spec.containers[0].image}')" = "$next" ]
     in_pod pod-q ping -c 2 -W 2 "$ip"
-    ip route show | grep -q "^$ip dev tern" || fail "host route to $ip lost in the rollout"
+    ip route show | has "^$ip dev tern" || fail "host route to $ip lost in the rollout"
     kubectl delete pod pod-r pod-q --wait=true --timeout=60s
     nothing_left "$ip"
 }

@@ -48,6 +48,11 @@ esac
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
 
+# has GREP_ARGS...: grep's verdict on its whole input, printing nothing. Not `grep -q`: it exits at
+# the first match, and a writer still writing (`ip route show` writes a line at a time) then dies
+# of SIGPIPE, which pipefail turns into a failed check.
+has() { grep "$@" >/dev/null; }
+
 kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KT/pki/admin.kubeconfig" "$@"; }
 ctr() { "$GOBIN_DIR/containerd/ctr" --address "$KT/containerd/containerd.sock" "$@"; }
 crictl() {
