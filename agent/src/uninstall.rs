@@ -1,7 +1,8 @@
 //! `tern-agent uninstall`: removes tern from a node — the conflist first (the runtime stops using
 //! tern at once), then the kubeconfig and the binaries, but only when no tern attachment is left
 //! (a pod still wired by tern needs them for its DEL), and with them the egress NAT table
-//! (`inet tern_nat`: those pods keep their egress until they are gone).
+//! (`inet tern_nat`: those pods keep their egress until they are gone) and the node routes
+//! (every route with tern's protocol number, 116, both families).
 //!
 //! Invariants: only the named files are removed, never anything else in the directories; a
 //! missing file is already removed; with `--if-daemonset-deleted` nothing changes unless the
@@ -58,6 +59,17 @@ pub struct UninstallArgs {
         action = clap::ArgAction::Set
     )]
     pub remove_egress_nat: bool,
+    /// Also remove the node routes (every route with protocol 116, both families) with the
+    /// kubeconfig and the plugins (true, false, 1 or 0; false leaves them, e.g. in a test in the
+    /// machine's own netns)
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "true",
+        value_parser = crate::cli::parse_bool,
+        action = clap::ArgAction::Set
+    )]
+    pub remove_node_routes: bool,
     /// Act only when this DaemonSet (in the agent's namespace) is gone or being deleted, or the
     /// agent's RBAC refuses the read (403: removed with it)
     #[arg(long, value_name = "NAME")]
@@ -142,6 +154,16 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
         info!(
             table = crate::egress::TABLE,
             "egress NAT table removed (if there was one)"
+        );
+    }
+    if a.remove_node_routes {
+        let h = tern_net::netlink::Handle::new().context("netlink (remove the node routes)")?;
+        let n = crate::routes::kernel::remove_all(&h)
+            .context("remove the node routes (protocol 116)")?;
+        info!(
+            routes = n,
+            protocol = crate::routes::TERN_PROTOCOL,
+            "node routes removed"
         );
     }
     Ok(Outcome::Removed)

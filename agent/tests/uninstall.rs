@@ -43,8 +43,10 @@ impl Node {
             p("net.d"),
             "--state-dir".into(),
             p("state"),
-            // These tests run in the machine's own netns: its NAT is not theirs to remove.
+            // These tests run in the machine's own netns: its NAT and routes are not theirs.
             "--remove-egress-nat".into(),
+            "false".into(),
+            "--remove-node-routes".into(),
             "false".into(),
         ]
     }

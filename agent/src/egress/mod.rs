@@ -16,14 +16,14 @@ use anyhow::{bail, Context as _};
 use clap::Args;
 use ipnetwork::IpNetwork;
 use tern_net::nft::{Nft, NftError};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::cli::{parse_bool, parse_duration};
 use crate::config::RunConfig;
 
 pub mod ruleset;
 
-pub use ruleset::{Ranges, FAMILY, TABLE};
+pub use ruleset::{inside, Ranges, FAMILY, TABLE};
 
 /// The flags of `tern-agent run` for egress NAT.
 #[derive(Debug, Clone, Args)]
@@ -145,13 +145,6 @@ impl EgressConfig {
     }
 }
 
-/// Whether `net` lies inside one of `ranges`.
-fn inside(net: &IpNetwork, ranges: &[IpNetwork]) -> bool {
-    ranges
-        .iter()
-        .any(|r| r.is_ipv4() == net.is_ipv4() && r.prefix() <= net.prefix() && r.contains(net.ip()))
-}
-
 /// Removes the table (absent is fine): `tern-agent uninstall`.
 ///
 /// # Errors
@@ -254,8 +247,8 @@ fn pod_ranges(s: &Shared, run: &RunConfig, cfg: &EgressConfig) -> Option<Vec<IpN
             });
         match got {
             Ok(nets) => {
-                if let Some(out) = nets.iter().find(|p| !inside(p, &cfg.cluster)) {
-                    warn!(pod_cidr = %out, "egress NAT: this node's pod range is inside no --cluster-cidrs range; its traffic to other nodes is masqueraded");
+                for out in nets.iter().filter(|p| !inside(p, &cfg.cluster)) {
+                    error!(pod_cidr = %out, "egress NAT: this node's pod range (the Node's spec.podCIDRs) is inside no --cluster-cidrs (TERN_CLUSTER_CIDRS) range of its family: its traffic is NOT masqueraded (masquerading would hide its pods' traffic to other nodes' pods); fix --cluster-cidrs");
                 }
                 return Some(nets);
             }

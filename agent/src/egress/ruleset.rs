@@ -1,6 +1,8 @@
 //! The node's egress NAT rule set (pure): one nftables table, `inet tern_nat`, whose one base
 //! chain masquerades traffic from this node's pod ranges to anything outside the cluster's
-//! ranges, per family; and the scripts that replace it and remove it.
+//! ranges, per family; and the scripts that replace it and remove it. A pod range inside no
+//! cluster range of its family gets no rule: masquerading it would hide its pods' traffic to
+//! other nodes' pods behind this node's address.
 //!
 //! Invariant: every script touches `inet tern_nat` only, and replacing is one transaction
 //! (`add table` + `delete table` + the new table: the table never exists half-written, and a
@@ -28,10 +30,31 @@ fn list(nets: &[&IpNetwork], extra: &str) -> String {
     format!("{{ {} }}", items.join(", "))
 }
 
-/// The masquerade rule of one family, when this node has a pod range of it.
+/// Whether `net` lies inside one of `ranges` (of its own family).
+pub fn inside(net: &IpNetwork, ranges: &[IpNetwork]) -> bool {
+    ranges
+        .iter()
+        .any(|r| r.is_ipv4() == net.is_ipv4() && r.prefix() <= net.prefix() && r.contains(net.ip()))
+}
+
+/// The pod ranges of `r` inside no cluster range of their family: they get no rule.
+pub fn outside(r: &Ranges) -> Vec<IpNetwork> {
+    r.pod
+        .iter()
+        .filter(|p| !inside(p, &r.cluster))
+        .copied()
+        .collect()
+}
+
+/// The masquerade rule of one family, when this node has a pod range of it inside the cluster's.
 fn family_rule(r: &Ranges, v4: bool) -> Option<String> {
     let of = |n: &&IpNetwork| n.is_ipv4() == v4;
-    let pod: Vec<&IpNetwork> = r.pod.iter().filter(of).collect();
+    let pod: Vec<&IpNetwork> = r
+        .pod
+        .iter()
+        .filter(of)
+        .filter(|p| inside(p, &r.cluster))
+        .collect();
     if pod.is_empty() {
         return None;
     }
@@ -85,7 +108,7 @@ mod tests {
     #[test]
     fn both_families_masquerade_outside_the_cluster() {
         let s = replace_script(&Ranges {
-            pod: nets(&["10.244.1.0/24", "fd00:1:1::/64"]),
+            pod: nets(&["10.244.1.0/24", "fd00:1:0:1::/64"]),
             cluster: nets(&["10.244.0.0/16", "10.96.0.0/12", "fd00:1::/48"]),
         });
         assert!(s.starts_with("add table inet tern_nat\ndelete table inet tern_nat\n"));
@@ -94,7 +117,7 @@ mod tests {
         ), "{s}");
         assert!(
             s.contains(
-                "ip6 saddr { fd00:1:1::/64 } ip6 daddr != { fd00:1::/48, ff00::/8 } masquerade"
+                "ip6 saddr { fd00:1:0:1::/64 } ip6 daddr != { fd00:1::/48, ff00::/8 } masquerade"
             ),
             "{s}"
         );
@@ -111,5 +134,27 @@ mod tests {
             remove_script(),
             "add table inet tern_nat\ndelete table inet tern_nat\n"
         );
+    }
+
+    #[test]
+    fn a_pod_range_outside_the_cluster_gets_no_rule() {
+        // No IPv6 cluster range: masquerading fd00:1:0:1::/64 would hide every IPv6 pod flow.
+        let r = Ranges {
+            pod: nets(&["10.244.1.0/24", "fd00:1:0:1::/64"]),
+            cluster: nets(&["10.244.0.0/16"]),
+        };
+        let s = replace_script(&r);
+        assert!(!s.contains("ip6"), "{s}");
+        assert!(s.contains("ip saddr { 10.244.1.0/24 }"), "{s}");
+        assert_eq!(outside(&r), nets(&["fd00:1:0:1::/64"]));
+        // An IPv4 pod range outside the IPv4 cluster ranges: no IPv4 rule either.
+        let r = Ranges {
+            pod: nets(&["10.245.1.0/24", "fd00:1:0:1::/64"]),
+            cluster: nets(&["10.244.0.0/16", "fd00:1::/48"]),
+        };
+        let s = replace_script(&r);
+        assert!(!s.contains("ip saddr"), "{s}");
+        assert!(s.contains("ip6 saddr { fd00:1:0:1::/64 }"), "{s}");
+        assert!(s.contains("type nat hook postrouting"), "{s}");
     }
 }

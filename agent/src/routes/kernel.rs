@@ -127,6 +127,33 @@ pub fn reconcile(h: &Handle, want: &Desired) -> tern_net::Result<Applied> {
     Ok(done)
 }
 
+/// Removes every route of tern's ([`TERN_PROTOCOL`], both families): `tern-agent uninstall`.
+/// Returns how many went; a route already gone counts as removed.
+///
+/// # Errors
+/// A dump failed, or the kernel refused a delete (the rest are still tried; the first error
+/// is returned).
+pub fn remove_all(h: &Handle) -> tern_net::Result<u64> {
+    let mut removed = 0;
+    let mut first = None;
+    for (dst, gw) in installed(h)? {
+        match h.del_route(&route(dst, gw)) {
+            Ok(()) => removed += 1,
+            Err(e) if installed(h).is_ok_and(|now| !now.contains_key(&dst)) => {
+                tracing::debug!(%dst, error = %e, "route already gone");
+            }
+            Err(e) => {
+                tracing::warn!(%dst, error = %e, "cannot remove a route of tern's");
+                first.get_or_insert(e);
+            }
+        }
+    }
+    match first {
+        Some(e) => Err(e),
+        None => Ok(removed),
+    }
+}
+
 /// `EEXIST` without a libc dependency in this crate.
 fn libc_eexist() -> i32 {
     nix::errno::Errno::EEXIST as i32

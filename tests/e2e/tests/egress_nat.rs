@@ -2,7 +2,8 @@
 //! in the node's "router" netns serves the Node's podCIDRs) keeps `inet tern_nat`: a pod wired
 //! by tern (no `ipMasq`) reaches an address beyond the router as the node, and a cluster address
 //! as itself; the table is restored after it is flushed or deleted, survives the agent's stop,
-//! and goes with `tern-agent uninstall`; iptables-nft's table is never touched; a bad CIDR stops
+//! and goes with `tern-agent uninstall` (with the node's routes of protocol 116, and only
+//! those); iptables-nft's table is never touched; a bad CIDR stops
 //! the agent at start with nothing created. Needs root and the nft tool.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -22,7 +23,7 @@ use tern_testkit::netns::TestNetns;
 
 const POD_V4: &str = "10.98.1.0/24";
 const POD_V6: &str = "fd98:1::/64";
-const CLUSTER: &str = "10.98.0.0/16,10.96.0.0/16,fd98::/48";
+const CLUSTER: &str = "10.98.0.0/16,10.96.0.0/16,fd98::/16";
 /// An address of the router inside the cluster's ranges (a service, say).
 const IN_CLUSTER: &str = "10.96.0.10";
 
@@ -80,7 +81,7 @@ fn agent_cmd(node: &TestNetns, dir: &std::path::Path, api: &str, extra: &[&str])
 fn masquerades(edge: &Edge) -> bool {
     edge.table("inet", "tern_nat").is_some_and(|t| {
         t.contains("ip saddr 10.98.1.0/24 ip daddr != { 10.96.0.0/16, 10.98.0.0/16, 224.0.0.0/4 } masquerade")
-            && t.contains("ip6 saddr fd98:1::/64 ip6 daddr != { fd98::/48, ff00::/8 } masquerade")
+            && t.contains("ip6 saddr fd98:1::/64 ip6 daddr != { fd98::/16, ff00::/8 } masquerade")
     })
 }
 
@@ -178,6 +179,27 @@ fn the_agent_keeps_the_node_egress_nat_table() {
     drop(agent);
     assert!(masquerades(&edge), "the table must outlive the agent");
     common::ok(&tool.del(pod.path()).unwrap(), "DEL");
+    // Node routes the agent would have installed (tern's protocol, both families), and one of
+    // someone else's: uninstall removes tern's only.
+    for r in [
+        "10.98.2.0/24 via 192.0.2.254 proto 116",
+        "fd98:2::/64 via 2001:db8:1::fe proto 116",
+        "10.98.3.0/24 via 192.0.2.254 proto static",
+    ] {
+        let mut argv = vec!["ip", "route", "add"];
+        argv.extend(r.split(' '));
+        edge.node.exec_ok(&argv);
+    }
+    let tern_routes = || {
+        ["-4", "-6"]
+            .iter()
+            .map(|f| {
+                edge.node
+                    .exec_ok(&["ip", f, "route", "show", "proto", "116"])
+            })
+            .collect::<String>()
+    };
+    assert_eq!(tern_routes().lines().count(), 2, "{}", tern_routes());
     let empty = tempfile::tempdir().unwrap();
     edge.node.exec_ok(&[
         bin_dir().join("tern-agent").to_str().unwrap(),
@@ -193,6 +215,13 @@ fn the_agent_keeps_the_node_egress_nat_table() {
         edge.table("inet", "tern_nat"),
         None,
         "uninstall left the table"
+    );
+    assert_eq!(tern_routes().trim(), "", "uninstall left tern's routes");
+    assert!(
+        edge.node
+            .exec_ok(&["ip", "route", "show", "10.98.3.0/24"])
+            .contains("10.98.3.0/24"),
+        "uninstall removed a route not tern's"
     );
     assert_eq!(
         edge.table("ip", "nat").as_deref(),
