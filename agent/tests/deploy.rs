@@ -374,3 +374,24 @@ fn configmap_template_renders_and_passes_the_allowlist() {
     assert_eq!(v["cniVersion"], "1.1.0");
     assert_eq!(v["plugins"][0]["ipam"]["type"], "tern-ipam");
 }
+
+/// `kubectl apply -f deploy/` applies the files in name order, document by document: every
+/// Namespace comes before the first object placed in it, or a fresh cluster refuses that object.
+#[test]
+fn namespaces_come_first_in_apply_order() {
+    let d = docs();
+    let mut made = BTreeSet::new();
+    for (file, v) in &d {
+        if v["kind"] == "Namespace" {
+            made.insert(v["metadata"]["name"].as_str().unwrap().to_owned());
+        } else if let Some(ns) = v["metadata"]["namespace"].as_str() {
+            assert!(
+                made.contains(ns),
+                "{file}: {} {} in namespace {ns} comes before that Namespace in name order",
+                v["kind"],
+                v["metadata"]["name"]
+            );
+        }
+    }
+    assert!(!made.is_empty(), "deploy/ creates no Namespace");
+}

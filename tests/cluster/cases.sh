@@ -72,7 +72,7 @@ nothing_left() {
 }
 
 case_install() {
-    kubectl apply -f "$ROOT/deploy/namespace.yaml"
+    kubectl apply -f "$ROOT/deploy/00-namespace.yaml"
     # No kube-proxy here: the agent reaches the API server at its real address, as on any
     # kube-proxy-less cluster (the DaemonSet reads this ConfigMap when it exists).
     kubectl -n tern create configmap kubernetes-services-endpoint \
