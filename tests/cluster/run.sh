@@ -17,6 +17,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 . "$ROOT/tests/cluster/lib.sh"
 # shellcheck source=cases.sh
 . "$ROOT/tests/cluster/cases.sh"
+# shellcheck source=cases_day2.sh
+. "$ROOT/tests/cluster/cases_day2.sh"
 # shellcheck source=critest.sh
 . "$ROOT/tests/cluster/critest.sh"
 
