@@ -73,6 +73,7 @@ nothing_left() {
 }
 
 case_install() {
+    # The namespace first, on its own: the ConfigMap below must exist before the DaemonSet starts.
     kubectl apply -f "$ROOT/deploy/00-namespace.yaml"
     # No kube-proxy here: the agent reaches the API server at its real address, as on any
     # kube-proxy-less cluster (the DaemonSet reads this ConfigMap when it exists).
