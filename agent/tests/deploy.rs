@@ -388,8 +388,8 @@ fn namespaces_come_first_in_apply_order() {
             assert!(
                 made.contains(ns),
                 "{file}: {} {} in namespace {ns} comes before that Namespace in name order",
-                v["kind"],
-                v["metadata"]["name"]
+                v["kind"].as_str().unwrap(),
+                v["metadata"]["name"].as_str().unwrap()
             );
         }
     }
