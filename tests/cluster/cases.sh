@@ -216,6 +216,11 @@ case_node_routes() {
     kubectl delete node nr-a nr-far --wait=true
     wait_for 30 "every fake node's route gone" bash -c "[ -z \"\$(ip -4 route show proto 116)\" ]" \
         || fail "left: $(nr_tern_routes)"
+    # The DaemonSet gave each fake node an agent pod that no kubelet will ever stop; remove them so
+    # later cases see a DaemonSet of this one node.
+    kubectl -n tern delete pod --field-selector "spec.nodeName!=$NODE" --grace-period=0 --force >/dev/null 2>&1 || true
+    wait_for 60 "the DaemonSet back to one node" bash -c \
+        "[ \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig -n tern get pods -o name | wc -l)\" = 1 ]"
 }
 
 # can_i AS VERB RESOURCE [NAMESPACE [NAME [SUBRESOURCE]]]: yes/no as the real authorizer answers.
