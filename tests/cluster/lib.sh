@@ -129,11 +129,6 @@ start_apiserver() {
         --allow-privileged=true --profiling=false --v=1 "$@"
     wait_for 90 "kube-apiserver /readyz" curl -sf --cacert "$d/ca.crt" --cert "$d/admin.crt" \
         --key "$d/admin.key" "$API/readyz"
-    # A restart under a running scheduler and controller manager: their informers, refused while
-    # the new server's RBAC warms up, back off for up to a minute and more under load, and pods
-    # then wait that long to be scheduled or re-created. Restart them too, so a case measures tern.
-    if [ -f "$KT/scheduler/pid" ]; then stop scheduler; start_scheduler; fi
-    if [ -f "$KT/controller-manager/pid" ]; then stop controller-manager; start_controller_manager; fi
 }
 
 start_controller_manager() {
