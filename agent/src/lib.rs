@@ -15,6 +15,7 @@ pub mod plan;
 pub mod routes;
 pub mod run;
 pub mod schedule;
+mod stop_signal;
 pub mod uninstall;
 
 pub use clock::{OffsetClock, SystemClock, WallClock};

@@ -7,8 +7,7 @@
 //! Invariants: only `inet tern_nat` is ever written; stopping the agent leaves the table (pods
 //! keep their egress across a restart); `tern-agent uninstall` removes it ([`remove`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -163,26 +162,7 @@ fn apply(nft: &Nft, r: &Ranges) -> Result<Option<String>, NftError> {
     nft.list_table(FAMILY, TABLE)
 }
 
-struct Shared {
-    stop: AtomicBool,
-    wake: Condvar,
-    sleep: Mutex<()>,
-}
-
-impl Shared {
-    /// Sleeps up to `d`, less when stopping; true when stopping.
-    fn sleep(&self, d: Duration) -> bool {
-        let g = self
-            .sleep
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.stop.load(Ordering::SeqCst) {
-            return true;
-        }
-        let _g = self.wake.wait_timeout(g, d);
-        self.stop.load(Ordering::SeqCst)
-    }
-}
+type Shared = crate::stop_signal::StopSignal;
 
 /// The running egress NAT controller.
 pub struct EgressNat {
@@ -197,11 +177,7 @@ impl EgressNat {
     /// The nft tool is missing (the agent then refuses to start), or the thread cannot start.
     pub fn start(run: RunConfig, cfg: EgressConfig) -> anyhow::Result<EgressNat> {
         let nft = Nft::find().context("--egress-nat")?;
-        let shared = Arc::new(Shared {
-            stop: AtomicBool::new(false),
-            wake: Condvar::new(),
-            sleep: Mutex::new(()),
-        });
+        let shared = Arc::new(Shared::default());
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("egress-nat".into())
@@ -214,11 +190,7 @@ impl EgressNat {
 
     /// Stops the thread; the table stays.
     pub fn stop(mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        {
-            let _g = self.shared.sleep.lock();
-            self.shared.wake.notify_all();
-        }
+        self.shared.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

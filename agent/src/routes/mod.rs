@@ -11,8 +11,7 @@
 //! removes a route, so an API server that is down or a watch that breaks leaves the routes as
 //! they are.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -111,9 +110,7 @@ pub(crate) struct Shared {
     pub(crate) run: RunConfig,
     pub(crate) cfg: RouteConfig,
     pub(crate) stats: Mutex<RouteStats>,
-    pub(crate) stop: AtomicBool,
-    pub(crate) wake: Condvar,
-    pub(crate) sleep: Mutex<()>,
+    pub(crate) stop: crate::stop_signal::StopSignal,
 }
 
 impl Shared {
@@ -125,15 +122,7 @@ impl Shared {
 
     /// Sleeps up to `d`, or less when stopping; true when stopping.
     pub(crate) fn sleep(&self, d: Duration) -> bool {
-        let g = self
-            .sleep
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.stop.load(Ordering::SeqCst) {
-            return true;
-        }
-        let _g = self.wake.wait_timeout(g, d);
-        self.stop.load(Ordering::SeqCst)
+        self.stop.sleep(d)
     }
 }
 
@@ -154,9 +143,7 @@ impl RouteController {
             run,
             cfg,
             stats: Mutex::new(RouteStats::default()),
-            stop: AtomicBool::new(false),
-            wake: Condvar::new(),
-            sleep: Mutex::new(()),
+            stop: crate::stop_signal::StopSignal::default(),
         });
         let s = Arc::clone(&shared);
         let (tx, done) = std::sync::mpsc::channel();
@@ -188,11 +175,7 @@ impl RouteController {
     /// agent restart. A thread blocked on an open watch (until its next event, bookmark or
     /// idle deadline) is waited for 2 s, then left to end on its own.
     pub fn stop(mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        {
-            let _g = self.shared.sleep.lock();
-            self.shared.wake.notify_all();
-        }
+        self.shared.stop.stop();
         if self.done.recv_timeout(Duration::from_secs(2)).is_ok() {
             if let Some(t) = self.thread.take() {
                 let _ = t.join();

@@ -7,7 +7,6 @@
 //! re-list storm across a fleet.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tern_kube::client::nodes::{NodeEntry, WatchEvent};
@@ -125,7 +124,7 @@ impl Loop<'_> {
         )?;
         self.s.stats().watches += 1;
         debug!(resource_version = rv, "watching nodes");
-        while !self.s.stop.load(Ordering::SeqCst) {
+        while !self.s.stop.is_stopped() {
             match w.next_event()? {
                 None => {
                     // The server ended the watch at timeoutSeconds: also a moment to repair
@@ -187,7 +186,7 @@ pub(super) fn run(s: &Shared) {
         last_skipped: Vec::new(),
     };
     info!(node = %s.cfg.node_name, protocol = super::TERN_PROTOCOL, "node routes: starting");
-    while !s.stop.load(Ordering::SeqCst) {
+    while !s.stop.is_stopped() {
         // Credentials are re-read per connection: the kubelet rotates the agent's token.
         let client = match in_cluster_client(&s.run) {
             Ok((c, _)) => c,
