@@ -56,9 +56,10 @@ pub enum Command {
     Uninstall(UninstallArgs),
 }
 
-/// The in-cluster credentials and the CNI service account, shared by `run` and `install`.
+/// Where the API server is and the agent's own credentials: shared by `run`, `install` and
+/// `uninstall` (whose `--if-daemonset-deleted` reads its DaemonSet with them).
 #[derive(Debug, Clone, Args)]
-pub struct CredentialArgs {
+pub struct ApiArgs {
     /// API server (https only) [default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT]
     #[arg(long, value_name = "URL")]
     pub api_server: Option<String>,
@@ -68,6 +69,15 @@ pub struct CredentialArgs {
     /// Namespace of the CNI service account [default: <sa-dir>/namespace, else default]
     #[arg(long, value_name = "NS", env = "POD_NAMESPACE", hide_env_values = true)]
     pub namespace: Option<String>,
+}
+
+/// [`ApiArgs`] and the CNI service account whose tokens are minted: shared by `run` and
+/// `install`.
+#[derive(Debug, Clone, Args)]
+pub struct CredentialArgs {
+    /// The API server and the agent's own credentials.
+    #[command(flatten)]
+    pub api: ApiArgs,
     /// Service account whose tokens are requested
     #[arg(
         long,

@@ -16,16 +16,16 @@ use clap::Args;
 use tern_kube::KubeError;
 use tracing::{info, warn};
 
-use crate::cli::{parse_plugins, CredentialArgs};
+use crate::cli::{parse_plugins, ApiArgs};
 use crate::config::RunConfig;
 use crate::mint::in_cluster_client;
 
 /// `tern-agent uninstall` flags.
 #[derive(Debug, Clone, Args)]
 pub struct UninstallArgs {
-    /// Credentials (used only with --if-daemonset-deleted).
+    /// The API server and the agent's credentials (used only with --if-daemonset-deleted).
     #[command(flatten)]
-    pub credentials: CredentialArgs,
+    pub api: ApiArgs,
     /// Comma-separated plugin file names to remove from --cni-bin-dir
     #[arg(
         long,
@@ -193,7 +193,7 @@ fn daemonset_deleted(cfg: &RunConfig, name: &str) -> anyhow::Result<bool> {
 /// the DaemonSet is being deleted (then nothing changed).
 pub fn main(a: UninstallArgs) -> anyhow::Result<()> {
     if let Some(ds) = &a.if_daemonset_deleted {
-        let cfg = RunConfig::from_credentials(&a.credentials, &|k| std::env::var(k).ok())?;
+        let cfg = RunConfig::from_api(&a.api, &|k| std::env::var(k).ok())?;
         if !daemonset_deleted(&cfg, ds)? {
             info!(daemonset = %ds, "the DaemonSet is not being deleted: tern stays installed");
             return Ok(());

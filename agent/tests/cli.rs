@@ -63,6 +63,30 @@ fn help_for_each_subcommand_exits_zero_and_lists_flags_defaults_and_env() {
             "install --help lacks {needle:?}:\n{install}"
         );
     }
+    // uninstall takes the API server flags (for --if-daemonset-deleted) but none of the CNI
+    // token's: it mints nothing.
+    let out = agent(&["uninstall", "--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let uninstall = text(&out.stdout);
+    for needle in [
+        "--api-server",
+        "--sa-dir",
+        "--if-daemonset-deleted",
+        "--state-dir",
+    ] {
+        assert!(
+            uninstall.contains(needle),
+            "uninstall --help lacks {needle:?}:\n{uninstall}"
+        );
+    }
+    for absent in ["--service-account", "--token-lifetime"] {
+        assert!(
+            !uninstall.contains(absent),
+            "uninstall --help shows {absent:?}:\n{uninstall}"
+        );
+    }
+    let err = fails(&["uninstall", "--token-lifetime", "1h"]);
+    assert!(err.contains("unknown flag --token-lifetime"), "{err}");
     // The top-level usage lists the subcommands and points to their --help.
     let out = agent(&[]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

@@ -9,7 +9,7 @@ use anyhow::bail;
 use clap::Args;
 
 use super::{RunConfig, DEFAULT_KUBECONFIG, DEFAULT_LISTEN, METRICS_ADDRESS_ENV, REFRESH_ENV};
-use crate::cli::{parse_bool, parse_duration, parse_subcommand, CredentialArgs};
+use crate::cli::{parse_bool, parse_duration, parse_subcommand, ApiArgs, CredentialArgs};
 
 /// Environment of `tern-agent run` that has no flag, shown under `--help`.
 pub const RUN_ENV_HELP: &str = "environment:
@@ -175,17 +175,26 @@ impl RunConfig {
     /// Defaults plus the credential flags (shared with `install`); not yet validated.
     ///
     /// # Errors
-    /// No API server can be found, or it is not https.
+    /// As [`RunConfig::from_api`].
     pub fn from_credentials(
         a: &CredentialArgs,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
+        let mut c = RunConfig::from_api(&a.api, env)?;
+        c.cni_service_account.clone_from(&a.service_account);
+        c.token_lifetime = a.token_lifetime;
+        Ok(c)
+    }
+
+    /// Defaults plus the API server flags (shared with `uninstall`); not yet validated.
+    ///
+    /// # Errors
+    /// No API server can be found, or it is not https.
+    pub fn from_api(a: &ApiArgs, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
         let api_server = api_server_from(a.api_server.as_ref(), env)?;
         let namespace = namespace_from(a.namespace.as_ref(), &a.sa_dir);
         let mut c = RunConfig::with_defaults(api_server, namespace);
         c.sa_dir.clone_from(&a.sa_dir);
-        c.cni_service_account.clone_from(&a.service_account);
-        c.token_lifetime = a.token_lifetime;
         Ok(c)
     }
 }
