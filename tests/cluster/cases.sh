@@ -207,7 +207,7 @@ case_node_routes() {
     local before
     before=$(nr_tern_routes)
     [ -n "$before" ] || fail "no route left to watch through the outage"
-    stop apiserver
+    stop_apiserver
     sleep 5
     [ "$(nr_tern_routes)" = "$before" ] || fail "routes changed with the API server down: $(nr_tern_routes)"
     start_apiserver

@@ -25,7 +25,7 @@ case_apiserver_down() {
     ip=$(pod_ip pod-d)
     local sandbox
     sandbox=$(crictl pods --name pod-d -q)
-    stop apiserver
+    stop_apiserver
     # the kubelet cannot learn of a deletion without the API: stop and remove the sandbox as the
     # kubelet would on eviction, through the CRI, which runs tern's DEL
     crictl stopp "$sandbox"
@@ -100,7 +100,7 @@ case_token_revoked() {
 # (<= 1 h, not the 24 h asked for) and the agent plans its next refresh before it expires.
 case_max_token_expiration() {
     local tok lifetime exp next
-    stop apiserver
+    stop_apiserver
     start_apiserver --service-account-max-token-expiration 1h
     kubectl -n tern rollout restart daemonset/tern-agent
     kubectl -n tern rollout status daemonset/tern-agent --timeout=120s
@@ -116,7 +116,7 @@ case_max_token_expiration() {
     [ "$next" -lt "$exp" ] || fail "next refresh $next is not before expiry $exp"
     # the agent refreshes at a quarter to a half of the granted lifetime
     [ $((next - $(jwt_claim "$tok" iat))) -le $((lifetime / 2 + 5)) ] || fail "next refresh later than half the lifetime"
-    stop apiserver
+    stop_apiserver
     start_apiserver
 }
 
@@ -125,7 +125,7 @@ case_max_token_expiration() {
 # pod a token under the new key) brings the node back, and the waiting pod starts.
 case_signing_key_rotated() {
     [ -f "$KT/pki/sa2.key" ] || sa_key sa2
-    stop apiserver
+    stop_apiserver
     stop controller-manager
     SA_KEY=sa2 start_apiserver
     SA_KEY=sa2 start_controller_manager

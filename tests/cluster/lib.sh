@@ -83,13 +83,14 @@ start() {
     echo $! >"$KT/$name/pid"
 }
 
-# stop NAME: SIGTERM, then SIGKILL after 10 s, the process whose pid file is $KT/NAME/pid.
+# stop NAME [SIGNAL]: SIGNAL (default TERM), then SIGKILL after 10 s, the process whose pid file is
+# $KT/NAME/pid.
 stop() {
     local pidf="$KT/$1/pid" pid
     [ -f "$pidf" ] || return 0
     pid=$(cat "$pidf")
     rm -f "$pidf"
-    kill -TERM "$pid" 2>/dev/null || return 0
+    kill -"${2:-TERM}" "$pid" 2>/dev/null || return 0
     for _ in $(seq 1 40); do
         kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.25
@@ -129,6 +130,38 @@ start_apiserver() {
         --allow-privileged=true --profiling=false --v=1 "$@"
     wait_for 90 "kube-apiserver /readyz" curl -sf --cacert "$d/ca.crt" --cert "$d/admin.crt" \
         --key "$d/admin.key" "$API/readyz"
+    settle_after_restart
+}
+
+# stop_apiserver: the API server killed, as in a crash. A SIGTERM'd kube-apiserver stops listening
+# at once but outlived the 10 s grace here, and the longer the outage, the further the clients'
+# list/watch retries back off (client-go: exponential from 0.8 s, capped at 30 s, with jitter).
+stop_apiserver() { stop apiserver KILL; }
+
+# settle_after_restart: after a restart of the API server (the node registered, its kubelet
+# running), waits until a pod can be scheduled, started and deleted again. Seen here after a
+# 13 s outage: the scheduler's and the kubelet's pod watches came back 70-90 s after the server
+# did (their backoff), so a pod created at once waited that long; the cases' own timeouts start
+# after this. The canary is host-network: no CNI call, nothing of tern's to count.
+settle_after_restart() {
+    [ -f "$KT/kubelet/pid" ] || return 0
+    kubectl get node "$NODE" >/dev/null 2>&1 || return 0
+    local p="settle-$RANDOM" t0=$SECONDS
+    kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $p, namespace: default}
+spec:
+  hostNetwork: true
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  nodeSelector: {kubernetes.io/hostname: $NODE}
+  tolerations: [{operator: Exists}]
+  containers: [{name: main, image: $PAUSE_IMAGE, imagePullPolicy: Never}]
+EOF
+    kubectl wait --for=condition=Ready "pod/$p" --timeout=240s >/dev/null
+    kubectl delete pod "$p" --wait=true --timeout=120s >/dev/null
+    log "control plane settled after the API server's restart in $((SECONDS - t0))s"
 }
 
 start_controller_manager() {
@@ -337,6 +370,15 @@ down() {
         grep -qxF "$f" "$KT/preexisting" 2>/dev/null || rm -f "$f"
     done
     rm -f /run/tern/agent.sock /run/tern/metrics.sock && rmdir /run/tern 2>/dev/null || true
+    # tern's state and lease of a sandbox of this tier whose DEL never ran (a case that stopped
+    # midway; the conflist already gone): the next run's uninstall would count it as a tern pod
+    local st id
+    for st in /run/cni/tern/tern/*.json; do
+        grep -qF "\"$KT/" "$st" 2>/dev/null || continue
+        id=$(sed -n 's/^ *"containerId": *"\([0-9a-f]*\)".*/\1/p' "$st")
+        rm -f "$st"
+        [ -n "$id" ] && grep -lx "$id" /var/lib/cni/networks/tern/* 2>/dev/null | xargs -r rm -f
+    done
     [ -d "$KT/aside" ] && for f in "$KT"/aside/*; do [ -e "$f" ] && mv "$f" "$CNI_NET/"; done
     ip link del "$NODE_LINK" 2>/dev/null || true
     # the agent's egress NAT table, unless the machine had one before the run
