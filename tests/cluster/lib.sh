@@ -139,10 +139,11 @@ start_apiserver() {
 stop_apiserver() { stop apiserver KILL; }
 
 # settle_after_restart: after a restart of the API server (the node registered, its kubelet
-# running), waits until a pod can be scheduled, started and deleted again. Seen here after a
-# 13 s outage: the scheduler's and the kubelet's pod watches came back 70-90 s after the server
-# did (their backoff), so a pod created at once waited that long; the cases' own timeouts start
-# after this. The canary is host-network: no CNI call, nothing of tern's to count.
+# running), waits until a pod can be scheduled, started and deleted again. Seen here: after a
+# 13 s outage the scheduler's and the kubelet's pod watches came back 70-90 s after the server
+# did (their backoff), so a pod created at once waited that long; with the server killed, this
+# wait took 14-59 s. The cases' own timeouts start after it. The canary is host-network: no CNI
+# call, nothing of tern's to count.
 settle_after_restart() {
     [ -f "$KT/kubelet/pid" ] || return 0
     kubectl get node "$NODE" >/dev/null 2>&1 || return 0
