@@ -66,7 +66,8 @@ pub struct ApiArgs {
     /// The agent's own token, ca.crt and namespace (re-read per request)
     #[arg(long, value_name = "DIR", default_value = DEFAULT_SA_DIR)]
     pub sa_dir: PathBuf,
-    /// Namespace of the CNI service account [default: <sa-dir>/namespace, else default]
+    /// The agent's namespace: its CNI service account's, and uninstall's DaemonSet's
+    /// [default: <sa-dir>/namespace, else default]
     #[arg(long, value_name = "NS", env = "POD_NAMESPACE", hide_env_values = true)]
     pub namespace: Option<String>,
 }

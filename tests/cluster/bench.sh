@@ -36,8 +36,11 @@ check_node_clean
 trap 'rm -rf "$ref_bins"; down' EXIT
 ref_bins=$(mktemp -d)
 log "bringing up the cluster under $KT"
-(cluster_up) >"$KT/up.log" 2>&1 || { tail -30 "$KT/up.log"; exit 1; }
-(case_install) >"$KT/install.log" 2>&1 || { tail -30 "$KT/install.log"; exit 1; }
+# neither behind `||` nor in an `if`: there the subshell's `set -e` would be off
+set +e; (set -e; cluster_up) >"$KT/up.log" 2>&1; rc=$?; set -e
+[ "$rc" -eq 0 ] || { tail -30 "$KT/up.log"; exit 1; }
+set +e; (set -e; case_install) >"$KT/install.log" 2>&1; rc=$?; set -e
+[ "$rc" -eq 0 ] || { tail -30 "$KT/install.log"; exit 1; }
 
 # The reference chains' plugins under names of their own, so both releases sit in one bin dir.
 declare -A src=([v110]="$GOBIN_DIR/plugins" [deb]=/usr/lib/cni)

@@ -145,7 +145,7 @@ stop_apiserver() { stop apiserver KILL; }
 # wait took 14-59 s. The cases' own timeouts start after it. The canary is host-network: no CNI
 # call, nothing of tern's to count.
 settle_after_restart() {
-    [ -f "$KT/kubelet/pid" ] || return 0
+    kill -0 "$(cat "$KT/kubelet/pid" 2>/dev/null)" 2>/dev/null || return 0
     kubectl get node "$NODE" >/dev/null 2>&1 || return 0
     local p="settle-$RANDOM" t0=$SECONDS
     kubectl apply -f - >/dev/null <<EOF
@@ -160,7 +160,11 @@ spec:
   tolerations: [{operator: Exists}]
   containers: [{name: main, image: $PAUSE_IMAGE, imagePullPolicy: Never}]
 EOF
-    kubectl wait --for=condition=Ready "pod/$p" --timeout=240s >/dev/null
+    if ! kubectl wait --for=condition=Ready "pod/$p" --timeout=240s >/dev/null; then
+        kubectl delete pod "$p" --wait=false >/dev/null 2>&1
+        log "canary pod $p not Ready 240 s after the API server's restart"
+        return 1
+    fi
     kubectl delete pod "$p" --wait=true --timeout=120s >/dev/null
     log "control plane settled after the API server's restart in $((SECONDS - t0))s"
 }
@@ -378,7 +382,8 @@ down() {
         grep -qF "\"$KT/" "$st" 2>/dev/null || continue
         id=$(sed -n 's/^ *"containerId": *"\([0-9a-f]*\)".*/\1/p' "$st")
         rm -f "$st"
-        [ -n "$id" ] && grep -lx "$id" /var/lib/cni/networks/tern/* 2>/dev/null | xargs -r rm -f
+        # a lease is `<containerID>\r\n<ifname>` (host-local's format)
+        [ -n "$id" ] && grep -lxE "$id"$'\r?' /var/lib/cni/networks/tern/* 2>/dev/null | xargs -r rm -f
     done
     [ -d "$KT/aside" ] && for f in "$KT"/aside/*; do [ -e "$f" ] && mv "$f" "$CNI_NET/"; done
     ip link del "$NODE_LINK" 2>/dev/null || true

@@ -56,9 +56,9 @@ run_case() {
 }
 
 log "bringing up the control plane and the node under $KT"
-up_ok=1
-(set -e; cluster_up) >"$KT/up.log" 2>&1 || up_ok=0
-if [ "$up_ok" = 0 ]; then
+# on a line of its own: behind `||` the subshell's `set -e` would be off
+(set -e; cluster_up) >"$KT/up.log" 2>&1
+if [ $? -ne 0 ]; then
     echo "test $TIER::up ... FAILED"
     sed 's/^/    | /' "$KT/up.log" | tail -40
     for c in etcd apiserver containerd crio kubelet; do
