@@ -27,9 +27,11 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
 
     let host_veth = host_veth_name(input.container_id.as_str(), ifname);
     let store = StateStore::new(&conf.state_dir, &input.config.name);
+    // Read once: it says whether ADD masqueraded, and that the veth of this name is ours.
+    let state = store.load(input.container_id.as_str(), ifname);
     // Another network's live attachment with the same (container ID, ifname) owns the veth of
-    // that name; without state of our own, this DEL has no veth to remove.
-    let foreign = if store.exists(input.container_id.as_str(), ifname) {
+    // that name; without state of our own (readable or not), this DEL has no veth to remove.
+    let foreign = if state.is_some() || store.exists(input.container_id.as_str(), ifname) {
         None
     } else {
         store.claimed_elsewhere(input.container_id.as_str(), ifname)
@@ -75,10 +77,7 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
     });
     errors.record(ipam_result);
     // The rules are keyed by (network, container ID, ifname): found without the netns.
-    let masq = conf.ip_masq
-        || store
-            .load(input.container_id.as_str(), ifname)
-            .is_some_and(|s| s.ip_masq);
+    let masq = conf.ip_masq || state.as_ref().is_some_and(|s| s.ip_masq);
     if masq && foreign.is_none() {
         match tern_net::nft::Nft::find() {
             Ok(nft) => {
