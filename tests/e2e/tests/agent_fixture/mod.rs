@@ -13,7 +13,7 @@ use tern_apiserver::ApiServer;
 use tern_net::netns::NetNs;
 use tern_testkit::exec::bin_dir;
 
-use crate::common::{files_under, host_veth, Node};
+use crate::common::{files_under, host_veth, InCluster, Node};
 
 pub const NS: &str = "tern";
 pub const TOKEN_PATH: &str = "/api/v1/namespaces/tern/serviceaccounts/tern-cni/token";
@@ -108,10 +108,7 @@ impl Cluster {
             .arg("--metrics-socket")
             .arg(self.dir("run/metrics.sock"))
             .args(["--listen", "127.0.0.1:0", "--request-timeout", "60s"])
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("KUBERNETES_SERVICE_HOST", addr.ip().to_string())
-            .env("KUBERNETES_SERVICE_PORT", addr.port().to_string())
+            .in_cluster(addr)
             .env("TERN_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

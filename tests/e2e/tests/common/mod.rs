@@ -80,6 +80,21 @@ pub fn machine_keepalive() -> Vec<String> {
         .collect()
 }
 
+/// A `tern-agent` command's environment as in a pod: nothing inherited but `PATH`, and the
+/// in-cluster API server address (`KUBERNETES_SERVICE_HOST`/`_PORT`) of `api`.
+pub trait InCluster {
+    fn in_cluster(&mut self, api: std::net::SocketAddr) -> &mut Self;
+}
+
+impl InCluster for std::process::Command {
+    fn in_cluster(&mut self, api: std::net::SocketAddr) -> &mut Self {
+        self.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("KUBERNETES_SERVICE_HOST", api.ip().to_string())
+            .env("KUBERNETES_SERVICE_PORT", api.port().to_string())
+    }
+}
+
 /// The host veth name tern must use (computed in the test kit, apart from the plugin).
 pub fn host_veth(container_id: &str, ifname: &str) -> String {
     tern_testkit::tern_host_veth(container_id, ifname)
