@@ -148,6 +148,10 @@ pub fn get(
         if taken.contains(&ip) {
             continue;
         }
+        // Canonical ranges never yield one (config's invariant); never reserve one regardless.
+        if !r.contains(ip) {
+            return Err(IpamError::Alloc(format!("{ip} is outside the range {r}")));
+        }
         if store.reserve(ip, id, ifname, set_idx)? {
             return ip_config(ip, r);
         }

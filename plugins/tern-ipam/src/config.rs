@@ -3,8 +3,10 @@
 //! anything touches the disk.
 //!
 //! Invariant: an [`IpamConfig`] only holds canonical ranges: the subnet is a network address with
-//! at least two host bits, `rangeStart <= rangeEnd`, both inside the subnet, one address family per
-//! range set, and no two ranges (in a set or across sets) overlap.
+//! at least two host bits, `rangeStart <= rangeEnd`, both inside the subnet and neither the
+//! network address nor (IPv4) the broadcast address, one address family per range set, and no two
+//! ranges (in a set or across sets) overlap. So every address a range hands out lies inside it
+//! (case-28; host-local accepts a start past the defaulted end and walks out of the subnet).
 
 use std::net::IpAddr;
 use std::path::PathBuf;

@@ -76,7 +76,11 @@ impl Range {
     /// # Errors
     /// host-local's messages: `invalid CIDR address: x`, `invalid IP address: x`, `Network <cidr>
     /// too small to allocate from`, `Network has host bits set. …`, `RangeStart <ip> not in network
-    /// <cidr>`, `RangeEnd …`, `IP <nil> not v4 nor v6` for a missing subnet.
+    /// <cidr>`, `RangeEnd …`, `IP <nil> not v4 nor v6` for a missing subnet. Beyond host-local
+    /// (which accepts these and then hands out addresses outside the range): `RangeStart <ip> is
+    /// the network address of <cidr>, …` (`RangeEnd` too; IPv4 also the broadcast address), and
+    /// `RangeStart <ip> is beyond the range's end <ip> in network <cidr>` when the start lies past
+    /// the defaulted end.
     pub fn canonicalize(raw: &RawRange) -> Result<Range, String> {
         let subnet_s = raw
             .subnet
@@ -118,6 +122,12 @@ impl Range {
             }
             None => next_ip(subnet.network()),
         };
+        if let Some(s) = opt_ip(&raw.range_start)? {
+            check_usable("RangeStart", s, subnet)?;
+        }
+        if let Some(e) = given_end {
+            check_usable("RangeEnd", e, subnet)?;
+        }
         let range_end = match given_end {
             Some(e) => {
                 if !in_subnet(e) || e < range_start {
@@ -127,6 +137,14 @@ impl Range {
             }
             None => last_ip(subnet),
         };
+        // host-local accepts a start past the defaulted end (the IPv4 broadcast address, whose
+        // next address is outside the subnet) and then hands out addresses beyond it
+        // (containernetworking/plugins#1292): refused here, so start <= end always holds.
+        if range_start > range_end {
+            return Err(format!(
+                "RangeStart {range_start} is beyond the range's end {range_end} in network {subnet}"
+            ));
+        }
         Ok(Range {
             subnet,
             range_start,
@@ -217,6 +235,29 @@ impl fmt::Display for RangeSet {
         }
         Ok(())
     }
+}
+
+/// Refuses, as `field` (`RangeStart` or `RangeEnd`), an address that must never be handed out:
+/// the network address of `subnet` (for IPv6 the subnet-router anycast address, RFC 4291
+/// section 2.6.1) and, for IPv4, the broadcast address. `subnet` is /30 (/126) or wider here.
+/// host-local accepts both (containernetworking/plugins#1292, #1295).
+fn check_usable(field: &str, ip: IpAddr, subnet: IpNetwork) -> Result<(), String> {
+    if !same_family(ip, subnet.ip()) || !subnet.contains(ip) {
+        return Ok(()); // reported as "not in network" by the caller
+    }
+    if ip == subnet.network() {
+        return Err(format!(
+            "{field} {ip} is the network address of {subnet}, which is never handed out"
+        ));
+    }
+    if let IpNetwork::V4(n) = subnet {
+        if ip == IpAddr::V4(n.broadcast()) {
+            return Err(format!(
+                "{field} {ip} is the broadcast address of {subnet}, which is never handed out"
+            ));
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn check_syntax(r: &RawRange) -> Result<(), String> {

@@ -102,6 +102,56 @@ fn range_validation_messages_are_host_locals() {
     }
 }
 
+/// case-28: what host-local accepts and then walks out of the range with is refused, naming the
+/// field.
+#[test]
+fn network_broadcast_and_start_past_end_are_refused() {
+    let r = |subnet: &str, start: Option<&str>, end: Option<&str>| RawRange {
+        range_start: start.map(str::to_owned),
+        range_end: end.map(str::to_owned),
+        ..range(subnet)
+    };
+    let top6 = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffc";
+    let cases: Vec<(RawRange, String)> = vec![
+        (
+            r("10.97.8.0/30", Some("10.97.8.3"), None),
+            "RangeStart 10.97.8.3 is the broadcast address of 10.97.8.0/30, which is never handed out".into(),
+        ),
+        (
+            r("10.97.8.0/30", None, Some("10.97.8.0")),
+            "RangeEnd 10.97.8.0 is the network address of 10.97.8.0/30, which is never handed out".into(),
+        ),
+        (
+            r("255.255.255.252/30", Some("255.255.255.255"), None),
+            "RangeStart 255.255.255.255 is the broadcast address of 255.255.255.252/30, which is never handed out".into(),
+        ),
+        (
+            r("10.97.8.0/24", Some("10.97.8.0"), None),
+            "RangeStart 10.97.8.0 is the network address of 10.97.8.0/24, which is never handed out".into(),
+        ),
+        (
+            r("10.97.8.0/24", None, Some("10.97.8.255")),
+            "RangeEnd 10.97.8.255 is the broadcast address of 10.97.8.0/24, which is never handed out".into(),
+        ),
+        (
+            r(&format!("{top6}/126"), None, Some(top6)),
+            format!("RangeEnd {top6} is the network address of {top6}/126, which is never handed out"),
+        ),
+        (
+            r(&format!("{top6}/126"), Some(top6), None),
+            format!("RangeStart {top6} is the network address of {top6}/126, which is never handed out"),
+        ),
+    ];
+    for (raw, want) in cases {
+        assert_eq!(Range::canonicalize(&raw).unwrap_err(), want, "{raw:?}");
+    }
+    // IPv6 has no broadcast address: its last address is handed out, as host-local's default
+    // rangeEnd has it.
+    let last = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff";
+    let ok = Range::canonicalize(&r(&format!("{top6}/126"), Some(last), None)).unwrap();
+    assert_eq!((ok.range_start, ok.range_end), (ip(last), ip(last)));
+}
+
 #[test]
 fn explicit_start_end_gateway_are_kept() {
     let r = Range::canonicalize(&RawRange {
