@@ -182,6 +182,15 @@ impl Error {
         matches!(self, Error::NetnsNotFound { .. })
     }
 
+    /// True when the path no longer names a network namespace: it does not exist
+    /// ([`Error::NetnsNotFound`]), or it is not one ([`Error::NotANetns`]: typically the plain
+    /// file a removed bind mount leaves, `umount /run/netns/x`, case-27). DEL treats both as
+    /// "nothing left inside to undo" and still releases what lives outside the netns; ADD and
+    /// CHECK refuse both (code 8).
+    pub fn is_netns_unusable(&self) -> bool {
+        matches!(self, Error::NetnsNotFound { .. } | Error::NotANetns { .. })
+    }
+
     /// True when the error is a rejected configuration (key, value, allowlist), i.e. the user
     /// must fix the network configuration.
     pub fn is_invalid_config(&self) -> bool {
@@ -207,7 +216,8 @@ impl Error {
     /// | netns not found, not a netns, setns failure, sysctl read failure | 5 |
     ///
     /// Plugins give `EEXIST` on a link `INTERFACE_EXISTS` (100) by matching on [`Error::errno`]
-    /// before calling this; DEL treats [`Error::is_netns_gone`] as success.
+    /// before calling this, and an unusable netns ([`Error::is_netns_unusable`]) 8 on ADD and
+    /// CHECK; DEL treats it as success.
     pub fn cni_code(&self) -> u32 {
         match self {
             e if e.is_invalid_config() => code::INVALID_NETWORK_CONFIG,

@@ -22,6 +22,8 @@ fn open_checks_the_path_is_a_network_namespace() {
     let e = NetNs::open(file.path()).unwrap_err();
     assert!(matches!(e, Error::NotANetns { .. }), "{e}");
     assert!(!e.is_netns_gone());
+    assert!(e.is_netns_unusable(), "{e}");
+    assert!(missing.is_netns_unusable(), "{missing}");
 
     // Another namespace type on nsfs is refused too.
     let e = NetNs::open("/proc/thread-self/ns/mnt").unwrap_err();

@@ -31,7 +31,9 @@ enum Undo {
 /// # Errors
 /// Code 7 for an invalid or disallowed configuration (nothing written), a missing prevResult or
 /// a missing interface (when link attributes or `IFNAME` keys are configured); 103 when the kernel rejects a sysctl value (earlier writes rolled back);
-/// 101 for netlink failures; 104 when the backup cannot be written; 5 when the netns is unusable.
+/// 101 for netlink failures; 104 when the backup cannot be written; 8 when `CNI_NETNS` does not
+/// exist or is not a network namespace (checked before anything is written); 5 when it cannot be
+/// entered.
 pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> {
     let ifname = input.ifname.as_str();
     let conf = TuningConf::from_netconf(&input.config, &input.args)?;
@@ -44,7 +46,7 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
         )
     })?;
 
-    let netns = NetNs::open(&input.netns)?;
+    let netns = NetNs::open(&input.netns).map_err(crate::netns_error)?;
     tern_cni::phase::mark("netns-open");
     // Only link attributes and `IFNAME` keys need the interface; a sysctl-only configuration
     // works on the netns alone, as the reference's does (no netlink socket in the pod either).

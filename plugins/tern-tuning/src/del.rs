@@ -4,8 +4,9 @@
 //! duplicated sysctl keys or unknown `CNI_ARGS` fail ADD, never DEL (CNI spec "DEL": complete
 //! without error even if resources are missing; libcni stops a chain's DEL at the first error,
 //! which would strand the main plugin's veth, state and lease). Succeeds when there is no
-//! backup, when it is unreadable, when the netns is absent or gone (nothing left to restore; the
-//! backup is removed), and when the interface is gone (link attributes skipped). A backup entry
+//! backup, when it is unreadable, when the netns is absent, gone or no longer a netns (a plain
+//! file left by an unmounted bind mount, case-27: nothing left to restore; the backup is
+//! removed), and when the interface is gone (link attributes skipped). A backup entry
 //! that does not validate (a key outside `/proc/sys/net`, a bad value or MAC: only a tampered
 //! or damaged file holds one) is skipped with a warning naming it and never written. Every
 //! valid item is restored independently; the backup is kept, and DEL fails, only when a valid
@@ -30,7 +31,7 @@ use crate::TuningPlugin;
 ///
 /// # Errors
 /// Code 5 listing every valid restore that failed on an interface or sysctl that still exists
-/// (the backup is kept); 5/8 when the netns exists but cannot be entered; 104 when the backup
+/// (the backup is kept); 5 when the netns exists but cannot be opened or entered; 104 when the backup
 /// cannot be read or removed.
 pub fn del(_plugin: &TuningPlugin, input: &DelInput) -> Result<(), Error> {
     let ifname = input.ifname.as_str();
@@ -55,7 +56,12 @@ pub fn del(_plugin: &TuningPlugin, input: &DelInput) -> Result<(), Error> {
     };
     let netns = match input.netns.as_ref().map(NetNs::open) {
         None => return backup::remove(&file),
-        Some(Err(e)) if e.is_netns_gone() => return backup::remove(&file),
+        Some(Err(e)) if e.is_netns_unusable() => {
+            // Gone, or a plain file left by an unmounted bind mount (case-27): the namespace and
+            // everything tuned in it are gone; what is left to undo is the backup.
+            tracing::warn!(error = %e, "DEL: the netns is gone, nothing to restore; backup dropped");
+            return backup::remove(&file);
+        }
         Some(Err(e)) => return Err(e.into()),
         Some(Ok(ns)) => ns,
     };

@@ -5,11 +5,10 @@ use tern_cni::{code, Error};
 /// Maps a `tern-net` error to a CNI error: the crate's mapping (netlink 101, sysctl 7/103), except
 /// that an ADD or CHECK netns that is missing or not a netns is 8 (invalid `CNI_NETNS`).
 pub fn from_net(e: tern_net::Error) -> Error {
-    match &e {
-        tern_net::Error::NetnsNotFound { .. } | tern_net::Error::NotANetns { .. } => {
-            Error::new(code::INVALID_NETNS, e.to_string())
-        }
-        _ => e.to_cni(),
+    if e.is_netns_unusable() {
+        Error::new(code::INVALID_NETNS, e.to_string())
+    } else {
+        e.to_cni()
     }
 }
 
