@@ -1,10 +1,11 @@
 //! ADD: validate everything, back up the previous values, then apply inside the pod netns —
 //! sysctls, MAC, promisc, MTU, allmulti, txqueuelen (the reference's order) — undoing every
-//! applied step if a later one fails.
+//! applied step if a later one fails. `mtu` on a veth is set on its host end too (`peer`).
 //!
 //! Invariants: nothing is written before the whole configuration validated (keys, values,
 //! allowlist, MAC, prevResult, and the link exists when link attributes or `IFNAME` keys need
-//! it; a sysctl-only configuration does not need `CNI_IFNAME` in the netns); the backup exists before the first change;
+//! it; a sysctl-only configuration does not need `CNI_IFNAME` in the netns; with `mtu` on a
+//! veth, its host end is found in the plugin's netns); the backup exists before the first change;
 //! on failure the pod netns is left as it was and a backup this ADD created is removed.
 
 use tern_cni::{AddInput, CniResult, Error};
@@ -14,6 +15,7 @@ use tern_net::sysctl::{self, Allowlist, SysctlKey, SysctlValue};
 
 use crate::backup::{self, Backup};
 use crate::config::{Plan, TuningConf};
+use crate::peer::{self, HostPeer};
 use crate::TuningPlugin;
 
 /// One applied change and how to undo it.
@@ -22,6 +24,7 @@ enum Undo {
     Mac([u8; 6]),
     Promisc(bool),
     Mtu(u32),
+    HostMtu(u32),
     Allmulti(bool),
     Txqlen(u32),
 }
@@ -30,7 +33,8 @@ enum Undo {
 ///
 /// # Errors
 /// Code 7 for an invalid or disallowed configuration (nothing written), a missing prevResult or
-/// a missing interface (when link attributes or `IFNAME` keys are configured); 103 when the kernel rejects a sysctl value (earlier writes rolled back);
+/// a missing interface (when link attributes or `IFNAME` keys are configured), or `mtu` on a veth
+/// whose host end is not in the plugin's netns; 103 when the kernel rejects a sysctl value (earlier writes rolled back);
 /// 101 for netlink failures; 104 when the backup cannot be written; 8 when `CNI_NETNS` does not
 /// exist or is not a network namespace (checked before anything is written); 5 when it cannot be
 /// entered.
@@ -66,12 +70,20 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
         None
     };
     let link = pod_link.as_ref().map(|(_, l)| l);
+    // The veth's host end gets the same MTU (case-26); found, or refused, before any change.
+    let host_peer = match (plan.mtu, link) {
+        (Some(_), Some(l)) => peer::find(l, Some(&result))?,
+        _ => None,
+    };
 
     let _lock = crate::lock::acquire(&conf.data_dir, input)?;
     let file = backup::path(&conf.data_dir, input.container_id.as_str(), ifname);
     let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
     // The backup (of the values read just before) is saved before the first write; with
     // sysctls, read, backup and writes happen on one thread inside the pod netns (one entry).
+    let host_before = host_peer
+        .as_ref()
+        .map(|p| (p.link.name.clone(), p.link.mtu));
     let save_backup = |current: Vec<String>| -> Result<bool, Error> {
         let mut fresh = Backup {
             network: Some(input.config.name.clone()),
@@ -86,6 +98,8 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
                 .mac
                 .and(link.and_then(|l| l.mac.as_ref()).map(format_mac)),
             mtu: plan.mtu.and(link.map(|l| l.mtu)),
+            host_ifname: host_before.as_ref().map(|(n, _)| n.clone()),
+            host_mtu: host_before.as_ref().map(|(_, m)| *m),
             promisc: plan.promisc.and(link.map(|l| l.promisc)),
             allmulti: plan.allmulti.and(link.map(|l| l.allmulti)),
             txqlen: plan.txqlen.and(link.map(|l| l.txqlen)),
@@ -124,9 +138,18 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
         }
         created
     };
-    if let Err(e) = apply(pod_link.as_ref(), &plan, &mut undo) {
-        unwind(&netns, pod_link.as_ref(), undo);
+    if let Err(e) = apply(pod_link.as_ref(), host_peer.as_ref(), &plan, &mut undo) {
+        unwind(&netns, pod_link.as_ref(), host_peer.as_ref(), undo);
         return Err(fail_after_backup(&file, created, e));
+    }
+    if let Some(mtu) = plan.mtu {
+        let host = host_peer.as_ref().map(|p| p.link.name.as_str());
+        for iface in result.interfaces.iter_mut() {
+            let in_pod = !iface.sandbox.as_deref().unwrap_or("").is_empty();
+            if (in_pod && iface.name == ifname) || (!in_pod && Some(iface.name.as_str()) == host) {
+                iface.mtu = Some(mtu);
+            }
+        }
     }
 
     if let Some(mac) = plan.mac {
@@ -158,6 +181,10 @@ fn merge_into(fresh: &mut Backup, existing: Backup) {
     }
     fresh.mac = existing.mac.or(fresh.mac.take());
     fresh.mtu = existing.mtu.or(fresh.mtu);
+    if existing.host_mtu.is_some() {
+        fresh.host_ifname = existing.host_ifname;
+        fresh.host_mtu = existing.host_mtu;
+    }
     fresh.promisc = existing.promisc.or(fresh.promisc);
     fresh.allmulti = existing.allmulti.or(fresh.allmulti);
     fresh.txqlen = existing.txqlen.or(fresh.txqlen);
@@ -167,6 +194,7 @@ fn merge_into(fresh: &mut Backup, existing: Backup) {
 /// sysctls are written before, with the backup.
 fn apply(
     pod_link: Option<&(Handle, Link)>,
+    host_peer: Option<&HostPeer>,
     plan: &Plan,
     undo: &mut Vec<Undo>,
 ) -> Result<(), Error> {
@@ -185,6 +213,11 @@ fn apply(
         undo.push(Undo::Promisc(link.promisc));
     }
     if let Some(mtu) = plan.mtu {
+        // Both ends of a veth, so that neither drops what the other sends (see `peer`).
+        if let Some(p) = host_peer {
+            p.handle.set_mtu(p.link.index, mtu)?;
+            undo.push(Undo::HostMtu(p.link.mtu));
+        }
         handle.set_mtu(idx, mtu)?;
         undo.push(Undo::Mtu(link.mtu));
     }
@@ -200,7 +233,12 @@ fn apply(
 }
 
 /// Undoes applied steps in reverse order; failures are logged (the ADD error is what matters).
-fn unwind(netns: &NetNs, pod_link: Option<&(Handle, Link)>, undo: Vec<Undo>) {
+fn unwind(
+    netns: &NetNs,
+    pod_link: Option<&(Handle, Link)>,
+    host_peer: Option<&HostPeer>,
+    undo: Vec<Undo>,
+) {
     for step in undo.into_iter().rev() {
         let link_step = |f: &dyn Fn(&Handle, u32) -> Result<(), tern_net::Error>| match pod_link {
             Some((handle, link)) => f(handle, link.index),
@@ -221,6 +259,10 @@ fn unwind(netns: &NetNs, pod_link: Option<&(Handle, Link)>, undo: Vec<Undo>) {
             Undo::Mac(m) => link_step(&|h, i| h.set_mac(i, m)),
             Undo::Promisc(b) => link_step(&|h, i| h.set_promisc(i, b)),
             Undo::Mtu(m) => link_step(&|h, i| h.set_mtu(i, m)),
+            Undo::HostMtu(m) => match host_peer {
+                Some(p) => p.handle.set_mtu(p.link.index, m),
+                None => Ok(()),
+            },
             Undo::Allmulti(b) => link_step(&|h, i| h.set_allmulti(i, b)),
             Undo::Txqlen(q) => link_step(&|h, i| h.set_txqlen(i, q)),
         };

@@ -42,6 +42,16 @@ pub struct Backup {
     /// Previous MTU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
+    /// The host end of the pod veth whose MTU ADD set too (see `peer`), by name.
+    #[serde(
+        default,
+        rename = "hostIfname",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub host_ifname: Option<String>,
+    /// The previous MTU of [`Backup::host_ifname`].
+    #[serde(default, rename = "hostMtu", skip_serializing_if = "Option::is_none")]
+    pub host_mtu: Option<u32>,
     /// Previous promiscuous mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promisc: Option<bool>,

@@ -81,6 +81,14 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
             ));
         }
     }
+    let host_end = match plan.mtu {
+        Some(_) => match crate::peer::find(&link, input.config.prev_result.as_ref()) {
+            Ok(Some(p)) => Some(Ok(p)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e.msg)),
+        },
+        None => None,
+    };
     let mut cmp = |what: &str, want: Option<String>, cur: String| {
         if let Some(want) = want {
             if want != cur {
@@ -89,6 +97,14 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
         }
     };
     cmp("mtu", plan.mtu.map(|v| v.to_string()), link.mtu.to_string());
+    // Both ends of a veth (see `peer`).
+    if let Some(Ok(p)) = &host_end {
+        cmp(
+            &format!("mtu of the host end {}", p.link.name),
+            plan.mtu.map(|v| v.to_string()),
+            p.link.mtu.to_string(),
+        );
+    }
     cmp(
         "promisc",
         plan.promisc.map(|v| v.to_string()),
@@ -104,6 +120,9 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
         plan.txqlen.map(|v| v.to_string()),
         link.txqlen.to_string(),
     );
+    if let Some(Err(msg)) = host_end {
+        diffs.push(msg);
+    }
     mismatch(ifname, diffs)
 }
 

@@ -126,6 +126,18 @@ fn restore(netns: &NetNs, ifname: &str, saved: &Backup) -> Result<Vec<String>, E
     if let Some(mtu) = saved.mtu {
         note("MTU", handle.set_mtu(idx, mtu));
     }
+    if let (Some(host), Some(mtu)) = (&saved.host_ifname, saved.host_mtu) {
+        // The veth's host end, if it is still this pod link's peer (see `peer`).
+        match Handle::new().and_then(|h| Ok((h.link_by_name(host)?, h))) {
+            Ok((Some(l), h)) if crate::peer::are_peers(&l, &link) => {
+                note("MTU of the host end", h.set_mtu(l.index, mtu));
+            }
+            Ok(_) => {
+                tracing::warn!(link = %host, "DEL: the veth's host end is gone or no longer its peer; its MTU is not restored")
+            }
+            Err(e) => note("MTU of the host end", Err(e)),
+        }
+    }
     if let Some(mac) = mac {
         note("MAC address", handle.set_mac(idx, mac));
     }

@@ -5,7 +5,8 @@
 //!
 //! Modules: [`config`] (netconf, precedence, validation), [`add`], [`del`], [`check`],
 //! [`status`], [`gc`] (CNI 1.1.0), [`backup`] (the per-attachment backup file), [`lock`] (checks
-//! and the lock before a verb), [`validate`] (`tern-tuning validate FILE`).
+//! and the lock before a verb), [`peer`] (the host end of a pod veth, whose MTU follows the pod
+//! end's), [`validate`] (`tern-tuning validate FILE`).
 
 pub mod add;
 pub mod backup;
@@ -14,6 +15,7 @@ pub mod config;
 pub mod del;
 pub mod gc;
 pub mod lock;
+pub mod peer;
 pub mod status;
 pub mod validate;
 

@@ -32,7 +32,22 @@ fn link_attributes_applied_checked_restored() {
     ] {
         assert!(shown.contains(want), "{want} missing: {shown}");
     }
+    // The veth's host end follows the MTU (found by its ifindex: this prevResult lists no host
+    // interface), and the result reports it (1.1.0).
+    let host_end = || e.hp.host.ip(&["link", "show", &e.peer]);
+    assert!(host_end().contains("mtu 1300"), "{}", host_end());
     assert_eq!(e.check(&conf).status, 0);
+    e.hp.host.ip(&["link", "set", &e.peer, "mtu", "1500"]);
+    let out = e.check(&conf);
+    assert!(
+        out.msg().contains(&format!(
+            "mtu of the host end {}: expected 1300, current 1500",
+            e.peer
+        )),
+        "{}",
+        out.msg()
+    );
+    e.hp.host.ip(&["link", "set", &e.peer, "mtu", "1300"]);
     e.hp.pod.ip(&["link", "set", "eth0", "mtu", "1400"]);
     let out = e.check(&conf);
     assert_eq!(out.code(), Some(106), "{}", out.msg());
@@ -53,6 +68,11 @@ fn link_attributes_applied_checked_restored() {
     assert!(
         !after.contains("PROMISC") && !after.contains("ALLMULTI") && after.contains("mtu 1500"),
         "{after}"
+    );
+    assert!(
+        host_end().contains("mtu 1500"),
+        "host end not restored: {}",
+        host_end()
     );
     let mac_before = before
         .split("link/ether ")
@@ -90,5 +110,34 @@ fn failed_link_attribute_undoes_sysctls_and_earlier_attributes() {
             .nth(1)
             .map(|s| s.split_whitespace().next())
     );
+    assert!(!e.backup_file().exists());
+}
+
+/// `mtu` on a veth whose other end is not in the plugin's netns (here both ends are in the pod):
+/// refused with code 7 before any change, since tern-tuning could not keep both ends equal.
+#[test]
+fn mtu_on_a_veth_without_its_host_end_is_refused() {
+    let e = env("tt-nopeer", "eth1");
+    e.hp.pod.add_veth("eth0", "eth0p");
+    let e = Env {
+        ifname: "eth0".into(),
+        ..e
+    };
+    let conf = e.conf(
+        "1.0.0",
+        json!({"sysctl": {"net.ipv4.tcp_keepalive_time": "607"}, "mtu": 1400}),
+    );
+    let before = e.pod_sysctl("net.ipv4.tcp_keepalive_time");
+    let out = e.add(&conf);
+    assert_eq!(out.code(), Some(7), "{}", out.msg());
+    assert!(
+        out.msg()
+            .contains("the other end of veth eth0 is not in the plugin's network namespace"),
+        "{}",
+        out.msg()
+    );
+    assert!(e.hp.pod.ip(&["link", "show", "eth0"]).contains("mtu 1500"));
+    assert!(e.hp.pod.ip(&["link", "show", "eth0p"]).contains("mtu 1500"));
+    assert_eq!(e.pod_sysctl("net.ipv4.tcp_keepalive_time"), before);
     assert!(!e.backup_file().exists());
 }

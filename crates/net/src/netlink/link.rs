@@ -37,6 +37,12 @@ pub struct Link {
     pub allmulti: bool,
     /// Transmit queue length in packets (`IFLA_TXQLEN`).
     pub txqlen: u32,
+    /// `IFLA_LINK`: for a veth, its peer's ifindex (in the peer's namespace, which
+    /// [`Link::peer_netnsid`] names when it is not this one); `None` when the kernel sends none.
+    pub peer_index: Option<u32>,
+    /// `IFLA_LINK_NETNSID`: the id, in this link's namespace, of the namespace of its
+    /// [`Link::peer_index`]; `None` when that is this namespace.
+    pub peer_netnsid: Option<i32>,
 }
 
 impl Link {
@@ -51,12 +57,16 @@ impl Link {
             promisc: msg.header.flags.contains(LinkFlags::Promisc),
             allmulti: msg.header.flags.contains(LinkFlags::Allmulti),
             txqlen: 0,
+            peer_index: None,
+            peer_netnsid: None,
         };
         for attr in msg.attributes {
             match attr {
                 LinkAttribute::IfName(n) => link.name = n,
                 LinkAttribute::Mtu(m) => link.mtu = m,
                 LinkAttribute::TxQueueLen(q) => link.txqlen = q,
+                LinkAttribute::Link(i) => link.peer_index = Some(i),
+                LinkAttribute::LinkNetNsId(id) => link.peer_netnsid = Some(id),
                 LinkAttribute::Address(a) => link.mac = <[u8; 6]>::try_from(a.as_slice()).ok(),
                 LinkAttribute::LinkInfo(infos) => {
                     for info in infos {

@@ -1,6 +1,7 @@
 //! Shared fixtures of tern-tuning's kernel tests: a fake host and a pod netns with a veth (what a
-//! main plugin leaves behind), the plugin run in-process through the real CNI dispatcher with an
-//! injected environment and allowlist path, and the keepalive sysctls of the default chain.
+//! main plugin leaves behind), the plugin run in-process (on a thread in the fake host, where
+//! the veth's host end is) through the real CNI dispatcher with an injected environment and
+//! allowlist path, and the keepalive sysctls of the default chain.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
@@ -43,6 +44,8 @@ pub struct Env {
     pub plugin: TuningPlugin,
     pub ifname: String,
     pub cid: String,
+    /// The host end of the pod's veth.
+    pub peer: String,
 }
 
 pub fn env(prefix: &str, ifname: &str) -> Env {
@@ -59,6 +62,7 @@ pub fn env(prefix: &str, ifname: &str) -> Env {
         plugin,
         ifname: ifname.to_string(),
         cid: format!("ctr-{prefix}"),
+        peer,
     }
 }
 
@@ -115,15 +119,22 @@ impl Env {
         if let Some(ns) = netns {
             e.insert("CNI_NETNS".into(), ns.display().to_string());
         }
-        let mut stdout = Vec::new();
-        let mut stderr = Vec::new();
-        let status = tern_cni::dispatch(
-            &self.plugin,
-            &e,
-            &mut stdin.as_slice(),
-            &mut stdout,
-            &mut stderr,
-        );
+        // In the fake host, as a runtime runs the chain: the pod veth's host end is there.
+        let host = tern_net::netns::NetNs::open(self.hp.host.path()).unwrap();
+        let (status, stdout) = host
+            .run_in(|| {
+                let mut stdout = Vec::new();
+                let mut stderr = Vec::new();
+                let status = tern_cni::dispatch(
+                    &self.plugin,
+                    &e,
+                    &mut stdin.as_slice(),
+                    &mut stdout,
+                    &mut stderr,
+                );
+                (status, stdout)
+            })
+            .unwrap();
         let json = serde_json::from_slice(&stdout).ok();
         Out { status, json }
     }
