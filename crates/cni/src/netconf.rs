@@ -127,6 +127,9 @@ pub struct NetConf {
     /// Parsed for DEL ([`NetConf::parse_for_del`]): duplicate keys and case variants resolved as
     /// Go does (the last wins) instead of refused, nameservers not checked.
     pub tolerant: bool,
+    /// DEL only: the fields ADD would refuse that [`NetConf::parse_for_del`] dropped (`"<field>:
+    /// <why>"`), to be logged once the log is set up. Empty for other verbs.
+    pub ignored: Vec<String>,
 }
 
 impl NetConf {
@@ -147,10 +150,17 @@ impl NetConf {
     /// Parses a netconf for DEL: as [`NetConf::parse`], except that a key given twice (at any
     /// depth, or as two case variants of a known key) is resolved as the reference does (the
     /// last wins) and `dns` nameservers are not checked, so that a config an older plugin accepted
-    /// at ADD can still be deleted.
+    /// at ADD can still be deleted. And DEL never strands a sandbox (a runtime retries a failed
+    /// DEL forever and keeps the sandbox and its IP meanwhile): every field DEL does not need to
+    /// find what ADD made (`type`, `capabilities`, `ipMasq`, `disableCheck`, `disableGC`,
+    /// `cniVersions`, `runtimeConfig`, `args`, `dns`, `prevResult`, the log settings, an invalid
+    /// `ipam.type` or a non-object `ipam`) is dropped when ADD would refuse its value, listed in
+    /// [`NetConf::ignored`]; [`NetConf::bytes`] then holds the config without them, so a delegate
+    /// (IPAM) can read it and release too.
     ///
     /// # Errors
-    /// As [`NetConf::parse`], less those two refusals.
+    /// Bad JSON or not an object (code 6), a missing or invalid `name` (7) or an unsupported
+    /// `cniVersion` (1): what names the network and the version of the answer.
     pub fn parse_for_del(bytes: Vec<u8>) -> Result<NetConf, Error> {
         NetConf::parse_with(bytes, true)
     }
@@ -184,52 +194,26 @@ impl NetConf {
             check::case_variants(&raw, STANDARD_KEYS, "")?;
         }
         normalize_keys(&mut raw, STANDARD_KEYS);
-        let string_field = |key: &str| -> Result<Option<String>, Error> {
-            match raw.get(key) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(other) => Err(Error::decode(format!(
-                    "error unmarshall network config: {key} must be a string, got {other}"
-                ))),
-            }
-        };
-        let name = string_field("name")?.unwrap_or_default();
+        let name = string_field(&raw, "name")?.unwrap_or_default();
         validate_network_name(&name)?;
-        let version = string_field("cniVersion")?.unwrap_or_else(|| "0.1.0".into());
+        let version = string_field(&raw, "cniVersion")?.unwrap_or_else(|| "0.1.0".into());
         let cni_version = Version::parse_config(&version)?;
-        let plugin_type = check::top_type(&raw)?;
-        let log_level = string_field("logLevel")?;
-        let log_file = string_field("logFile")?;
-        if let Some(f) = log_file.as_deref().filter(|f| !f.is_empty()) {
-            if !f.starts_with('/') {
-                return Err(Error::invalid_config(format!(
-                    "logFile {f:?} is not an absolute path: a plugin's working directory is the runtime's"
-                )));
+        let mut bytes = bytes;
+        let ignored = if tolerant {
+            let ignored = drop_invalid_for_del(&mut raw, cni_version);
+            if !ignored.is_empty() {
+                bytes = serde_json::to_vec(&Value::Object(raw.clone()))
+                    .map_err(|e| Error::decode(format!("error unmarshall network config: {e}")))?;
             }
-        }
-        let log_file_max_bytes = match raw.get("logFileMaxBytes") {
-            None | Some(Value::Null) => None,
-            Some(v) => match v.as_u64() {
-                Some(0) => return Err(Error::invalid_config(
-                    "logFileMaxBytes 0: the log file cap must be at least 1 byte (absent: 10 MiB)",
-                )),
-                Some(n) => Some(n),
-                None => {
-                    return Err(Error::invalid_config(format!(
-                        "logFileMaxBytes {v} is not a whole number of bytes"
-                    )))
-                }
-            },
+            ignored
+        } else {
+            Vec::new()
         };
-        if let Some(l) = log_level.as_deref() {
-            if !["error", "warn", "info", "debug", "trace", ""]
-                .contains(&l.to_ascii_lowercase().as_str())
-            {
-                return Err(Error::invalid_config(format!(
-                    "logLevel {l:?} is not one of error, warn, info, debug, trace"
-                )));
-            }
-        }
+        let plugin_type = match raw.get("type") {
+            None if tolerant => String::new(),
+            _ => check::top_type(&raw)?,
+        };
+        let (log_level, log_file, log_file_max_bytes) = log_settings(&raw)?;
         let runtime_config = object_or_empty(raw.get("runtimeConfig"), "runtimeConfig")?;
         let mut args = object_or_empty(raw.get("args"), "args")?;
         if !tolerant {
@@ -269,6 +253,7 @@ impl NetConf {
             log_file_max_bytes,
             bytes,
             tolerant,
+            ignored,
         })
     }
 
@@ -315,4 +300,126 @@ impl NetConf {
         raw.insert("runtimeConfig".into(), Value::Object(rc));
         serde_json::to_vec(&Value::Object(raw)).map_err(|e| Error::decode(e.to_string()))
     }
+}
+
+fn string_field(raw: &Map<String, Value>, key: &str) -> Result<Option<String>, Error> {
+    match raw.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(Error::decode(format!(
+            "error unmarshall network config: {key} must be a string, got {other}"
+        ))),
+    }
+}
+
+/// `logLevel`, `logFile` and `logFileMaxBytes`, in that order.
+type LogSettings = (Option<String>, Option<String>, Option<u64>);
+
+/// `logLevel`, `logFile` and `logFileMaxBytes`, validated.
+///
+/// # Errors
+/// Code 6 for a wrong JSON type; code 7 for a relative `logFile`, a zero or fractional
+/// `logFileMaxBytes`, an unknown `logLevel`.
+fn log_settings(raw: &Map<String, Value>) -> Result<LogSettings, Error> {
+    let log_level = string_field(raw, "logLevel")?;
+    let log_file = string_field(raw, "logFile")?;
+    if let Some(f) = log_file.as_deref().filter(|f| !f.is_empty()) {
+        if !f.starts_with('/') {
+            return Err(Error::invalid_config(format!(
+                    "logFile {f:?} is not an absolute path: a plugin's working directory is the runtime's"
+                )));
+        }
+    }
+    let log_file_max_bytes =
+        match raw.get("logFileMaxBytes") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(0) => return Err(Error::invalid_config(
+                    "logFileMaxBytes 0: the log file cap must be at least 1 byte (absent: 10 MiB)",
+                )),
+                Some(n) => Some(n),
+                None => {
+                    return Err(Error::invalid_config(format!(
+                        "logFileMaxBytes {v} is not a whole number of bytes"
+                    )))
+                }
+            },
+        };
+    if let Some(l) = log_level.as_deref() {
+        if !["error", "warn", "info", "debug", "trace", ""]
+            .contains(&l.to_ascii_lowercase().as_str())
+        {
+            return Err(Error::invalid_config(format!(
+                "logLevel {l:?} is not one of error, warn, info, debug, trace"
+            )));
+        }
+    }
+    Ok((log_level, log_file, log_file_max_bytes))
+}
+
+/// DEL only (see [`NetConf::parse_for_del`]): removes from `raw` every field DEL does not need
+/// whose value ADD would refuse; returns `"<field>: <why>"` for each.
+fn drop_invalid_for_del(raw: &mut Map<String, Value>, version: Version) -> Vec<String> {
+    let mut dropped = Vec::new();
+    let drop_key =
+        |raw: &mut Map<String, Value>, key: &str, e: Error, dropped: &mut Vec<String>| {
+            raw.remove(key);
+            dropped.push(format!("{key}: {}", e.msg));
+        };
+    if raw.contains_key("type") {
+        if let Err(e) = check::top_type(raw) {
+            drop_key(raw, "type", e, &mut dropped);
+        }
+    }
+    for key in [
+        "capabilities",
+        "ipMasq",
+        "disableCheck",
+        "disableGC",
+        "cniVersions",
+    ] {
+        let one: Map<String, Value> = raw
+            .get(key)
+            .map(|v| (key.to_owned(), v.clone()))
+            .into_iter()
+            .collect();
+        if let Err(e) = check::standard_types(&one, &Map::new()) {
+            drop_key(raw, key, e, &mut dropped);
+        }
+    }
+    for key in ["runtimeConfig", "args", "ipam"] {
+        if let Err(e) = object_or_empty(raw.get(key), key) {
+            drop_key(raw, key, e, &mut dropped);
+        }
+    }
+    if let Some(Value::Object(args)) = raw.get("args") {
+        let mut args = args.clone();
+        normalize_keys(&mut args, &["cni"]);
+        if let Err(e) = object_or_empty(args.get("cni"), "args.cni") {
+            drop_key(raw, "args", e, &mut dropped);
+        }
+    }
+    if let Some(Value::Object(ipam)) = raw.get_mut("ipam") {
+        if let Err(e) = check::standard_types(&Map::new(), ipam) {
+            ipam.remove("type");
+            dropped.push(format!("ipam.type: {}", e.msg));
+        }
+    }
+    if let Some(v) = raw.get("dns").filter(|v| !v.is_null()) {
+        if let Err(e) = check::dns("dns", v, false) {
+            drop_key(raw, "dns", e, &mut dropped);
+        }
+    }
+    if let Some(v) = raw.get("prevResult").filter(|v| !v.is_null()) {
+        if let Err(e) = CniResult::from_prev_result(v, version) {
+            drop_key(raw, "prevResult", e, &mut dropped);
+        }
+    }
+    if let Err(e) = log_settings(raw) {
+        for key in ["logLevel", "logFile", "logFileMaxBytes"] {
+            raw.remove(key);
+        }
+        dropped.push(format!("logLevel, logFile, logFileMaxBytes: {}", e.msg));
+    }
+    dropped
 }

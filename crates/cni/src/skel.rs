@@ -188,6 +188,13 @@ fn run<P: Plugin + ?Sized>(
         config.log_file_max_bytes,
     );
     crate::phase::mark("log-init");
+    if !config.ignored.is_empty() {
+        // DEL reads only what it needs to find and release what ADD made (parse_for_del).
+        tracing::warn!(
+            ignored = %config.ignored.join("; "),
+            "DEL: ignoring fields it does not need, whose values ADD refuses"
+        );
+    }
     let v = config.cni_version;
     match command {
         Verb::Check if !v.allows_check() => {

@@ -2,7 +2,10 @@
 //! (containerID, ifname) leases, else the legacy ID-only ones). `last_reserved_ip.*` is untouched.
 //!
 //! Invariant: idempotent. A missing network directory, or no lease, is success; the ranges are
-//! not validated, so a DEL still works if the config's ranges became invalid.
+//! not validated, so a DEL still works if the config's ranges became invalid. DEL never strands a
+//! sandbox: it reads only the network name and `ipam.dataDir`, and when those cannot locate a
+//! store (no `ipam` object, `dataDir` not a string: ADD refuses such a config before reserving
+//! anything) it logs why and succeeds.
 
 use tern_cni::DelInput;
 
@@ -13,10 +16,16 @@ use crate::store::Store;
 /// Runs DEL for `input`.
 ///
 /// # Errors
-/// `IPAM config missing 'ipam' key`; store errors; [`IpamError::Teardown`] listing the leases
-/// that could not be removed (the others are removed anyway).
+/// Store errors; [`IpamError::Teardown`] listing the leases that could not be removed (the others
+/// are removed anyway).
 pub fn del(input: &DelInput) -> Result<(), IpamError> {
-    let loc = StoreLocation::load(&input.config)?;
+    let loc = match StoreLocation::load(&input.config) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "DEL: no lease store to look in; nothing to release");
+            return Ok(());
+        }
+    };
     let Some(store) = Store::open_existing(&loc)? else {
         return Ok(());
     };

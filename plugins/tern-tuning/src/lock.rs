@@ -36,10 +36,14 @@ pub fn acquire<N>(data_dir: &Path, input: &AttachmentInput<N>) -> Result<Attachm
     take(data_dir, input)
 }
 
-/// DEL: the lock when it can be had; `None` when no backup could exist (see [`acquire`]).
+/// DEL: the lock when it can be had; `None` when no backup could exist (see [`acquire`]), and
+/// when `dataDir` does not exist: no ADD has locked or written there, and DEL creates nothing.
 pub fn prepare_del<N>(input: &AttachmentInput<N>) -> Option<AttachmentLock> {
     let dir = data_dir_for_del(&input.config).ok()?;
     check_storable(&dir, &backup_name(input), "backup").ok()?;
+    if !dir.is_dir() {
+        return None;
+    }
     take(&dir, input)
         .map_err(|e| tracing::warn!(error = %e, "DEL without the attachment lock"))
         .ok()

@@ -10,7 +10,7 @@ use tern_cni::lock::{check_storable, AttachmentLock};
 use tern_cni::{AddInput, AttachmentInput, CniArgs, DelInput, Error};
 
 use crate::codes::state_io;
-use crate::config::TernConf;
+use crate::config::{DelConf, TernConf};
 
 /// The IPAM types that read `CNI_ARGS` as host-local does: `IP` and `IgnoreUnknown` only,
 /// anything else refused unless `IgnoreUnknown` is set.
@@ -73,24 +73,27 @@ pub fn prepare_add(input: &AddInput) -> Result<AttachmentLock, Error> {
     check_storable(&dir, &state_name(cid, ifname), "attachment state")?;
     check_cni_args(&input.args, &conf.ipam_type)?;
     tern_cni::phase::mark("checks");
-    lock(&conf, input)
+    lock(&dir, input)
 }
 
 /// DEL: the lock when it can be had; `None` when the state could not exist (names too long,
-/// `stateDir` unusable: DEL treats that state as gone, so there is nothing to serialise with).
-pub fn prepare_del(input: &DelInput) -> Option<AttachmentLock> {
-    let conf = TernConf::from_netconf(&input.config).ok()?;
-    let dir = conf.state_dir.join(&input.config.name);
+/// `stateDir` unusable: DEL treats that state as gone, so there is nothing to serialise with),
+/// and when the network's state directory does not exist (no ADD has locked or written there;
+/// DEL creates nothing).
+pub fn prepare_del(input: &DelInput, conf: &DelConf) -> Option<AttachmentLock> {
+    let dir = conf.state_dir.as_ref()?.join(&input.config.name);
     let name = state_name(input.container_id.as_str(), input.ifname.as_str());
     check_storable(&dir, &name, "attachment state").ok()?;
-    lock(&conf, input)
+    if !dir.is_dir() {
+        return None;
+    }
+    lock(&dir, input)
         .map_err(|e| tracing::warn!(error = %e, "DEL without the attachment lock"))
         .ok()
 }
 
-fn lock<N>(conf: &TernConf, input: &AttachmentInput<N>) -> Result<AttachmentLock, Error> {
-    let dir = conf.state_dir.join(&input.config.name);
-    AttachmentLock::acquire(&dir, input.container_id.as_str(), input.ifname.as_str())
+fn lock<N>(dir: &std::path::Path, input: &AttachmentInput<N>) -> Result<AttachmentLock, Error> {
+    AttachmentLock::acquire(dir, input.container_id.as_str(), input.ifname.as_str())
         .map_err(|e| state_io(&format!("lock attachment in {}", dir.display()), e))
 }
 

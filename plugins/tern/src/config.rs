@@ -169,6 +169,56 @@ impl TernConf {
     }
 }
 
+/// What DEL needs of the netconf to find and release what ADD made, read leniently: DEL never
+/// strands a sandbox (a runtime retries a failed DEL forever, and the kubelet keeps the sandbox
+/// and its IP meanwhile), so nothing here is refused. A value ADD would refuse is `None` and the
+/// step that needs it is skipped with a warning (ADD refused that config before making anything).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DelConf {
+    /// `stateDir` (default [`DEFAULT_STATE_DIR`]); `None` when not an absolute path string.
+    pub state_dir: Option<PathBuf>,
+    /// `ipam.type`; `None` when missing, not a plugin name, or tern itself.
+    pub ipam_type: Option<String>,
+    /// `ipMasq` when a boolean, else false (the attachment's state records what ADD did).
+    pub ip_masq: bool,
+}
+
+impl DelConf {
+    /// Reads `stateDir`, `ipam.type` and `ipMasq` from `conf`, logging what it cannot use.
+    pub fn from_netconf(conf: &NetConf) -> DelConf {
+        let mut raw = conf.raw.clone();
+        tern_cni::netconf::normalize_keys(&mut raw, &["stateDir"]);
+        let state_dir = match raw.get("stateDir") {
+            None | Some(Value::Null) => Some(PathBuf::from(DEFAULT_STATE_DIR)),
+            Some(Value::String(s)) if absolute("stateDir", s).is_ok() => Some(PathBuf::from(s)),
+            Some(other) => {
+                tracing::warn!(state_dir = %other, "DEL: stateDir unusable: no state to find (ADD refuses this config)");
+                None
+            }
+        };
+        let ipam_type = match conf.ipam_type() {
+            Ok(t) if t != conf.plugin_type && !SELF_TYPES.contains(&t) => Some(t.to_owned()),
+            Ok(t) => {
+                tracing::warn!(ipam_type = %t, "DEL: ipam.type is not an IPAM plugin: no IPAM release");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "DEL: no usable ipam.type: no IPAM release");
+                None
+            }
+        };
+        DelConf {
+            state_dir,
+            ipam_type,
+            ip_masq: conf
+                .raw
+                .get("ipMasq")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        }
+    }
+}
+
 /// Plugin types that are not IPAM plugins and must never be delegated to.
 const SELF_TYPES: &[&str] = &["tern", "tern-tuning"];
 

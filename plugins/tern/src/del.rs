@@ -3,46 +3,64 @@
 //!
 //! Invariants: never needs the netns (it may be gone or `CNI_NETNS` empty), never needs
 //! `prevResult`, never calls the API server, and keeps going after a failed step; a repeated DEL
-//! succeeds.
+//! succeeds. Reads only what it needs of the netconf (`DelConf`: `stateDir`, `ipam.type`,
+//! `ipMasq`, with the network name, container ID and ifname): a netconf ADD refuses (`"mtu":
+//! 70000`, a bad `ipMasqBackend`, ...) never makes it fail, or a runtime would retry it forever
+//! and keep the sandbox.
 
 use tern_cni::{DelInput, Error, Verb};
 use tern_net::netlink::Handle;
 
 use crate::codes::{from_net, state_io};
-use crate::config::TernConf;
+use crate::config::DelConf;
 use crate::naming::host_veth_name;
 use crate::state::StateStore;
 use crate::teardown::Teardown;
 
-/// Runs DEL for one attachment.
+/// Runs DEL for one attachment with what it needs of the netconf (`conf`, read leniently: a
+/// netconf ADD refuses never makes DEL fail, see [`DelConf`]).
 ///
 /// # Errors
 /// Only when something that exists could not be removed, after every step was tried: the
 /// first failure's code (IPAM's error keeps its own), every failure's message
 /// ([`Teardown::finish`]).
-pub fn del(input: &DelInput) -> Result<(), Error> {
-    let conf = TernConf::from_netconf(&input.config)?;
+pub fn del(input: &DelInput, conf: &DelConf) -> Result<(), Error> {
     let ifname = input.ifname.as_str();
+    let cid = input.container_id.as_str();
     let mut errors = Teardown::new();
 
-    let host_veth = host_veth_name(input.container_id.as_str(), ifname);
-    let store = StateStore::new(&conf.state_dir, &input.config.name);
+    let host_veth = host_veth_name(cid, ifname);
+    let store = conf
+        .state_dir
+        .as_ref()
+        .map(|d| StateStore::new(d, &input.config.name));
     // Read once: it says whether ADD masqueraded, and that the veth of this name is ours.
-    let state = store.load(input.container_id.as_str(), ifname);
+    let state = store.as_ref().and_then(|s| s.load(cid, ifname));
     // Another network's live attachment with the same (container ID, ifname) owns the veth of
     // that name; without state of our own (readable or not), this DEL has no veth to remove.
-    let foreign = if state.is_some() || store.exists(input.container_id.as_str(), ifname) {
-        None
-    } else {
-        store.claimed_elsewhere(input.container_id.as_str(), ifname)
+    // Without a usable stateDir, ADD refused this config before making a veth: none is ours.
+    let foreign = match &store {
+        None => Some("(unknown: stateDir unusable)".to_owned()),
+        Some(_) if state.is_some() => None,
+        Some(s) if s.exists(cid, ifname) => None,
+        Some(s) => s.claimed_elsewhere(cid, ifname),
     };
-    let ipam = crate::ipam::delegate(input.delegate(&conf.ipam_type));
+    let ipam = conf
+        .ipam_type
+        .as_ref()
+        .map(|t| crate::ipam::delegate(input.delegate(t)));
     // IPAM DEL runs beside the host veth deletion (the kernel's part, which waits for RCU grace
     // periods, is the slowest step): the two touch nothing in common. Both are always waited for.
-    let release = || ipam.exec(Verb::Del, &input.config.bytes);
+    // `config.bytes` is the netconf without the fields DEL ignored, so the IPAM plugin can read it.
+    let release = || match &ipam {
+        Some(ipam) => ipam.exec(Verb::Del, &input.config.bytes),
+        None => Ok(()), // no usable ipam.type: ADD refused this config before IPAM ran
+    };
     let delete_veth = |errors: &mut Teardown| {
         if let Some(other) = &foreign {
-            tracing::warn!(link = %host_veth, network = %other, "host veth belongs to another network: left alone");
+            if store.is_some() {
+                tracing::warn!(link = %host_veth, network = %other, "host veth belongs to another network: left alone");
+            }
             return;
         }
         match Handle::new() {
@@ -57,14 +75,14 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
             Err(e) => errors.push(from_net(e)),
         }
     };
+    let ipam_name = conf.ipam_type.as_deref().unwrap_or("");
     let ipam_result = std::thread::scope(|s| {
         match std::thread::Builder::new().spawn_scoped(s, release) {
             Ok(released) => {
                 delete_veth(&mut errors);
                 released.join().unwrap_or_else(|_| {
                     Err(Error::io(format!(
-                        "IPAM plugin {} panicked during DEL",
-                        conf.ipam_type
+                        "IPAM plugin {ipam_name} panicked during DEL"
                     )))
                 })
             }
@@ -81,21 +99,18 @@ pub fn del(input: &DelInput) -> Result<(), Error> {
     if masq && foreign.is_none() {
         match tern_net::nft::Nft::find() {
             Ok(nft) => {
-                errors.record(crate::masq::remove(
-                    &nft,
-                    &input.config.name,
-                    input.container_id.as_str(),
-                    ifname,
-                ));
+                errors.record(crate::masq::remove(&nft, &input.config.name, cid, ifname));
             }
             // No tool, no rules: nothing of ours can be left.
             Err(e) => tracing::warn!(error = %e, "ipMasq: no masquerade rules to remove"),
         }
     }
-    errors.record(
-        store
-            .remove(input.container_id.as_str(), ifname)
-            .map_err(|e| state_io("remove attachment state", e)),
-    );
+    if let Some(store) = &store {
+        errors.record(
+            store
+                .remove(cid, ifname)
+                .map_err(|e| state_io("remove attachment state", e)),
+        );
+    }
     errors.finish()
 }

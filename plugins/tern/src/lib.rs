@@ -47,8 +47,9 @@ impl Plugin for Tern {
     }
 
     fn del(&self, input: &DelInput) -> Result<(), Error> {
-        let _lock = attachment::prepare_del(input);
-        del::del(input)
+        let conf = config::DelConf::from_netconf(&input.config);
+        let _lock = attachment::prepare_del(input, &conf);
+        del::del(input, &conf)
     }
 
     fn check(&self, input: &CheckInput) -> Result<(), Error> {

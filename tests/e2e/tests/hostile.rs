@@ -4,7 +4,9 @@
 //! send most of it: it re-marshals each plugin's config through a Go map, collapsing duplicate
 //! keys): every hostile netconf is refused with its code before anything is written — no lease,
 //! no state, no backup, no directory, no veth, no sysctl — by tern (with host-local and with
-//! tern-ipam), tern-tuning and tern-ipam; and chaining across spec versions. Needs root.
+//! tern-ipam), tern-tuning and tern-ipam; DEL of each exits 0 and writes nothing (DEL never
+//! strands a sandbox), and an attachment is released through libcni after its conflist changed
+//! to one ADD refuses; and chaining across spec versions. Needs root.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -201,4 +203,140 @@ fn tern_tuning_converts_a_prev_result_of_another_version() {
     }
     ok(&node.tool.del(pod.path()).unwrap(), "tern DEL");
     node.assert_nothing_left(&result_addrs(&result));
+}
+
+/// DEL never strands a sandbox: a runtime calls DEL after every failed ADD, with the same netconf,
+/// and retries a failed DEL forever (the kubelet keeps the sandbox and its IP meanwhile). For every
+/// netconf of the corpus that ADD refuses, DEL of each plugin with the same bytes exits 0 with
+/// nothing on stdout, writes nothing (ADD made nothing to release; only Debian's host-local, as
+/// tern's delegate, makes its own directory and lock), and a repeated DEL exits 0 too. The count
+/// is printed.
+#[test]
+fn del_of_every_netconf_add_refused_exits_0_and_leaves_nothing() {
+    let mut node = Node::new("hostile-del");
+    let etc = node.private_allowlist(Some(&["net.ipv4.tcp_keepalive_.*"]));
+    let pod = node.pod("hostile-del");
+    let tuned = node.pod("hostile-del-t");
+    tuned.add_veth("eth0", "hostile-dp");
+    let before_keepalive = keepalive_of(&tuned);
+    let scratch = node.tool.scratch().to_path_buf();
+    let (mut refused, mut tolerated) = (0, 0);
+    let mut failures = Vec::new();
+    for (plugin, base) in bases(&node, &tuned.path()) {
+        let netns = if plugin == "tern-tuning" {
+            tuned.path()
+        } else {
+            pod.path()
+        };
+        let label = format!("{plugin}/{}", base["ipam"]["type"]);
+        for (what, bytes, _) in hostile::netconfs(&base) {
+            let before = tree(&scratch);
+            let call = |verb: &str| {
+                node.call(plugin, verb)
+                    .etc_cni(&etc)
+                    .container_id("hostile2")
+                    .netns(&netns)
+                    .stdin(bytes.clone())
+                    .run()
+                    .unwrap()
+            };
+            let add = call("ADD");
+            assert!(!add.success(), "{label} {what}: ADD accepted");
+            refused += 1;
+            let mut ok_both = true;
+            for round in ["DEL", "repeated DEL"] {
+                let del = call("DEL");
+                if !del.success() || !del.stdout.is_empty() {
+                    ok_both = false;
+                    failures.push(format!(
+                        "{label} {what}: {round}: {}",
+                        del.stdout_str().trim()
+                    ));
+                    break;
+                }
+            }
+            let after = tree(&scratch);
+            // Debian's host-local (the reference, not tern) makes its network directory and
+            // `lock` on every DEL: not tern's doing, and no lease.
+            let host_locals = |p: &&PathBuf| {
+                base["ipam"]["type"] == "host-local"
+                    && p.starts_with(node.data_dir())
+                    && (p.is_dir() || p.file_name().is_some_and(|n| n == "lock"))
+            };
+            let new: Vec<&PathBuf> = after
+                .difference(&before)
+                .filter(|p| !host_locals(p))
+                .collect();
+            if !new.is_empty() {
+                ok_both = false;
+                failures.push(format!("{label} {what}: DEL wrote {new:?}"));
+            }
+            for p in after.difference(&before).collect::<Vec<_>>().iter().rev() {
+                let _ = std::fs::remove_file(p).or_else(|_| std::fs::remove_dir(p));
+            }
+            if ok_both {
+                tolerated += 1;
+            }
+        }
+    }
+    assert!(
+        !node
+            .links()
+            .iter()
+            .any(|l| l["ifname"].as_str().is_some_and(|n| n.starts_with("tern"))),
+        "a tern veth exists"
+    );
+    assert_eq!(keepalive_of(&tuned), before_keepalive, "sysctls changed");
+    node.assert_nothing_left(&[]);
+    eprintln!("hostile netconfs refused at ADD: {refused}; DEL (twice) exited 0 for {tolerated}");
+    assert!(
+        failures.is_empty(),
+        "{} of {refused} DELs failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The sandbox that could never be torn down: an attachment made with a valid C0 (tern
+/// with tern-ipam and `ipMasq`, then tern-tuning), then its conflist changed so that ADD refuses
+/// it (`"mtu": 70000`, `"ipMasqBackend": "iptables"`, tern-tuning `"mtu": "big"`). DEL through
+/// libcni reads only what it needs: exit 0, everything released (lease, veth, route, state,
+/// backup, masquerade rule, libcni's cache entry), and a repeated DEL exits 0.
+#[test]
+fn del_through_libcni_releases_despite_fields_add_refuses() {
+    let mut node = Node::new("del-lenient");
+    let mut list = node.c0("1.0.0");
+    list["plugins"][0]["ipam"]["type"] = json!("tern-ipam");
+    list["plugins"][0]["ipMasq"] = json!(true);
+    node.tool.write_conflist(&list).unwrap();
+    let pod = node.pod("del-lenient");
+    let add = node.tool.add(pod.path()).unwrap();
+    ok(&add, "ADD of the valid chain");
+    let addrs = result_addrs(add.json.as_ref().unwrap());
+    assert!(!node.reservations().is_empty() && !node.state_files().is_empty());
+    list["plugins"][0]["mtu"] = json!(70000);
+    list["plugins"][0]["ipMasqBackend"] = json!("iptables");
+    list["plugins"][1]["mtu"] = json!("big");
+    node.tool.write_conflist(&list).unwrap();
+    let other = node.pod("del-lenient-2");
+    let refused = node.tool.add(other.path()).unwrap();
+    assert!(!refused.success(), "ADD must refuse the changed conflist");
+    for round in ["DEL", "repeated DEL"] {
+        let del = node.tool.del(pod.path()).unwrap();
+        ok(&del, &format!("{round} with a conflist ADD refuses"));
+        node.assert_nothing_left(&addrs);
+        let rules = node
+            .host
+            .exec(&["nft", "list", "chain", "inet", "tern_ipmasq", "masq"]);
+        let text = String::from_utf8_lossy(&rules.stdout);
+        assert!(
+            !text.contains("comment"),
+            "{round}: masquerade rules left:\n{text}"
+        );
+        assert!(
+            files_under(&node.tool.cache_dir()).is_empty(),
+            "{round}: libcni cache entry left"
+        );
+    }
+    assert!(!pod.has_link("eth0"), "the pod end is left");
 }
