@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# tests/cluster/node.sh — the real-cluster tier's node, as shell: bring-up, teardown and the
+# component functions the cases call (restart the API server, stop the kubelet, ...).
+#
+# Usage (root): bash tests/cluster/node.sh up | down | vars | FUNCTION [ARG ...]
+#   up       tears down a previous instance under $KT, refuses to run over another tern install
+#            (check_node_clean), then brings up the control plane and the node (cluster_up)
+#   down     tears everything down (lib.sh's `down`)
+#   vars     prints the layout as KEY=VALUE lines (what the cases in tests/cluster/tests read)
+#   FUNCTION a function of lib.sh, pki.sh or crio.sh with its arguments (e.g. start_apiserver
+#            --service-account-max-token-expiration 1h)
+# The Rust cases (tests/cluster/tests/cluster) run it; nothing else in this tier is shell.
+#
+# Every command runs under errexit, and nothing here calls a function behind `||`, `&&`, `!` or
+# `if` (bash turns errexit off inside such a call): a failing step fails the whole call.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=lib.sh
+. "$ROOT/tests/cluster/lib.sh"
+
+[ "$#" -gt 0 ] || { echo "usage: node.sh up | down | vars | FUNCTION [ARG ...]" >&2; exit 2; }
+cmd=$1
+shift
+case "$cmd" in
+    up)
+        if [ -d "$KT" ]; then down; fi
+        check_node_clean
+        mkdir -p "$KT"
+        cluster_up
+        ;;
+    vars)
+        for v in ROOT KT GOBIN_DIR K8S_BIN NODE NODE_IP API_PORT API CLUSTER_CIDR SERVICE_CIDR \
+            PAUSE_IMAGE TERN_IMAGE CRITEST_REGISTRY RUNTIME CRI_SOCK CNI_BIN CNI_NET NR_LINK; do
+            printf '%s=%s\n' "$v" "${!v}"
+        done
+        ;;
+    *) "$cmd" "$@" ;;
+esac
