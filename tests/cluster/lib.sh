@@ -35,7 +35,7 @@ SERVICE_CIDR=10.99.220.0/24
 SA_ISSUER="https://kubernetes.default.svc.cluster.local"
 PAUSE_IMAGE="localhost/tern-pause:test"
 TERN_IMAGE="${TERN_IMAGE:-ghcr.io/tern-cni/tern:0.1.0}"
-CRITEST_REGISTRY=127.0.0.1:15000 # the critest case's local registry (critest.sh)
+CRITEST_REGISTRY=127.0.0.1:15000 # the critest case's local registry (tests/cluster/tests/cluster/critest.rs)
 RUNTIME="${TERN_CLUSTER_RUNTIME:-containerd}"
 case "$RUNTIME" in
     containerd) CRI_SOCK="$KT/containerd/containerd.sock" ;;
