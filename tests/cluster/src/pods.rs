@@ -264,3 +264,30 @@ fn token_of(text: &str) -> Option<((usize, usize), &str)> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_of_finds_the_users_token_quoted_or_not() {
+        let kc = "users:\n- name: tern\n  user:\n    token: \"a.b.c\"\ncontexts: []\n";
+        let ((s, e), tok) = token_of(kc).unwrap();
+        assert_eq!(tok, "a.b.c");
+        assert_eq!(&kc[s..e], "token: \"a.b.c\"");
+        let ((_, _), tok) = token_of("    token: x.y.z\n").unwrap();
+        assert_eq!(tok, "x.y.z");
+        assert!(token_of("tokenFile: /x\n").is_none());
+        assert!(token_of("user: {}\n").is_none());
+    }
+
+    #[test]
+    fn ipv4_interfaces_reads_ip_o_addr() {
+        let out = "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n\
+                   2: eth0    inet 10.0.0.5/24 brd 10.0.0.255 scope global eth0\n";
+        let nets = ipv4_interfaces(out);
+        assert_eq!(nets.len(), 2);
+        assert!(nets[1].contains([10, 0, 0, 9].into()));
+        assert!(!nets[1].contains([198, 51, 100, 9].into()));
+    }
+}
