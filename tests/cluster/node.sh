@@ -5,7 +5,7 @@
 # Usage (root): bash tests/cluster/node.sh up | down | vars | FUNCTION [ARG ...]
 #   up       tears down a previous instance under $KT, refuses to run over another tern install
 #            (check_node_clean), then brings up the control plane and the node (cluster_up)
-#   down     tears everything down (lib.sh's `down`)
+#   down     tears everything down (lib.sh's `down`) when $KT exists
 #   vars     prints the layout as KEY=VALUE lines (what the cases in tests/cluster/tests read)
 #   FUNCTION a function of lib.sh, pki.sh or crio.sh with its arguments (e.g. start_apiserver
 #            --service-account-max-token-expiration 1h)
@@ -28,6 +28,11 @@ case "$cmd" in
         check_node_clean
         mkdir -p "$KT"
         cluster_up
+        ;;
+    down)
+        # nothing under $KT: nothing of this instance to remove (down would also take tern's
+        # files from the node's CNI dirs, which then belong to someone else)
+        if [ -d "$KT" ]; then down; fi
         ;;
     vars)
         for v in ROOT KT GOBIN_DIR K8S_BIN NODE NODE_IP API_PORT API CLUSTER_CIDR SERVICE_CIDR \
