@@ -24,6 +24,7 @@ mod rbac;
 mod tokens;
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -67,6 +68,10 @@ const GO_BINS: &[&str] = &[
     "plugins/portmap",
 ];
 
+/// Set once `node.sh up` has been called: only then is there anything to tear down (under
+/// another run's `$KT` there may well be a cluster that is not this run's).
+static STARTED: AtomicBool = AtomicBool::new(false);
+
 fn main() {
     let mut args = Arguments::from_args();
     // In order, one after another: the cases share one cluster and build on each other.
@@ -92,16 +97,25 @@ fn main() {
             let (node, up) = (Arc::clone(&node), Arc::clone(&up));
             let ignored = node.runtime == "crio" && !CRIO_CASES.contains(&name);
             Trial::test(format!("{tier}::{name}"), move || {
-                let up = up.get_or_init(|| bring_up(&node));
-                up.clone()
-                    .map_err(|e| format!("the cluster did not come up: {e}"))?;
+                let mut first = false;
+                let up = up.get_or_init(|| {
+                    first = true;
+                    bring_up(&node)
+                });
+                if let Err(e) = up {
+                    // the details once, with the first case that ran
+                    return Err(match first {
+                        true => format!("the cluster did not come up: {e}").into(),
+                        false => "the cluster did not come up (see the first case)".into(),
+                    });
+                }
                 run_case(&node, name, body)
             })
             .with_ignored_flag(ignored)
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
-    if up.get().is_some() && std::env::var("TERN_CLUSTER_KEEP").as_deref() != Ok("1") {
+    if STARTED.load(Ordering::SeqCst) && std::env::var("TERN_CLUSTER_KEEP").as_deref() != Ok("1") {
         eprintln!("[cluster] tearing down {}", node.kt.display());
         if let Err(e) = node.sh(&["down"], &[]) {
             eprintln!("[cluster] teardown: {e}");
@@ -133,6 +147,7 @@ fn bring_up(node: &Node) -> Res {
     let t0 = std::time::Instant::now();
     let log = std::env::temp_dir().join(format!("tern-cluster-up-{}.log", std::process::id()));
     node.log_to(&log)?;
+    STARTED.store(true, Ordering::SeqCst);
     let r = node.sh(&["up"], &[]);
     let kept = node.kt.join("up.log");
     let _ = std::fs::copy(&log, &kept);
