@@ -238,3 +238,41 @@ impl Node {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node() -> Node {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        Node::load(&root, Path::new("/nonexistent")).unwrap()
+    }
+
+    #[test]
+    fn layout_comes_from_lib_sh() {
+        let n = node();
+        assert_eq!(n.var("CLUSTER_CIDR"), "10.99.210.0/23");
+        assert_eq!(n.cni_net, Path::new("/etc/cni/net.d"));
+        assert!(n.var("API").starts_with("https://"), "{}", n.var("API"));
+    }
+
+    #[test]
+    fn a_failing_command_is_an_error_with_its_stderr() {
+        let n = node();
+        let e = n
+            .run(
+                &mut Node::cmd("sh", &["-c", "echo out; echo why >&2; exit 3"]),
+                None,
+            )
+            .unwrap_err();
+        assert!(e.contains("why") && e.contains('3'), "{e}");
+        assert_eq!(n.run(&mut Node::cmd("cat", &[]), Some("in")).unwrap(), "in");
+        assert!(!n.ok(&mut Node::cmd("false", &[])));
+    }
+
+    #[test]
+    fn wait_for_times_out_with_what_it_waited_for() {
+        let e = node().wait_for(1, "never", || false).unwrap_err();
+        assert!(e.contains("timed out after 1s waiting for: never"), "{e}");
+    }
+}
