@@ -346,20 +346,6 @@ YAML
         --root-dir "$k/root" --hostname-override "$NODE" --node-ip "$NODE_IP" --v=1
 }
 
-cluster_up() {
-    make_pki
-    start_etcd
-    start_apiserver
-    start_controller_manager
-    start_scheduler
-    start_runtime
-    import_images
-    node_address
-    start_kubelet
-    wait_for 120 "node $NODE registered" kubectl get node "$NODE"
-    wait_for 60 "node $NODE podCIDR" bash -c "[ -n \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.spec.podCIDR}')\" ]"
-}
-
 # --- teardown ----------------------------------------------------------------------------------
 
 down() {

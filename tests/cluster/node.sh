@@ -19,6 +19,22 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=lib.sh
 . "$ROOT/tests/cluster/lib.sh"
 
+# cluster_up: the control plane, the runtime and the kubelet (lib.sh), until the node has
+# registered and been given its podCIDR.
+cluster_up() {
+    make_pki
+    start_etcd
+    start_apiserver
+    start_controller_manager
+    start_scheduler
+    start_runtime
+    import_images
+    node_address
+    start_kubelet
+    wait_for 120 "node $NODE registered" kubectl get node "$NODE"
+    wait_for 60 "node $NODE podCIDR" bash -c "[ -n \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.spec.podCIDR}')\" ]"
+}
+
 [ "$#" -gt 0 ] || { echo "usage: node.sh up | down | vars | FUNCTION [ARG ...]" >&2; exit 2; }
 cmd=$1
 shift
