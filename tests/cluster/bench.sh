@@ -19,8 +19,22 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 KT=/tmp/tern-cluster-bench
 # shellcheck source=lib.sh
 . "$ROOT/tests/cluster/lib.sh"
-# shellcheck source=cases.sh
-. "$ROOT/tests/cluster/cases.sh"
+
+# pod_manifest NAME: a busybox pod that sleeps (the tier's test pod, tests/cluster/src/pods.rs).
+pod_manifest() {
+    cat <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: default, labels: {app: tern-test}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: $PAUSE_IMAGE
+    imagePullPolicy: Never
+    securityContext: {capabilities: {add: [NET_RAW]}}
+EOF
+}
 
 pods=30
 while [ "$#" -gt 0 ]; do
@@ -31,16 +45,12 @@ while [ "$#" -gt 0 ]; do
     shift
 done
 
-if [ -d "$KT" ]; then (down) || true; fi
-check_node_clean
-trap 'rm -rf "$ref_bins"; down' EXIT
 ref_bins=$(mktemp -d)
-log "bringing up the cluster under $KT"
-# neither behind `||` nor in an `if`: there the subshell's `set -e` would be off
-set +e; (set -e; cluster_up) >"$KT/up.log" 2>&1; rc=$?; set -e
-[ "$rc" -eq 0 ] || { tail -30 "$KT/up.log"; exit 1; }
-set +e; (set -e; case_install) >"$KT/install.log" 2>&1; rc=$?; set -e
-[ "$rc" -eq 0 ] || { tail -30 "$KT/install.log"; exit 1; }
+trap 'rm -rf "$ref_bins"; down' EXIT
+# The cluster up and tern installed by the tier's own `install` case (node.sh up, then deploy/
+# applied as an operator does), kept running for the rounds.
+log "bringing up the cluster under $KT and installing tern (the tier's install case)"
+(cd "$ROOT" && KT="$KT" TERN_CLUSTER_KEEP=1 cargo test -q -p tern-cluster --test cluster -- --exact cluster::install)
 
 # The reference chains' plugins under names of their own, so both releases sit in one bin dir.
 declare -A src=([v110]="$GOBIN_DIR/plugins" [deb]=/usr/lib/cni)

@@ -1,7 +1,7 @@
 # tests/cluster/crio.sh — the node's runtime when TERN_CLUSTER_RUNTIME=crio: a private CRI-O 1.34
 # (built by scripts/build-go cri-o) in place of containerd, under $KT/crio.
 #
-# Sourced by tests/cluster/lib.sh. Everything CRI-O writes is under $KT/crio (config, storage,
+# Sourced by tests/cluster/lib.sh. Its crio.conf comes from tests/cri's renderer (CrioConf). Everything CRI-O writes is under $KT/crio (config, storage,
 # runroot, socket, namespace pins, runc and conmon state, exits, logs) except the node's CNI dirs,
 # which are the real ones deploy/ installs into (/opt/cni/bin, /etc/cni/net.d) and libcni's
 # result cache (/var/lib/cni/results: CRI-O has no setting for it). Images go into CRI-O's own
@@ -66,67 +66,9 @@ start_crio() {
     done
     echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$c/policy.json"
     : >"$c/registries.conf"
-    cat >"$c/crio.conf" <<TOML
-[crio]
-root = "$c/storage"
-runroot = "$c/run"
-storage_driver = "overlay"
-log_dir = "$c/pods"
-version_file = "$c/run/crio-version"
-version_file_persist = ""
-clean_shutdown_file = "$c/clean.shutdown"
-internal_wipe = true
-internal_repair = false
-
-[crio.api]
-listen = "$c/crio.sock"
-stream_address = "127.0.0.1"
-stream_port = "10351"
-
-[crio.runtime]
-default_runtime = "runc"
-cgroup_manager = "cgroupfs"
-conmon_cgroup = "pod"
-selinux = false
-apparmor_profile = ""
-hooks_dir = ["$c/hooks.d"]
-default_mounts_file = "$c/mounts.conf"
-container_exits_dir = "$c/exits"
-container_attach_socket_dir = "$c/attach"
-namespaces_dir = "$c/ns"
-pinns_path = "$CRIO_BIN/pinns"
-cdi_spec_dirs = ["$c/cdi"]
-irqbalance_config_file = "$c/irqbalance"
-irqbalance_config_restore_file = "disable"
-log_to_journald = false
-decryption_keys_path = "$c/keys"
-
-[crio.runtime.runtimes.runc]
-runtime_path = "$(crio_runc)"
-runtime_type = "oci"
-runtime_root = "$c/runc"
-monitor_path = "/usr/bin/conmon"
-monitor_cgroup = "pod"
-
-[crio.image]
-pause_image = "$PAUSE_IMAGE"
-signature_policy = "$c/policy.json"
-signature_policy_dir = "$c/policies"
-big_files_temporary_dir = "$c/tmp"
-
-[crio.network]
-network_dir = "$CNI_NET"
-plugin_dirs = ["$CNI_BIN"]
-
-[crio.metrics]
-enable_metrics = false
-
-[crio.tracing]
-enable_tracing = false
-
-[crio.nri]
-enable_nri = false
-TOML
+    # tests/cri's renderer (the harness sets TERN_CRIO_CONF to its tern-cluster-crio-conf)
+    [ -x "${TERN_CRIO_CONF:-}" ] || { log "TERN_CRIO_CONF: tern-cluster-crio-conf not set (run the cases: cargo test -p tern-cluster --test cluster)"; return 1; }
+    "$TERN_CRIO_CONF" "$c" "$CRIO_BIN/pinns" "$(crio_runc)" "$CNI_NET" "$CNI_BIN" 10351 >"$c/crio.conf"
     CONTAINERS_REGISTRIES_CONF="$c/registries.conf" start crio "$CRIO_BIN/crio" \
         --config "$c/crio.conf" --config-dir "$c/conf.d" --log-level info
     wait_for 60 "CRI-O's CRI" crictl version
@@ -137,7 +79,7 @@ TOML
 crio_down() {
     local pid
     for pid in $(grep -lsF "$KT/crio/" /proc/[0-9]*/cmdline | cut -d/ -f3); do
-        [ "$pid" != "$$" ] && kill -KILL "$pid" 2>/dev/null
+        if [ "$pid" != "$$" ]; then kill -KILL "$pid" 2>/dev/null || true; fi
     done
     return 0
 }

@@ -1,6 +1,6 @@
 # tests/cluster/lib.sh — a real one-node Kubernetes on this machine, for the real-cluster tier.
 #
-# Sourced by tests/cluster/run.sh. Everything lives under $KT (default /tmp/tern-cluster): PKI,
+# Sourced by tests/cluster/node.sh (and bench.sh). Everything lives under $KT (default /tmp/tern-cluster): PKI,
 # etcd's data, each component's config, log and pid file, a private containerd 2 (root, state,
 # sockets), the node's CNI dirs (bin, net.d, tuning) and the kubelet's root. The components are the
 # programs scripts/build-go builds from pinned modules (Kubernetes v1.34.4, etcd, containerd 2).
@@ -35,7 +35,7 @@ SERVICE_CIDR=10.99.220.0/24
 SA_ISSUER="https://kubernetes.default.svc.cluster.local"
 PAUSE_IMAGE="localhost/tern-pause:test"
 TERN_IMAGE="${TERN_IMAGE:-ghcr.io/tern-cni/tern:0.1.0}"
-CRITEST_REGISTRY=127.0.0.1:15000 # the critest case's local registry (critest.sh)
+CRITEST_REGISTRY=127.0.0.1:15000 # the critest case's local registry (tests/cluster/tests/cluster/critest.rs)
 RUNTIME="${TERN_CLUSTER_RUNTIME:-containerd}"
 case "$RUNTIME" in
     containerd) CRI_SOCK="$KT/containerd/containerd.sock" ;;
@@ -362,12 +362,12 @@ down() {
     local pids
     pids=$(cat /sys/fs/cgroup/pids$CGROUP_ROOT/cgroup.procs /sys/fs/cgroup/pids$CGROUP_ROOT/*/cgroup.procs \
         /sys/fs/cgroup/pids$CGROUP_ROOT/*/*/cgroup.procs /sys/fs/cgroup/pids$CGROUP_ROOT/*/*/*/cgroup.procs 2>/dev/null || true)
-    [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
     pkill -KILL -f "containerd-shim-runc-v2 .*-address $KT/" 2>/dev/null || true
     sleep 0.5
-    grep -o " $KT[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+    { grep -o " $KT[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
     for h in /sys/fs/cgroup/*/; do
-        [ -d "$h${CGROUP_ROOT#/}" ] && find "$h${CGROUP_ROOT#/}" -depth -type d -exec rmdir {} + 2>/dev/null
+        [ ! -d "$h${CGROUP_ROOT#/}" ] || find "$h${CGROUP_ROOT#/}" -depth -type d -exec rmdir {} + 2>/dev/null || true
     done
     # only tern's files and what the tier copied, never a file that was there before the run
     local f
@@ -383,9 +383,9 @@ down() {
         id=$(sed -n 's/^ *"containerId": *"\([0-9a-f]*\)".*/\1/p' "$st")
         rm -f "$st"
         # a lease is `<containerID>\r\n<ifname>` (host-local's format)
-        [ -n "$id" ] && grep -lxE "$id"$'\r?' /var/lib/cni/networks/tern/* 2>/dev/null | xargs -r rm -f
+        [ -z "$id" ] || { grep -lxE "$id"$'\r?' /var/lib/cni/networks/tern/* 2>/dev/null || true; } | xargs -r rm -f
     done
-    [ -d "$KT/aside" ] && for f in "$KT"/aside/*; do [ -e "$f" ] && mv "$f" "$CNI_NET/"; done
+    for f in "$KT"/aside/*; do if [ -e "$f" ]; then mv "$f" "$CNI_NET/"; fi; done
     ip link del "$NODE_LINK" 2>/dev/null || true
     # the agent's egress NAT table, unless the machine had one before the run
     [ -e "$KT/nat-preexisting" ] || nft delete table inet tern_nat 2>/dev/null || true

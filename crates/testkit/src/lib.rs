@@ -1,12 +1,13 @@
 //! Dev-only fixtures for tern's tests: throwaway host and pod network namespaces ([`netns`]),
 //! running built binaries exactly as a runtime does ([`exec`]), the processes of a killed
-//! invocation ([`procs`]), pod churn with kills through libcni ([`churn`]) and hostile
-//! netconfs ([`hostile`]). Never a dependency of a shipped binary.
+//! invocation ([`procs`]), pod churn with kills through libcni ([`churn`]), hostile netconfs
+//! ([`hostile`]) and a real node's audit of one pod address ([`node`]). Never a dependency of a shipped binary.
 
 pub mod churn;
 pub mod exec;
 pub mod hostile;
 pub mod netns;
+pub mod node;
 pub mod procs;
 
 /// The host veth name tern must give the attachment (`container_id`, `ifname`): `tern` + the first

@@ -5,7 +5,9 @@
 //! and shutdown files, log, exits, attach sockets, namespace pins, runc root, hooks, CDI,
 //! irqbalance, signature policies; CRI-O's seccomp notifier dir is next to the socket); the only
 //! shared path left is libcni's result cache (see `crio.rs`). The same holds for podman, which
-//! loads the pause image.
+//! loads the pause image. The real-cluster tier's CRI-O node (tests/cluster/crio.sh) renders its
+//! `crio.conf` here too ([`CrioConf`], through `tern-cluster-crio-conf`): the same instance layout,
+//! with the node's real CNI dirs (only read by CRI-O) and a runc wrapper.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -31,8 +33,17 @@ pub fn write_config(d: &Path, list: &Value, pinns: &Path) -> Result<(), CriError
     std::fs::write(&policy, serde_json::to_vec(&accept)?)
         .map_err(CriError::io("write", &policy))?;
     let file = d.join("crio.conf");
-    std::fs::write(&file, crio_conf(d, &name, pinns, &runc_path()))
-        .map_err(CriError::io("write config", &file))
+    let conf = CrioConf {
+        dir: d.to_owned(),
+        default_network: Some(name),
+        network_dir: d.join("net.d"),
+        plugin_dir: d.join("bin"),
+        pinns: pinns.to_owned(),
+        runc: runc_path(),
+        stream_port: 0,
+        storage_driver: storage_driver(),
+    };
+    std::fs::write(&file, crio_conf(&conf)).map_err(CriError::io("write config", &file))
 }
 
 /// Where `scripts/build-go` put the programs of Go module `name`:
@@ -83,17 +94,48 @@ pub fn podman(d: &Path) -> Command {
     c
 }
 
-/// `crio.conf` for instance dir `d`, default network `net`, `pinns` and `runc`.
+/// What varies between the private CRI-O instances of the tests: this tier's (everything under
+/// its instance dir) and the real-cluster tier's node (tests/cluster: the node's real CNI dirs,
+/// the runc wrapper of `tests/cluster/crio.sh`, a fixed streaming port for `kubectl exec`).
+#[derive(Clone, Debug)]
+pub struct CrioConf {
+    /// The instance dir: storage, runroot, socket (`crio.sock`), logs and every other state.
+    pub dir: PathBuf,
+    /// `cni_default_network` (a conflist's `name`); `None` lets CRI-O take the first conflist.
+    pub default_network: Option<String>,
+    /// `network_dir`: where CRI-O reads conflists.
+    pub network_dir: PathBuf,
+    /// The one entry of `plugin_dirs`.
+    pub plugin_dir: PathBuf,
+    /// CRI-O's `pinns`.
+    pub pinns: PathBuf,
+    /// The OCI runtime's `runtime_path` (runc or a wrapper around it).
+    pub runc: PathBuf,
+    /// The streaming server's TCP port on 127.0.0.1 (`0`: any free port).
+    pub stream_port: u16,
+    /// containers/storage's graph driver (`overlay` or `vfs`; see [`storage_driver`]).
+    pub storage_driver: &'static str,
+}
+
+/// `crio.conf` for `c`, with the pause image [`PAUSE_IMAGE`], conmon [`CONMON`] and signature
+/// policy `<dir>/policy.json`.
 ///
 /// Settings these machines need: cgroupfs (no systemd; conmon in the pod's cgroup), no
 /// SELinux/AppArmor (not built in), runc as the default runtime (CRI-O's default is crun).
-pub fn crio_conf(d: &Path, net: &str, pinns: &Path, runc: &Path) -> String {
-    let driver = storage_driver();
-    let pinns = pinns.display();
-    let runc = runc.display();
-    let d = d.display();
+pub fn crio_conf(c: &CrioConf) -> String {
+    let driver = c.storage_driver;
+    let pinns = c.pinns.display();
+    let runc = c.runc.display();
+    let d = c.dir.display();
+    let port = c.stream_port;
+    let net_dir = c.network_dir.display();
+    let plugin_dir = c.plugin_dir.display();
+    let default_net = match &c.default_network {
+        Some(n) => format!("cni_default_network = \"{n}\"\n"),
+        None => String::new(),
+    };
     format!(
-        r#"# Written by tern's CRI-O tier (tests/cri): a private instance, nothing shared.
+        r#"# Written by tern's tests (tests/cri's renderer): a private CRI-O instance.
 [crio]
 root = "{d}/storage"
 runroot = "{d}/run"
@@ -108,7 +150,7 @@ internal_repair = false
 [crio.api]
 listen = "{d}/crio.sock"
 stream_address = "127.0.0.1"
-stream_port = "0"
+stream_port = "{port}"
 
 [crio.runtime]
 default_runtime = "runc"
@@ -143,9 +185,8 @@ signature_policy_dir = "{d}/policies"
 big_files_temporary_dir = "{d}/tmp"
 
 [crio.network]
-cni_default_network = "{net}"
-network_dir = "{d}/net.d"
-plugin_dirs = ["{d}/bin"]
+{default_net}network_dir = "{net_dir}"
+plugin_dirs = ["{plugin_dir}"]
 
 [crio.metrics]
 enable_metrics = false

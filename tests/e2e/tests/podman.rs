@@ -60,7 +60,9 @@ fn podman_cni_backend_runs_containers_on_tern() {
         "podman does not see the conflist: {nets}"
     );
 
-    // Container a: a TCP server that answers "pong-from-a" to each connection, kept running.
+    // Container a: a TCP server that answers "pong-from-a" to each connection, kept running; what
+    // it receives goes to a file of its own (nc writes it as it reads; the container log would be
+    // conmon's asynchronous copy, whose timing the test does not control).
     pm.ok(&[
         "run",
         "--detach",
@@ -71,7 +73,7 @@ fn podman_cni_backend_runs_containers_on_tern() {
         IMAGE,
         "sh",
         "-c",
-        &format!("while true; do echo pong-from-a | nc -l -p {POD_PORT}; done"),
+        &format!("while true; do echo pong-from-a | nc -l -p {POD_PORT} >>{RECEIVED}; done"),
     ]);
     let ip_a = pm.ip_of("a");
     assert!(
@@ -159,18 +161,18 @@ fn podman_cni_backend_runs_containers_on_tern() {
         out_b.contains("pong-from-a"),
         "b did not get a's answer over TCP: {out_b:?}"
     );
-    // conmon writes a's log asynchronously: give it a moment to land.
-    let mut logs_a = String::new();
-    for _ in 0..50 {
-        logs_a = pm.ok(&["logs", "a"]);
-        if logs_a.contains("ping-from-b") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    // a's nc appends b's message to its file once it reads it from the socket (b may have seen
+    // a's answer first): polled until it is there; the deadline only bounds a hung nc.
+    let cat = format!("cat {RECEIVED} 2>/dev/null; true");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut got_a = pm.ok(&["exec", "a", "sh", "-c", &cat]);
+    while !got_a.contains("ping-from-b") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        got_a = pm.ok(&["exec", "a", "sh", "-c", &cat]);
     }
     assert!(
-        logs_a.contains("ping-from-b"),
-        "a did not receive b's message: {logs_a:?}"
+        got_a.contains("ping-from-b"),
+        "a did not receive b's message: {got_a:?}"
     );
 
     // podman rm -f: nothing of either container is left.

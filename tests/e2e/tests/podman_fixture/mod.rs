@@ -22,6 +22,8 @@ pub const IMAGE: &str = "localhost/tern-busybox:test";
 
 /// Port of the TCP server inside container `a`.
 pub const POD_PORT: u16 = 8080;
+/// Where container a's server appends what it receives (inside a).
+pub const RECEIVED: &str = "/tmp/received";
 
 /// Deadline for any one podman command (`timeout(1)` kills it).
 pub const PODMAN_TIMEOUT_SECS: u32 = 120;

@@ -1,0 +1,192 @@
+//! The node's readiness through the runtime's CNI STATUS, and uninstall.
+
+use std::time::Duration;
+
+use tern_cluster::{fail, Node, Res};
+
+use crate::cases::nat_table;
+use crate::day2::{agent_pod, rollout_status};
+
+/// The DaemonSet's pod leaves the node (a nodeSelector no node matches).
+fn agent_away(node: &Node) -> Res {
+    node.kubectl(&[
+        "-n",
+        "tern",
+        "patch",
+        "daemonset",
+        "tern-agent",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"nodeSelector":{"tern.test/nowhere":"true"}}}}}"#,
+    ])?;
+    node.wait_for(90, "tern-agent pod gone", || {
+        node.kubectl(&[
+            "-n",
+            "tern",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=tern-agent",
+            "-o",
+            "name",
+        ])
+        .is_ok_and(|o| o.trim().is_empty())
+    })
+}
+
+/// The nodeSelector removed; the init container reinstalls and mints a fresh token.
+fn agent_back(node: &Node) -> Res {
+    node.kubectl(&[
+        "-n",
+        "tern",
+        "patch",
+        "daemonset",
+        "tern-agent",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]"#,
+    ])?;
+    rollout_status(node)
+}
+
+/// The agent gone and the token expired: the runtime's STATUS call (containerd 2 asks every CNI
+/// network's STATUS on the CRI Status call) fails with tern's code 50, so the kubelet reports
+/// NetworkReady=false and the node NotReady; no pod starts. The agent back: Ready again, pods
+/// start.
+pub fn network_not_ready(node: &Node) -> Res {
+    node.wait_for(60, "node Ready", || node.node_ready())?;
+    agent_away(node)?;
+    // the agent's socket is gone or refuses: STATUS cannot count on a refresh
+    if std::os::unix::net::UnixStream::connect("/run/tern/agent.sock").is_ok() {
+        return fail("the agent socket still accepts connections after the agent left");
+    }
+    // with a valid token and no agent, the node stays Ready (the token still works)
+    std::thread::sleep(Duration::from_secs(12));
+    let (status, msg) = node.ready()?;
+    if status != "True" {
+        return fail(format!("node not Ready with a valid token: {msg}"));
+    }
+    node.expire_token()?;
+    node.wait_for(60, "node NotReady through CNI STATUS", || {
+        node.ready().is_ok_and(|(s, _)| s == "False")
+    })?;
+    let (_, msg) = node.ready()?;
+    node.note(&format!("Ready=False: {msg}"));
+    let reason = msg.find("network not ready");
+    if !reason.is_some_and(|i| msg[i..].contains("has expired")) {
+        return fail(format!("NotReady for another reason: {msg}"));
+    }
+    // a pod does not start while the network is not ready
+    node.create_pods(&["pod-nr"])?;
+    std::thread::sleep(Duration::from_secs(8));
+    let ip = node.kubectl(&["get", "pod", "pod-nr", "-o", "jsonpath={.status.podIP}"])?;
+    if !ip.trim().is_empty() {
+        return fail(format!(
+            "pod-nr got an IP ({ip}) while the network was not ready"
+        ));
+    }
+    agent_back(node)?;
+    node.wait_for(60, "node Ready again", || node.node_ready())?;
+    node.wait_ready(&["pod-nr"], 90)?;
+    node.delete_pods(&["pod-nr"])
+}
+
+const PLUGINS: [&str; 4] = ["tern", "tern-tuning", "tern-ipam", "tern-lookup"];
+
+/// The DaemonSet deleted and its pod gone (its preStop hook has run).
+fn agent_deleted(node: &Node) -> Res {
+    let pod = agent_pod(node)?;
+    node.kubectl(&[
+        "-n",
+        "tern",
+        "delete",
+        "daemonset",
+        "tern-agent",
+        "--wait=true",
+        "--timeout=60s",
+    ])?;
+    node.wait_for(60, &format!("agent pod {pod} gone"), || {
+        !node.ok(&mut node.kubectl_cmd(&["-n", "tern", "get", "pod", &pod]))
+    })
+}
+
+/// True when the agent's egress NAT table exists.
+fn nat_exists(node: &Node) -> bool {
+    !nat_table(node).is_empty()
+}
+
+/// The DaemonSet deleted with a pod still wired by tern: the agent's preStop hook removes the
+/// conflist and keeps the kubeconfig and the plugins. (containerd cannot tear a sandbox down
+/// while no conflist is loaded, so the DaemonSet is applied again before that pod goes.)
+/// Deleted again with no tern pod left: the hook removes everything of tern's and nothing else.
+/// A restarted agent pod (DaemonSet kept) uninstalls nothing.
+pub fn uninstall(node: &Node) -> Res {
+    let conflist = node.cni_net.join("10-tern.conflist");
+    let kubeconfig = node.cni_net.join("tern-kubeconfig");
+    let old = agent_pod(node)?;
+    node.kubectl(&[
+        "-n",
+        "tern",
+        "delete",
+        "pod",
+        &old,
+        "--wait=true",
+        "--timeout=60s",
+    ])?;
+    if !conflist.exists() {
+        return fail("a restarted agent pod removed the conflist");
+    }
+    rollout_status(node)?;
+    node.create_pods(&["pod-u"])?;
+    node.wait_ready(&["pod-u"], 90)?;
+    let ip = node.pod_ip("pod-u")?;
+    agent_deleted(node)?;
+    if conflist.exists() {
+        return fail("the conflist is still there after the DaemonSet was deleted");
+    }
+    if !kubeconfig.exists() {
+        return fail("the kubeconfig was removed while pod-u is wired by tern");
+    }
+    let missing: Vec<&str> = PLUGINS
+        .iter()
+        .copied()
+        .filter(|p| !node.cni_bin.join(p).exists())
+        .collect();
+    if !missing.is_empty() {
+        return fail(format!(
+            "plugins removed while pod-u is wired by tern: {missing:?}"
+        ));
+    }
+    if !nat_exists(node) {
+        return fail("the egress NAT table was removed while pod-u is wired by tern");
+    }
+    let ds = node.root.join("deploy/daemonset.yaml");
+    node.kubectl(&["apply", "-f", &ds.to_string_lossy()])?;
+    rollout_status(node)?;
+    node.delete_pods(&["pod-u"])?;
+    node.wait_for(60, "sandbox of pod-u removed", || {
+        node.crictl(&["pods", "--name", "pod-u", "-q"])
+            .is_ok_and(|o| o.trim().is_empty())
+    })?;
+    node.nothing_left(ip)?;
+    agent_deleted(node)?;
+    let mut files = vec![conflist, kubeconfig];
+    files.extend(PLUGINS.iter().map(|p| node.cni_bin.join(p)));
+    for f in files {
+        if f.exists() {
+            return fail(format!(
+                "{} left after the DaemonSet was deleted with no tern pod left",
+                f.display()
+            ));
+        }
+    }
+    if !node.cni_bin.join("host-local").exists() {
+        return fail("uninstall removed a file that is not tern's");
+    }
+    if nat_exists(node) {
+        return fail(
+            "the egress NAT table left after the DaemonSet was deleted with no tern pod left",
+        );
+    }
+    Ok(())
+}

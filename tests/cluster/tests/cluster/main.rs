@@ -1,0 +1,202 @@
+//! The real-cluster tier: tern installed with `kubectl apply -f deploy/` on a real one-node
+//! Kubernetes (etcd, kube-apiserver, controller-manager, scheduler, kubelet over containerd 2's
+//! or CRI-O's CRI), pods started by the kubelet. README.md, "The real-cluster tier".
+//!
+//! A libtest-mimic harness: the cases run in order on one thread (each builds on the ones
+//! before, `install` first, as an operator's day does), filtered by name as libtest does, and
+//! reported in libtest's format (`test cluster::NAME ... ok`, a `test result:` line).
+//!
+//! Not part of `cargo test --workspace` (`test = false`): scripts/test runs it after the cargo
+//! tiers. Alone (root, after scripts/setup and scripts/build-go):
+//! `cargo test -p tern-cluster --test cluster [-- FILTER]`. TERN_CLUSTER_RUNTIME=crio runs the
+//! node on CRI-O: names `cluster-crio::NAME`, only `install` and `pods` unless `--include-ignored`.
+//! TERN_CLUSTER_KEEP=1 leaves the cluster running (tear down: `bash tests/cluster/node.sh down`).
+//!
+//! Bring-up and teardown are tests/cluster/node.sh (`up`, `down`); each case's commands and their
+//! output go to `$KT/cases/NAME.log`, whose tail is the failure message.
+
+mod cases;
+mod critest;
+mod day2;
+mod lifecycle;
+mod node_routes;
+mod rbac;
+mod tokens;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use tern_cluster::{Node, Res};
+
+/// A case: a name (as the bash tier named it) and its body.
+type Case = (&'static str, fn(&Node) -> Res);
+
+/// Every case, in the order they run.
+const CASES: &[Case] = &[
+    ("install", cases::install),
+    ("pods", cases::pods),
+    ("critest", critest::critest),
+    ("node_routes", node_routes::node_routes),
+    ("rbac", rbac::rbac),
+    ("sandbox_recreated", day2::sandbox_recreated),
+    ("token_revoked", tokens::token_revoked),
+    ("max_token_expiration", tokens::max_token_expiration),
+    ("agent_restart", day2::agent_restart),
+    ("apiserver_down", day2::apiserver_down),
+    ("signing_key_rotated", tokens::signing_key_rotated),
+    ("rollout", day2::rollout),
+    ("network_not_ready", lifecycle::network_not_ready),
+    ("uninstall", lifecycle::uninstall),
+];
+
+/// The cases the CRI-O node runs by default: deploy/ applied, pods wired, ping, nothing left.
+const CRIO_CASES: &[&str] = &["install", "pods"];
+
+/// The Go binaries the tier needs (scripts/build-go), relative to `$GOBIN_DIR`.
+const GO_BINS: &[&str] = &[
+    "kubernetes/kube-apiserver",
+    "kubernetes/kubelet",
+    "kubernetes/kubectl",
+    "etcd/etcd",
+    "containerd/containerd",
+    "cri-tools/crictl",
+    "cri-o/crio",
+    "cri-tools/critest",
+    "registry/registry",
+    "plugins/portmap",
+];
+
+/// Set once `node.sh up` has been called: only then is there anything to tear down (under
+/// another run's `$KT` there may well be a cluster that is not this run's).
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+fn main() {
+    let mut args = Arguments::from_args();
+    // In order, one after another: the cases share one cluster and build on each other.
+    args.test_threads = Some(1);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let crio_conf = Path::new(env!("CARGO_BIN_EXE_tern-cluster-crio-conf"));
+    let node = match Node::load(&root, crio_conf) {
+        Ok(n) => Arc::new(n),
+        Err(e) => {
+            eprintln!("[cluster] {e}");
+            std::process::exit(1);
+        }
+    };
+    let tier = if node.runtime == "crio" {
+        "cluster-crio"
+    } else {
+        "cluster"
+    };
+    let up: Arc<std::sync::OnceLock<Res>> = Arc::default();
+    let trials: Vec<Trial> = CASES
+        .iter()
+        .map(|&(name, body)| {
+            let (node, up) = (Arc::clone(&node), Arc::clone(&up));
+            let ignored = node.runtime == "crio" && !CRIO_CASES.contains(&name);
+            Trial::test(format!("{tier}::{name}"), move || {
+                let mut first = false;
+                let up = up.get_or_init(|| {
+                    first = true;
+                    bring_up(&node)
+                });
+                if let Err(e) = up {
+                    // the details once, with the first case that ran
+                    return Err(match first {
+                        true => format!("the cluster did not come up: {e}").into(),
+                        false => "the cluster did not come up (see the first case)".into(),
+                    });
+                }
+                run_case(&node, name, body)
+            })
+            .with_ignored_flag(ignored)
+        })
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    if STARTED.load(Ordering::SeqCst) && std::env::var("TERN_CLUSTER_KEEP").as_deref() != Ok("1") {
+        eprintln!("[cluster] tearing down {}", node.kt.display());
+        if let Err(e) = node.sh(&["down"], &[]) {
+            eprintln!("[cluster] teardown: {e}");
+            std::process::exit(1);
+        }
+    }
+    conclusion.exit()
+}
+
+/// Checks the prerequisites and runs `node.sh up` (its output to `$KT/up.log`, printed on
+/// failure with the components' logs), once, before the first case that runs.
+fn bring_up(node: &Node) -> Res {
+    if !is_root() {
+        return Err("needs root (the node is this machine)".into());
+    }
+    let gobin = Path::new(node.var("GOBIN_DIR"));
+    for b in GO_BINS {
+        if !gobin.join(b).is_file() {
+            return Err(format!(
+                "{} missing: bash scripts/build-go",
+                gobin.join(b).display()
+            ));
+        }
+    }
+    eprintln!(
+        "[cluster] bringing up the control plane and the node under {}",
+        node.kt.display()
+    );
+    let t0 = std::time::Instant::now();
+    let log = std::env::temp_dir().join(format!("tern-cluster-up-{}.log", std::process::id()));
+    node.log_to(&log)?;
+    STARTED.store(true, Ordering::SeqCst);
+    let r = node.sh(&["up"], &[]);
+    let kept = node.kt.join("up.log");
+    let _ = std::fs::copy(&log, &kept);
+    let _ = std::fs::remove_file(&log);
+    if let Err(e) = r {
+        let mut msg = format!("{e}\n{}", tail(&kept, 40));
+        for c in ["etcd", "apiserver", "containerd", "crio", "kubelet"] {
+            let l = node.kt.join(c).join("log");
+            if l.exists() {
+                msg.push_str(&format!("\n--- {c} log:\n{}", tail(&l, 15)));
+            }
+        }
+        return Err(msg);
+    }
+    eprintln!("[cluster] cluster up in {:.0}s", t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Runs one case with its log at `$KT/cases/NAME.log`; on failure, the message and the log's
+/// last 40 lines.
+fn run_case(node: &Node, name: &str, body: fn(&Node) -> Res) -> Result<(), Failed> {
+    let log = node.kt.join("cases").join(format!("{name}.log"));
+    node.log_to(&log)?;
+    let t0 = std::time::Instant::now();
+    let r = body(node);
+    let secs = t0.elapsed().as_secs();
+    match r {
+        Ok(()) => {
+            node.note(&format!("ok ({secs}s)"));
+            Ok(())
+        }
+        Err(e) => {
+            node.note(&format!("FAIL: {e}"));
+            Err(format!("{e} ({secs}s)\n--- {}:\n{}", log.display(), tail(&log, 40)).into())
+        }
+    }
+}
+
+/// The last `n` lines of `path`, each prefixed with `    | `.
+fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| format!("    | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_root() -> bool {
+    nix::unistd::Uid::effective().is_root()
+}
