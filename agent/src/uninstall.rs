@@ -1,12 +1,17 @@
-//! `tern-agent uninstall`: removes tern from a node — the conflist first (the runtime stops using
-//! tern at once), then the kubeconfig and the binaries, but only when no tern attachment is left
-//! (a pod still wired by tern needs them for its DEL), and with them the egress NAT table
-//! (`inet tern_nat`: those pods keep their egress until they are gone) and the node routes
-//! (every route with tern's protocol number, 116, both families).
+//! `tern-agent uninstall`: removes tern from a node by draining it. First it marks the node
+//! (`tern-uninstalling` beside the conflist: from then on no egress NAT or node-route resync of a
+//! running agent restores anything) and rewrites the conflist as draining (`"draining": true` on
+//! tern's plugin object): STATUS answers 50 (the kubelet reports the network not ready), ADD is
+//! refused (108), while DEL and GC work, so the runtime still tears down every pod deleted
+//! afterwards (containerd 2 cannot DEL without a conflist). Only when no tern attachment is left
+//! does it remove the conflist, the kubeconfig, the binaries, the egress NAT table (`inet
+//! tern_nat`) and the node routes (protocol 116, both families), then the mark; run it again (the
+//! preStop hook, or by hand) after the last pod is gone.
 //!
 //! Invariants: only the named files are removed, never anything else in the directories; a
 //! missing file is already removed; with `--if-daemonset-deleted` nothing changes unless the
-//! DaemonSet is gone or being deleted (a restarted or upgraded agent pod leaves tern installed).
+//! DaemonSet is gone or being deleted (a restarted or upgraded agent pod leaves tern installed);
+//! `tern-agent install` removes the mark (a reinstall supersedes an unfinished uninstall).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -76,12 +81,24 @@ pub struct UninstallArgs {
     pub if_daemonset_deleted: Option<String>,
 }
 
+/// The mark `uninstall` leaves in the CNI conf dir while tern drains (a name libcni never loads:
+/// no `.conf`, `.conflist` or `.json`); a running agent's controllers stop restoring state when
+/// it is there ([`uninstalling`]).
+pub const UNINSTALLING_MARK: &str = "tern-uninstalling";
+
+/// Whether `tern-agent uninstall` began on this node: the mark is beside the kubeconfig (which
+/// lives in the CNI conf dir). The egress NAT and node-route controllers check it before each
+/// change, so no resync brings back what uninstall removes.
+pub fn uninstalling(kubeconfig: &Path) -> bool {
+    kubeconfig.with_file_name(UNINSTALLING_MARK).exists()
+}
+
 /// What `uninstall` did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// The conflist is removed; the kubeconfig and binaries are kept because `attachments` tern
-    /// attachments are left on the node.
-    ConflistOnly {
+    /// The conflist is draining (STATUS 50, ADD refused, DEL and GC work); the kubeconfig and
+    /// binaries are kept because `attachments` tern attachments are left on the node.
+    Draining {
         /// How many attachment state files were found.
         attachments: usize,
     },
@@ -128,23 +145,74 @@ fn remove(path: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// Removes tern's files in the order of the module docs (no DaemonSet check).
+/// Rewrites the conflist at `path` as draining: `"draining": true` on every plugin of type
+/// `tern`, atomically. A missing conflist is left missing; one that is not a conflist JSON (no
+/// `plugins` list) is removed instead (the runtime then stops using it at once, as before).
 ///
 /// # Errors
-/// A file could not be removed, or the state directory could not be read (then the conflist is
-/// gone and the kubeconfig and binaries are kept).
+/// The file could not be read, written or removed.
+pub fn drain(path: &Path) -> anyhow::Result<()> {
+    let text = match std::fs::read(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    let mut list: serde_json::Value = match serde_json::from_slice(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            warn!(error = %e, conflist = %path.display(), "the conflist is not JSON: removed instead of drained");
+            return remove(path);
+        }
+    };
+    let Some(plugins) = list.get_mut("plugins").and_then(|p| p.as_array_mut()) else {
+        warn!(conflist = %path.display(), "the conflist has no plugins list: removed instead of drained");
+        return remove(path);
+    };
+    let mut changed = false;
+    for p in plugins.iter_mut() {
+        if p.get("type").and_then(|t| t.as_str()) == Some("tern")
+            && p.get("draining").and_then(|d| d.as_bool()) != Some(true)
+        {
+            p["draining"] = serde_json::Value::Bool(true);
+            changed = true;
+        }
+    }
+    if changed {
+        let bytes = serde_json::to_vec_pretty(&list).context("encode the draining conflist")?;
+        tern_kube::write_atomic(path, &bytes, 0o644)?;
+        info!(conflist = %path.display(), "conflist draining: STATUS 50, ADD refused, DEL and GC work");
+    }
+    Ok(())
+}
+
+/// Removes tern from the node in the order of the module docs (no DaemonSet check).
+///
+/// # Errors
+/// The mark could not be written, the conflist could not be drained, a file could not be
+/// removed, or the state directory could not be read (then the conflist stays draining and the
+/// kubeconfig and binaries are kept).
 pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
     let plugins = parse_plugins(&a.plugins)?;
-    remove(&a.cni_conf_dir.join(&a.conflist_name))?;
+    let mark = a.cni_conf_dir.join(UNINSTALLING_MARK);
+    if a.cni_conf_dir.is_dir() {
+        std::fs::write(
+            &mark,
+            b"tern-agent uninstall began; install removes this file\n",
+        )
+        .with_context(|| format!("write {}", mark.display()))?;
+    }
+    let conflist = a.cni_conf_dir.join(&a.conflist_name);
+    drain(&conflist)?;
     let attachments = count_attachments(&a.state_dir)?;
     if attachments > 0 {
         warn!(
             attachments,
             state_dir = %a.state_dir.display(),
-            "tern attachments are left on the node: keeping the kubeconfig and the binaries for their DEL; run uninstall again once those pods are gone"
+            "tern attachments are left on the node: the conflist drains (ADD refused, DEL works) and the kubeconfig and binaries stay for their DEL; run uninstall again once those pods are gone"
         );
-        return Ok(Outcome::ConflistOnly { attachments });
+        return Ok(Outcome::Draining { attachments });
     }
+    remove(&conflist)?;
     remove(&a.cni_conf_dir.join(&a.kubeconfig_name))?;
     for p in &plugins {
         remove(&a.cni_bin_dir.join(p))?;
@@ -166,6 +234,7 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
             "node routes removed"
         );
     }
+    remove(&mark)?;
     Ok(Outcome::Removed)
 }
 
@@ -201,10 +270,10 @@ pub fn main(a: UninstallArgs) -> anyhow::Result<()> {
     }
     match uninstall(&a)? {
         Outcome::Removed => info!("uninstall done: conflist, kubeconfig and binaries removed"),
-        Outcome::ConflistOnly { attachments } => {
+        Outcome::Draining { attachments } => {
             info!(
                 attachments,
-                "uninstall: conflist removed, kubeconfig and binaries kept"
+                "uninstall: conflist draining, kubeconfig and binaries kept"
             );
         }
     }

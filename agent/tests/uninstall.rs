@@ -1,11 +1,16 @@
-//! `tern-agent uninstall` on a node's directories: the conflist goes first, the kubeconfig and the
-//! plugins only when no tern attachment is left, nothing else is touched; through the binary too.
+//! `tern-agent uninstall` on a node's directories: the conflist drains first (the mark beside it),
+//! the conflist, the kubeconfig, the plugins and the mark go only when no tern attachment is left,
+//! nothing else is touched; through the binary too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tern_agent::uninstall::{count_attachments, uninstall, Outcome, UninstallArgs};
+
+const CONFLIST: &str = r#"{"cniVersion": "1.0.0", "name": "k8s-pod-network", "plugins": [
+    {"type": "tern", "ipam": {"type": "host-local", "ranges": [[{"subnet": "usePodCidr"}]]}},
+    {"type": "tern-tuning", "sysctl": {"net.ipv4.tcp_keepalive_time": "600"}}]}"#;
 
 struct Node {
     root: PathBuf,
@@ -28,9 +33,10 @@ impl Node {
         ] {
             std::fs::write(root.join("bin").join(p), b"x").unwrap();
         }
-        for f in ["10-tern.conflist", "tern-kubeconfig", "87-other.conflist"] {
+        for f in ["tern-kubeconfig", "87-other.conflist"] {
             std::fs::write(root.join("net.d").join(f), b"{}").unwrap();
         }
+        std::fs::write(root.join("net.d/10-tern.conflist"), CONFLIST).unwrap();
         Node { root }
     }
 
@@ -59,6 +65,12 @@ impl Node {
         self.root.join(rel).exists()
     }
 
+    /// The conflist as now on disk.
+    fn conflist(&self) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(self.root.join("net.d/10-tern.conflist")).unwrap())
+            .unwrap()
+    }
+
     fn attach(&self, name: &str) {
         std::fs::write(self.root.join("state/tern").join(name), b"{}").unwrap();
     }
@@ -77,20 +89,32 @@ fn tern_files_present(n: &Node) -> bool {
 }
 
 #[test]
-fn with_an_attachment_left_only_the_conflist_goes() {
+fn with_an_attachment_left_the_conflist_drains() {
     let n = Node::new("left");
     n.attach("c0ffee_eth0.json");
     assert_eq!(count_attachments(&n.root.join("state")).unwrap(), 1);
-    assert_eq!(
-        uninstall(&n.parsed()).unwrap(),
-        Outcome::ConflistOnly { attachments: 1 }
-    );
-    assert!(!n.has("net.d/10-tern.conflist"));
-    assert!(n.has("net.d/tern-kubeconfig"));
-    assert!(tern_files_present(&n));
-    // the attachment gone, a second run removes the rest (the conflist already absent)
+    let before = n.conflist();
+    for _ in 0..2 {
+        assert_eq!(
+            uninstall(&n.parsed()).unwrap(),
+            Outcome::Draining { attachments: 1 }
+        );
+        // Draining: tern's plugin object says so, the rest of the conflist is as it was.
+        let mut want = before.clone();
+        want["plugins"][0]["draining"] = serde_json::json!(true);
+        assert_eq!(n.conflist(), want);
+        assert!(n.has("net.d/tern-uninstalling"), "the mark is missing");
+        assert!(tern_agent::uninstall::uninstalling(
+            &n.root.join("net.d/tern-kubeconfig")
+        ));
+        assert!(n.has("net.d/tern-kubeconfig"));
+        assert!(tern_files_present(&n));
+    }
+    // the attachment gone, the next run removes the rest, the mark last
     std::fs::remove_file(n.root.join("state/tern/c0ffee_eth0.json")).unwrap();
     assert_eq!(uninstall(&n.parsed()).unwrap(), Outcome::Removed);
+    assert!(!n.has("net.d/10-tern.conflist"));
+    assert!(!n.has("net.d/tern-uninstalling"), "the mark is left");
     assert!(!n.has("net.d/tern-kubeconfig"));
     for p in ["tern", "tern-tuning", "tern-ipam", "tern-lookup"] {
         assert!(!n.has(&format!("bin/{p}")), "{p} left");
@@ -128,7 +152,8 @@ fn the_binary_uninstalls_and_refuses_bad_flags() {
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("attachments are left"), "{err}");
-    assert!(!n.has("net.d/10-tern.conflist") && tern_files_present(&n));
+    assert_eq!(n.conflist()["plugins"][0]["draining"], true);
+    assert!(tern_files_present(&n));
     let out = agent()
         .args(["uninstall", "--plugins", "../etc/passwd"])
         .output()

@@ -245,6 +245,13 @@ fn controller(s: &Shared, run: &RunConfig, cfg: &EgressConfig, nft: &Nft) {
     };
     let mut applied: Option<String> = None;
     loop {
+        if crate::uninstall::uninstalling(&run.kubeconfig) {
+            info!(
+                table = TABLE,
+                "egress NAT: tern-agent uninstall began; the table is no longer kept"
+            );
+            return;
+        }
         let now = match nft.list_table(FAMILY, TABLE) {
             Ok(t) => t,
             Err(e) => {

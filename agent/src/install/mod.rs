@@ -127,6 +127,13 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     let conflist_path = cfg.cni_conf_dir.join(&cfg.conflist_name);
     write_atomic(&conflist_path, conflist_text.as_bytes(), 0o644)?;
     info!(conflist = %conflist_path.display(), "wrote conflist");
+    // A (re)install supersedes an unfinished uninstall: its controllers keep the node again.
+    let mark = cfg.cni_conf_dir.join(crate::uninstall::UNINSTALLING_MARK);
+    match std::fs::remove_file(&mark) {
+        Ok(()) => info!(mark = %mark.display(), "removed the uninstall mark"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("remove {}", mark.display())),
+    }
     Ok(Report {
         binaries,
         kubeconfig: kube.kubeconfig,

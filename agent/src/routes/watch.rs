@@ -38,6 +38,10 @@ fn is_gone(e: &KubeError) -> bool {
 impl Loop<'_> {
     /// Makes the kernel match the nodes known now, and records what was done.
     fn apply(&mut self) {
+        if crate::uninstall::uninstalling(&self.s.run.kubeconfig) {
+            debug!("node routes: tern-agent uninstall began; routes are no longer kept");
+            return;
+        }
         let connected = match kernel::connected(&self.h) {
             Ok(c) => c,
             Err(e) => {

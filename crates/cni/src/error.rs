@@ -50,6 +50,9 @@ pub mod code {
     /// tern: `ipMasq` needs the nft tool and it is missing, or nft refused a transaction (the
     /// message quotes it); nothing of the transaction was committed.
     pub const NFTABLES: u32 = 107;
+    /// tern is being uninstalled from this node (its conflist is draining): ADD is refused, DEL
+    /// and GC still work.
+    pub const DRAINING: u32 = 108;
 }
 
 /// A CNI error result. `msg` is lower-case without a trailing period; `details` is optional.

@@ -68,6 +68,9 @@ pub fn check_cni_args(args: &CniArgs, ipam_type: &str) -> Result<(), Error> {
 /// lock cannot be taken.
 pub fn prepare_add(input: &AddInput) -> Result<AttachmentLock, Error> {
     let conf = TernConf::from_netconf(&input.config)?;
+    if conf.draining {
+        return Err(TernConf::draining_error());
+    }
     let dir = conf.state_dir.join(&input.config.name);
     let (cid, ifname) = (input.container_id.as_str(), input.ifname.as_str());
     check_storable(&dir, &state_name(cid, ifname), "attachment state")?;

@@ -28,6 +28,7 @@ const KNOWN_KEYS: &[&str] = &[
     "agentSocket",
     "stateDir",
     "ipMasqBackend",
+    "draining",
 ];
 
 /// The one `ipMasqBackend` tern implements (the reference ptp also takes `iptables`).
@@ -46,6 +47,8 @@ struct Wire {
     state_dir: Option<String>,
     #[serde(default)]
     ip_masq_backend: Option<String>,
+    #[serde(default)]
+    draining: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +88,9 @@ pub struct TernConf {
     /// `ipMasq`: masquerade the pod's addresses towards destinations outside their IPAM subnet
     /// (per-attachment nftables rules, `crate::masq`). Default false.
     pub ip_masq: bool,
+    /// `draining`: tern is being uninstalled from this node (`tern-agent uninstall` writes it into
+    /// the conflist): STATUS answers 50 and ADD is refused (108); DEL and GC work as ever.
+    pub draining: bool,
 }
 
 impl TernConf {
@@ -165,7 +171,19 @@ impl TernConf {
                 .get("ipMasq")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            draining: wire.draining.unwrap_or(false),
         })
+    }
+
+    /// The error ADD gives while [`TernConf::draining`].
+    pub fn draining_error() -> Error {
+        Error::new(
+            tern_cni::code::DRAINING,
+            "tern is being uninstalled from this node (its conflist is draining): no new pod is wired here",
+        )
+        .with_details(
+            "the node's pods are torn down as they go; once none is left the conflist is removed",
+        )
     }
 }
 

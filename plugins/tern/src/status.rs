@@ -14,13 +14,21 @@ use crate::config::TernConf;
 /// Runs STATUS.
 ///
 /// # Errors
-/// The IPAM plugin's error (50 when it is missing); code 50 when `ipMasq` is set and the nft tool
+/// Code 50 `draining: …` while the conflist is draining (`tern-agent uninstall`); the IPAM
+/// plugin's error (50 when it is missing); code 50 when `ipMasq` is set and the nft tool
 /// is missing; code 50, with a kubeconfig configured, when
 /// `tern-lookup` is not in `CNI_PATH`, the kubeconfig is unreadable or not a regular file (a FIFO
 /// is refused without waiting on it), or its token has expired and
 /// the agent socket does not accept a connection.
 pub fn status(input: &StatusInput) -> Result<(), Error> {
     let conf = TernConf::from_netconf(&input.config)?;
+    if conf.draining {
+        return Err(Error::new(
+            code::NOT_AVAILABLE,
+            "draining: tern is being uninstalled from this node",
+        )
+        .with_details("ADD is refused; DEL and GC still work"));
+    }
     crate::ipam::delegate(input.delegate(&conf.ipam_type)).status(&input.config.bytes)?;
     if conf.ip_masq {
         crate::masq::nft().map_err(|e| Error::new(code::NOT_AVAILABLE, e.msg))?;

@@ -1,7 +1,8 @@
 //! `tern-agent run --egress-nat`: the real agent binary in a node netns (the API server stand-in
 //! in the node's "router" netns serves the Node's podCIDRs) keeps `inet tern_nat`: a pod wired
 //! by tern (no `ipMasq`) reaches an address beyond the router as the node, and a cluster address
-//! as itself; the table is restored after it is flushed or deleted, survives the agent's stop,
+//! as itself; the table is restored after it is flushed or deleted, but no longer once uninstall
+//! began (its mark beside the kubeconfig), survives the agent's stop,
 //! and goes with `tern-agent uninstall` (with the node's routes of protocol 116, and only
 //! those); iptables-nft's table is never touched; a bad CIDR stops
 //! the agent at start with nothing created. Needs root and the nft tool.
@@ -174,6 +175,25 @@ fn the_agent_keeps_the_node_egress_nat_table() {
         restores() == 2 && masquerades(&edge)
     });
     assert_eq!(edge.source_seen(&pod, FAR_V4), ip(NODE_V4));
+
+    // Once `tern-agent uninstall` began (its mark beside the kubeconfig), no resync restores the
+    // table: a tampered one (an extra chain, harmless) stays as it is.
+    std::fs::write(dir.path().join("tern-uninstalling"), "").unwrap();
+    wait_for("the controller to stop at the mark", || {
+        show_log().contains("uninstall began")
+    });
+    edge.node
+        .exec_ok(&["nft", "add", "chain", "inet", "tern_nat", "extra"]);
+    std::thread::sleep(std::time::Duration::from_millis(1000)); // five resync periods
+    assert!(
+        edge.table("inet", "tern_nat")
+            .unwrap_or_default()
+            .contains("chain extra"),
+        "a resync after uninstall began restored the table:\n{}",
+        show_log()
+    );
+    assert_eq!(restores(), 2, "{}", show_log());
+    std::fs::remove_file(dir.path().join("tern-uninstalling")).unwrap();
 
     // The agent's stop leaves the table; uninstall (no attachment left) removes it.
     drop(agent);
