@@ -115,14 +115,58 @@ fn nat_exists(node: &Node) -> bool {
     !nat_table(node).is_empty()
 }
 
-/// The DaemonSet deleted with a pod still wired by tern: the agent's preStop hook removes the
-/// conflist and keeps the kubeconfig and the plugins. (containerd cannot tear a sandbox down
-/// while no conflist is loaded, so the DaemonSet is applied again before that pod goes.)
-/// Deleted again with no tern pod left: the hook removes everything of tern's and nothing else.
-/// A restarted agent pod (DaemonSet kept) uninstalls nothing.
+/// Runs the uninstall an operator finishes by hand once the last tern pod is gone
+/// (deploy/README.md, "Uninstall": tern's image through `ctr`, the node's CNI dirs bind-mounted).
+fn uninstall_by_hand(node: &Node) -> Res {
+    std::fs::create_dir_all("/run/cni/tern").map_err(|e| format!("mkdir /run/cni/tern: {e}"))?;
+    let ctr = format!("{}/containerd/ctr", node.var("GOBIN_DIR"));
+    let mount = |src: &str, dst: &str, mode: &str| {
+        format!("type=bind,src={src},dst={dst},options=rbind:{mode}")
+    };
+    let bin = mount(&node.cni_bin.to_string_lossy(), "/host/opt/cni/bin", "rw");
+    let net = mount(&node.cni_net.to_string_lossy(), "/host/etc/cni/net.d", "rw");
+    let state = mount("/run/cni/tern", "/host/run/cni/tern", "ro");
+    let out = node.run(
+        &mut Node::cmd(
+            &ctr,
+            &[
+                "--address",
+                node.var("CRI_SOCK"),
+                "-n",
+                "k8s.io",
+                "run",
+                "--rm",
+                "--privileged",
+                "--net-host",
+                "--mount",
+                &bin,
+                "--mount",
+                &net,
+                "--mount",
+                &state,
+                node.var("TERN_IMAGE"),
+                "tern-uninstall",
+                "tern-agent",
+                "uninstall",
+            ],
+        ),
+        None,
+    )?;
+    node.note(&format!("uninstall by hand: {}", out.trim()));
+    Ok(())
+}
+
+/// Drains and uninstalls, as issue 29 and deploy/README.md ("Uninstall") describe. A restarted
+/// agent pod (DaemonSet kept) uninstalls nothing. The DaemonSet deleted with a pod still wired
+/// by tern: the preStop hook makes the conflist draining (kept, `"draining": true`, the mark
+/// beside it) and keeps the kubeconfig, the plugins and the egress NAT table; the runtime's
+/// STATUS answers 50, so the node turns NotReady with tern's "draining" message and no new pod
+/// starts; the wired pod, deleted afterwards, is torn down with nothing left. The operator's
+/// finishing command then removes everything of tern's and nothing else.
 pub fn uninstall(node: &Node) -> Res {
     let conflist = node.cni_net.join("10-tern.conflist");
     let kubeconfig = node.cni_net.join("tern-kubeconfig");
+    let mark = node.cni_net.join("tern-uninstalling");
     let old = agent_pod(node)?;
     node.kubectl(&[
         "-n",
@@ -140,9 +184,22 @@ pub fn uninstall(node: &Node) -> Res {
     node.create_pods(&["pod-u"])?;
     node.wait_ready(&["pod-u"], 90)?;
     let ip = node.pod_ip("pod-u")?;
+    let t0 = std::time::Instant::now();
     agent_deleted(node)?;
-    if conflist.exists() {
-        return fail("the conflist is still there after the DaemonSet was deleted");
+    node.note(&format!("{:?}: agent pod gone", t0.elapsed()));
+    let text = std::fs::read_to_string(&conflist)
+        .map_err(|e| format!("the conflist is gone while pod-u is wired by tern: {e}"))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("conflist: {e}"))?;
+    let draining = json["plugins"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["type"] == "tern"))
+        .is_some_and(|p| p["draining"] == true);
+    if !draining {
+        return fail(format!("the conflist is not draining: {text}"));
+    }
+    if !mark.exists() {
+        return fail("no uninstall mark beside the draining conflist");
     }
     if !kubeconfig.exists() {
         return fail("the kubeconfig was removed while pod-u is wired by tern");
@@ -160,22 +217,36 @@ pub fn uninstall(node: &Node) -> Res {
     if !nat_exists(node) {
         return fail("the egress NAT table was removed while pod-u is wired by tern");
     }
-    let ds = node.root.join("deploy/daemonset.yaml");
-    node.kubectl(&["apply", "-f", &ds.to_string_lossy()])?;
-    rollout_status(node)?;
-    node.delete_pods(&["pod-u"])?;
+    // the runtime's STATUS answers 50 while draining: the kubelet reports the network not ready
+    node.wait_for(60, "node NotReady through CNI STATUS (draining)", || {
+        node.ready().is_ok_and(|(s, _)| s == "False")
+    })?;
+    let (_, msg) = node.ready()?;
+    node.note(&format!("{:?}: Ready=False: {msg}", t0.elapsed()));
+    if !msg.contains("draining") {
+        return fail(format!("NotReady for another reason than draining: {msg}"));
+    }
+    node.create_pods(&["pod-v"])?;
+    std::thread::sleep(Duration::from_secs(8));
+    let v_ip = node.kubectl(&["get", "pod", "pod-v", "-o", "jsonpath={.status.podIP}"])?;
+    if !v_ip.trim().is_empty() {
+        return fail(format!("pod-v got an IP ({v_ip}) while tern was draining"));
+    }
+    node.delete_pods(&["pod-v", "pod-u"])?;
     node.wait_for(60, "sandbox of pod-u removed", || {
         node.crictl(&["pods", "--name", "pod-u", "-q"])
             .is_ok_and(|o| o.trim().is_empty())
     })?;
     node.nothing_left(ip)?;
-    agent_deleted(node)?;
-    let mut files = vec![conflist, kubeconfig];
+    node.note(&format!("{:?}: pod-u torn down", t0.elapsed()));
+    uninstall_by_hand(node)?;
+    node.note(&format!("{:?}: uninstalled by hand", t0.elapsed()));
+    let mut files = vec![conflist, kubeconfig, mark];
     files.extend(PLUGINS.iter().map(|p| node.cni_bin.join(p)));
     for f in files {
         if f.exists() {
             return fail(format!(
-                "{} left after the DaemonSet was deleted with no tern pod left",
+                "{} left after the uninstall with no tern pod left",
                 f.display()
             ));
         }
@@ -184,9 +255,10 @@ pub fn uninstall(node: &Node) -> Res {
         return fail("uninstall removed a file that is not tern's");
     }
     if nat_exists(node) {
-        return fail(
-            "the egress NAT table left after the DaemonSet was deleted with no tern pod left",
-        );
+        return fail("the egress NAT table left after the uninstall with no tern pod left");
+    }
+    if !node.tern_links()?.is_empty() {
+        return fail(format!("tern links left: {:?}", node.tern_links()?));
     }
     Ok(())
 }
