@@ -9,6 +9,12 @@
 # - Every component listens on loopback only, on ports no default install uses (etcd 23790/23800,
 #   apiserver 16443, kubelet 10350, controller-manager 10357, scheduler 10359); the one exception
 #   is tern-agent's /metrics on 0.0.0.0:9413, as deploy/ (applied as it is) sets it.
+#   TERN_CLUSTER_API_ADDR=10.99.219.1 (the node's address; scripts/conformance sets it) makes the
+#   API server bind and advertise that address with the lease endpoint reconciler, as operators
+#   run it, so the `kubernetes` Service and its EndpointSlice are real; TERN_CLUSTER_DNS=IP gives
+#   the kubelet that clusterDNS (domain cluster.local). tests/conformance/lib.sh adds kube-proxy
+#   (its tables ip/ip6 kube-proxy, or its KUBE-* iptables chains), CoreDNS and the guard table
+#   inet tern_kt_guard; `down` removes those too (`kube-proxy --cleanup`).
 # - The node is the machine's root netns (the kubelet and containerd need it): pod ranges are
 #   10.99.210.0/23 (cluster) with the node's /24 from the controller-manager, services
 #   10.99.220.0/24; teardown removes host routes into them, tern's host veths and the agent's
@@ -29,7 +35,9 @@ GOBIN_DIR="${TERN_GO_CACHE:-/var/cache/tern-build}/bin"
 K8S_BIN="${TERN_K8S_BIN:-$GOBIN_DIR/kubernetes}"
 NODE=tern-node
 API_PORT=16443
-API="https://127.0.0.1:$API_PORT"
+API_ADDR="${TERN_CLUSTER_API_ADDR:-127.0.0.1}"
+API="https://$API_ADDR:$API_PORT"
+CLUSTER_DNS="${TERN_CLUSTER_DNS:-}"
 CLUSTER_CIDR=10.99.210.0/23
 SERVICE_CIDR=10.99.220.0/24
 SA_ISSUER="https://kubernetes.default.svc.cluster.local"
@@ -113,10 +121,12 @@ start_etcd() {
 
 # start_apiserver [EXTRA FLAG...]: the signing key is $KT/pki/sa.key unless SA_KEY names another.
 start_apiserver() {
-    local d="$KT/pki" key="${SA_KEY:-sa}"
+    local d="$KT/pki" key="${SA_KEY:-sa}" reconciler=lease
+    # Endpoints validation refuses loopback addresses: no reconciler when the server is on loopback
+    [ "$API_ADDR" = 127.0.0.1 ] && reconciler=none
     start apiserver "$K8S_BIN/kube-apiserver" \
         --etcd-servers http://127.0.0.1:23790 \
-        --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
+        --bind-address "$API_ADDR" --advertise-address "$API_ADDR" --secure-port "$API_PORT" \
         --tls-cert-file "$d/apiserver.crt" --tls-private-key-file "$d/apiserver.key" \
         --client-ca-file "$d/ca.crt" \
         --kubelet-client-certificate "$d/apiserver-kubelet-client.crt" \
@@ -126,7 +136,7 @@ start_apiserver() {
         --service-account-key-file "$d/$key.pub" --service-account-signing-key-file "$d/$key.key" \
         --service-cluster-ip-range "$SERVICE_CIDR" \
         --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
-        --endpoint-reconciler-type none \
+        --endpoint-reconciler-type "$reconciler" \
         --allow-privileged=true --profiling=false --v=1 "$@"
     wait_for 90 "kube-apiserver /readyz" curl -sf --cacert "$d/ca.crt" --cert "$d/admin.crt" \
         --key "$d/admin.key" "$API/readyz"
@@ -342,6 +352,7 @@ syncFrequency: 10s
 fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 5s
 YAML
+    [ -z "$CLUSTER_DNS" ] || printf 'clusterDNS: [%s]\nclusterDomain: cluster.local\n' "$CLUSTER_DNS" >>"$k/config.yaml"
     start kubelet "$K8S_BIN/kubelet" --config "$k/config.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
         --root-dir "$k/root" --hostname-override "$NODE" --node-ip "$NODE_IP" --v=1
 }
@@ -356,7 +367,7 @@ down() {
         ids=$(crictl pods -q 2>/dev/null || true)
         for id in $ids; do crictl stopp "$id" >/dev/null 2>&1 || true; crictl rmp -f "$id" >/dev/null 2>&1 || true; done
     fi
-    for c in kubelet scheduler controller-manager apiserver containerd crio etcd registry; do stop "$c"; done
+    for c in kube-proxy kubelet scheduler controller-manager apiserver containerd crio etcd registry; do stop "$c"; done
     crio_down
     # shims and pod processes left by a killed containerd: by their cgroup under $CGROUP_ROOT
     local pids
@@ -390,6 +401,13 @@ down() {
     # the agent's egress NAT table, unless the machine had one before the run
     [ -e "$KT/nat-preexisting" ] || nft delete table inet tern_nat 2>/dev/null || true
     ip link del "$NR_LINK" 2>/dev/null || true
+    # kube-proxy's tables (it leaves them when stopped) and the guard, when this tier made them
+    if [ -d "$KT/kube-proxy" ]; then
+        "$GOBIN_DIR/e2e/kube-proxy" --cleanup >/dev/null 2>&1 || true
+        nft delete table ip kube-proxy 2>/dev/null || true
+        nft delete table ip6 kube-proxy 2>/dev/null || true
+    fi
+    [ ! -e "$KT/guard" ] || nft delete table inet tern_kt_guard 2>/dev/null || true
     ip -o route show | awk '/^10\.99\.21[01]\./ {print $1}' | while read -r r; do ip route del "$r" 2>/dev/null || true; done
     rm -rf "$KT"
 }

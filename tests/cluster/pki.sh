@@ -62,13 +62,15 @@ make_pki() {
     openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.crt" -days 2 \
         -subj "/CN=tern-test-ca" 2>/dev/null
     cert apiserver kube-apiserver "" \
-        "IP:127.0.0.1,IP:10.99.220.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+        "IP:127.0.0.1,IP:$NODE_IP,IP:10.99.220.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
     cert admin admin system:masters
     cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
     cert controller-manager system:kube-controller-manager ""
     cert scheduler system:kube-scheduler ""
     cert kubelet "system:node:$NODE" system:nodes
+    # kube-proxy's own identity: bound to system:node-proxier by the default RBAC
+    cert kube-proxy system:kube-proxy ""
     cert kubelet-serving "system:node:$NODE" system:nodes "IP:$NODE_IP,IP:127.0.0.1,DNS:$NODE"
-    for n in admin controller-manager scheduler kubelet; do kubeconfig "$n"; done
+    for n in admin controller-manager scheduler kubelet kube-proxy; do kubeconfig "$n"; done
     sa_key sa
 }

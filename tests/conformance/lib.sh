@@ -1,0 +1,263 @@
+# tests/conformance/lib.sh — the real-cluster tier (tests/cluster/lib.sh) as operators run a
+# cluster, for Kubernetes' own e2e networking specs (scripts/conformance):
+# - the API server binds and advertises the node's address (10.99.219.1) with the lease endpoint
+#   reconciler (TERN_CLUSTER_API_ADDR, set by scripts/conformance before lib.sh is sourced);
+# - kube-proxy in nftables mode (TERN_KUBE_PROXY_MODE=iptables for the other) as a host process
+#   with its own client certificate (CN system:kube-proxy), NodePorts on the node's address only,
+#   healthz/metrics on loopback; in iptables mode no NodePorts on localhost, so it leaves the
+#   machine's route_localnet alone;
+# - CoreDNS v1.12.1 as kubeadm deploys it (Deployment + kube-dns Service at 10.99.220.10), with
+#   no `forward`: nothing is resolved outside the cluster; the kubelet's clusterDNS points at it;
+# - tern from deploy/ with the reference portmap and bandwidth plugins (v1.10.0, tools/go/plugins)
+#   chained after tern-tuning, as Calico's and flannel's conflists chain them;
+# - the guard: table inet tern_kt_guard rejects what pods send to addresses that are not the
+#   cluster's (pod range, service range, the node's address), so test traffic never leaves the
+#   machine (the host's default route and resolver are off-machine).
+#
+# Sourced by scripts/conformance after tests/cluster/lib.sh and tests/conformance/images.sh.
+
+KUBE_DNS_IP=10.99.220.10
+E2E_BIN="$GOBIN_DIR/e2e"
+
+# guard_up: the nftables table that keeps pods' traffic on the machine. kube-proxy DNATs service
+# addresses before the forward hook, so traffic to a Service with endpoints passes as pod traffic;
+# what is rejected is traffic to anything else (the internet, the host's resolver, services with
+# no endpoints).
+guard_up() {
+    touch "$KT/guard"
+    nft -f - <<NFT
+table inet tern_kt_guard {
+    chain forward {
+        type filter hook forward priority filter; policy accept;
+        ip saddr $CLUSTER_CIDR ip daddr { $CLUSTER_CIDR, $NODE_IP } accept
+        ip saddr $CLUSTER_CIDR counter reject
+        ip daddr $SERVICE_CIDR counter reject
+    }
+    chain output {
+        type filter hook output priority filter; policy accept;
+        ip daddr $SERVICE_CIDR counter reject
+    }
+}
+NFT
+}
+
+start_kube_proxy() {
+    local k="$KT/kube-proxy"
+    mkdir -p "$k"
+    cat >"$k/config.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: ${TERN_KUBE_PROXY_MODE:-nftables}
+clientConnection: {kubeconfig: $KT/pki/kube-proxy.kubeconfig}
+hostnameOverride: $NODE
+clusterCIDR: $CLUSTER_CIDR
+nodePortAddresses: ["$NODE_IP/32"]
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {localhostNodePorts: false}
+YAML
+    start kube-proxy "$E2E_BIN/kube-proxy" --config "$k/config.yaml" --v=1
+    wait_for 60 "kube-proxy healthz" curl -sf http://127.0.0.1:10256/healthz
+}
+
+# install_tern: deploy/ applied as an operator does, with the conflist template's chain extended
+# by portmap and bandwidth (their binaries copied beside tern's; see the README's conformance
+# section for why this is an overlay here and not yet deploy/ itself).
+install_tern() {
+    local p
+    for p in portmap bandwidth; do
+        [ -e "$CNI_BIN/$p" ] || { cp "$GOBIN_DIR/plugins/$p" "$CNI_BIN/$p" && echo "$CNI_BIN/$p" >>"$KT/created"; }
+    done
+    kubectl apply -f "$ROOT/deploy/00-namespace.yaml"
+    kubectl -n tern create configmap kubernetes-services-endpoint \
+        --from-literal=KUBERNETES_SERVICE_HOST="$API_ADDR" --from-literal=KUBERNETES_SERVICE_PORT="$API_PORT"
+    rm -rf "$KT/deploy" && cp -r "$ROOT/deploy" "$KT/deploy"
+    sed -i "s|TERN_CLUSTER_CIDRS: .*|TERN_CLUSTER_CIDRS: \"$CLUSTER_CIDR,$SERVICE_CIDR\"|" "$KT/deploy/configmap.yaml"
+    perl -0pi -e 's|("net.ipv4.tcp_keepalive_probes": "5"\n          \}\n        \})\n|$1,\n        { "type": "portmap", "capabilities": { "portMappings": true } },\n        { "type": "bandwidth", "capabilities": { "bandwidth": true } }\n|' \
+        "$KT/deploy/configmap.yaml"
+    grep -q '"type": "portmap"' "$KT/deploy/configmap.yaml" || { log "cannot chain portmap in deploy/configmap.yaml"; return 1; }
+    kubectl apply -f "$KT/deploy/"
+    kubectl -n tern rollout status daemonset/tern-agent --timeout=180s
+    wait_for 60 "conflist with portmap" bash -c "jq -e '[.plugins[].type] == [\"tern\",\"tern-tuning\",\"portmap\",\"bandwidth\"]' $CNI_NET/10-tern.conflist"
+    wait_for 120 "node Ready" bash -c "[ \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}')\" = True ]"
+}
+
+# coredns_up: kubeadm's CoreDNS manifests (k8s.io/kubernetes@v1.34.4
+# cmd/kubeadm/app/phases/addons/dns/manifests.go), one replica, Corefile without forward/loop.
+coredns_up() {
+    kubectl apply -f - <<YAML
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: coredns, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: "system:coredns"}
+rules:
+- apiGroups: [""]
+  resources: [endpoints, services, pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "system:coredns"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
+subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+data:
+  Corefile: |
+    .:53 {
+        errors
+        health {
+           lameduck 5s
+        }
+        ready
+        kubernetes cluster.local in-addr.arpa ip6.arpa {
+           pods insecure
+           fallthrough in-addr.arpa ip6.arpa
+           ttl 30
+        }
+        prometheus :9153
+        cache 30
+        reload
+        loadbalance
+    }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: coredns
+  namespace: kube-system
+  labels: {k8s-app: kube-dns}
+spec:
+  replicas: 1
+  selector: {matchLabels: {k8s-app: kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: kube-dns}}
+    spec:
+      priorityClassName: system-cluster-critical
+      serviceAccountName: coredns
+      tolerations: [{key: CriticalAddonsOnly, operator: Exists}, {key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]
+      containers:
+      - name: coredns
+        image: $COREDNS_IMAGE
+        imagePullPolicy: IfNotPresent
+        args: ["-conf", "/etc/coredns/Corefile"]
+        resources:
+          limits: {memory: 170Mi}
+          requests: {cpu: 100m, memory: 70Mi}
+        volumeMounts: [{name: config-volume, mountPath: /etc/coredns, readOnly: true}]
+        ports:
+        - {containerPort: 53, name: dns, protocol: UDP}
+        - {containerPort: 53, name: dns-tcp, protocol: TCP}
+        - {containerPort: 9153, name: metrics, protocol: TCP}
+        livenessProbe:
+          httpGet: {path: /health, port: 8080, scheme: HTTP}
+          initialDelaySeconds: 60
+          timeoutSeconds: 5
+          failureThreshold: 5
+        readinessProbe:
+          httpGet: {path: /ready, port: 8181, scheme: HTTP}
+        securityContext:
+          allowPrivilegeEscalation: false
+          capabilities: {add: [NET_BIND_SERVICE], drop: [ALL]}
+          readOnlyRootFilesystem: true
+      dnsPolicy: Default
+      volumes:
+      - name: config-volume
+        configMap:
+          name: coredns
+          items: [{key: Corefile, path: Corefile}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: kube-dns
+  namespace: kube-system
+  labels: {k8s-app: kube-dns, kubernetes.io/cluster-service: "true", kubernetes.io/name: CoreDNS}
+  annotations: {prometheus.io/port: "9153", prometheus.io/scrape: "true"}
+spec:
+  clusterIP: $KUBE_DNS_IP
+  selector: {k8s-app: kube-dns}
+  ports:
+  - {name: dns, port: 53, protocol: UDP, targetPort: 53}
+  - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
+  - {name: metrics, port: 9153, protocol: TCP, targetPort: 9153}
+YAML
+    kubectl -n kube-system rollout status deployment/coredns --timeout=180s
+}
+
+# conformance_up: the whole tier, in dependency order (the node's address before the API server
+# that binds it; kube-proxy before tern's agent, which reaches the API server at its real address
+# anyway, and before CoreDNS, which reaches it through the `kubernetes` Service).
+conformance_up() {
+    make_pki
+    node_address
+    start_etcd
+    start_apiserver
+    start_controller_manager
+    start_scheduler
+    start_runtime
+    import_images
+    conformance_images
+    guard_up
+    start_kubelet
+    wait_for 120 "node $NODE registered" kubectl get node "$NODE"
+    wait_for 60 "node $NODE podCIDR" bash -c "[ -n \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.spec.podCIDR}')\" ]"
+    start_kube_proxy
+    install_tern
+    coredns_up
+}
+
+# smoke: what a new user tries first on the cluster, each checked: `kubectl run`, a Deployment
+# behind a ClusterIP Service reached by name, `nslookup kubernetes.default` from a pod, a pod's
+# hostPort 8080 reached at the node's address from the host; then the guard: a pod's connection to
+# an address off the machine (TEST-NET-1) is refused at once and counted.
+smoke() {
+    local name got before after
+    kubectl create deployment web --image="$AGNHOST_IMAGE" --replicas=2 --port=8080 -- /agnhost netexec --http-port=8080
+    kubectl expose deployment web --port=80 --target-port=8080
+    kubectl run client --image="$AGNHOST_IMAGE" --restart=Never --command -- /agnhost pause
+    kubectl apply -f - <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: hostport, namespace: default}
+spec:
+  containers:
+  - name: web
+    image: $AGNHOST_IMAGE
+    args: [netexec, --http-port=8080]
+    ports: [{containerPort: 8080, hostPort: 8080, hostIP: $NODE_IP}]
+YAML
+    kubectl rollout status deployment/web --timeout=120s
+    kubectl wait --for=condition=Ready pod/client pod/hostport --timeout=120s
+    # kube-proxy programs the Service once its endpoints are ready, a moment after the rollout
+    local end=$((SECONDS + 30))
+    until got=$(kubectl exec client -- curl -sf --max-time 5 http://web.default.svc.cluster.local/hostname); do
+        [ "$SECONDS" -lt "$end" ] || { echo "web Service not reached by name in 30 s"; return 1; }
+        sleep 1
+    done
+    kubectl get pods -l app=web -o name | grep -qx "pod/$got" || { echo "web Service answered '$got', not a web pod"; return 1; }
+    echo "Deployment behind ClusterIP Service web: answered by $got"
+    got=$(kubectl exec client -- nslookup kubernetes.default)
+    echo "$got"
+    grep -q 'Address: 10.99.220.1$' <<<"$got" || { echo "nslookup kubernetes.default: no 10.99.220.1"; return 1; }
+    got=$(curl -sf --max-time 10 "http://$NODE_IP:8080/hostname")
+    [ "$got" = hostport ] || { echo "hostPort 8080 at $NODE_IP answered '$got', not hostport"; return 1; }
+    echo "hostPort 8080 at $NODE_IP: answered by $got"
+    before=$(nft list chain inet tern_kt_guard forward | awk '/saddr/ && /reject/ {for (i = 1; i <= NF; i++) if ($i == "packets") print $(i + 1)}')
+    if kubectl exec client -- curl -s --max-time 5 http://192.0.2.1/; then echo "a pod reached 192.0.2.1: the guard let it out"; return 1; fi
+    after=$(nft list chain inet tern_kt_guard forward | awk '/saddr/ && /reject/ {for (i = 1; i <= NF; i++) if ($i == "packets") print $(i + 1)}')
+    [ "$after" -gt "$before" ] || { echo "guard counter did not move ($before -> $after)"; return 1; }
+    echo "guard: a pod's connection to 192.0.2.1 rejected ($before -> $after packets)"
+    kubectl delete deployment web --wait=false
+    kubectl delete service web
+    kubectl delete pod client hostport --wait=true --timeout=60s
+}
