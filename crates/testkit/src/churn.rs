@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 
 use crate::exec::{conflist, Cnitool, ExecError};
 use crate::netns::TestNetns;
+use crate::node::files_under;
 use crate::procs;
 
 /// The chain's TCP keepalive sysctls: key, value written by tern-tuning.
@@ -303,22 +304,6 @@ fn name_of(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    rd.flatten()
-        .flat_map(|e| {
-            let p = e.path();
-            if p.is_dir() {
-                files_under(&p)
-            } else {
-                vec![p]
-            }
-        })
-        .collect()
 }
 
 /// When and what a kill hits.

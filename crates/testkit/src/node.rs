@@ -105,7 +105,8 @@ impl NodeAudit {
     }
 }
 
-fn files_under(dir: &Path) -> Vec<PathBuf> {
+/// Every file below `dir`, recursively (none when it cannot be read).
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

@@ -485,6 +485,22 @@ fn mtus(node: &Node, pod: &TestNetns) -> (u64, u64) {
 
 /// case-26 setup: chain tern (`mtu` = `tern_mtu`), then tern-tuning with `mtu` = `tuning_mtu`
 /// (and C0's keepalive sysctls), ADDed through libcni into a fresh pod.
+/// tern-tuning's DEL alone, as libcni runs it first in the chain's DEL (prevResult: `result`).
+fn del_tuning_alone(node: &Node, list: &Value, pod: &TestNetns, result: &Value) {
+    let cid = node.tool.get_container_id().to_owned();
+    let mut tconf = Node::plugin_conf(list, 1);
+    tconf["prevResult"] = result.clone();
+    let out = node
+        .call("tern-tuning", "DEL")
+        .container_id(&cid)
+        .netns(pod.path())
+        .netconf(&tconf)
+        .unwrap()
+        .run()
+        .unwrap();
+    ok(&out, "DEL tern-tuning");
+}
+
 fn c26(tag: &str, tern_mtu: u32, tuning_mtu: u32) -> (Node, Value, TestNetns, Value) {
     let (mut node, mut list) = c0_node(tag);
     list["plugins"][0]["mtu"] = json!(tern_mtu);
@@ -520,18 +536,7 @@ fn case_26_tuning_mtu_reaches_both_ends() {
     );
     assert_eq!(mtus(&node, &pod), (1400, 1400), "pod eth0, host veth");
     // tern-tuning's DEL alone (as libcni runs it first): both ends back to tern's 1500.
-    let cid = node.tool.get_container_id().to_owned();
-    let mut tconf = Node::plugin_conf(&list, 1);
-    tconf["prevResult"] = result.clone();
-    let out = node
-        .call("tern-tuning", "DEL")
-        .container_id(&cid)
-        .netns(pod.path())
-        .netconf(&tconf)
-        .unwrap()
-        .run()
-        .unwrap();
-    ok(&out, "DEL tern-tuning");
+    del_tuning_alone(&node, &list, &pod, &result);
     assert_eq!(mtus(&node, &pod), (1500, 1500), "DEL restored pod, host");
     ok(&node.tool.del(pod.path()).unwrap(), "DEL of the chain");
     node.assert_nothing_left(&result_addrs(&result));
@@ -564,18 +569,7 @@ fn case_26_tuning_mtu_above_terns_sets_both_ends() {
         out.describe()
     );
     node.host.ip(&["link", "set", &hv, "mtu", "9000"]);
-    let cid = node.tool.get_container_id().to_owned();
-    let mut tconf = Node::plugin_conf(&list, 1);
-    tconf["prevResult"] = result.clone();
-    let out = node
-        .call("tern-tuning", "DEL")
-        .container_id(&cid)
-        .netns(pod.path())
-        .netconf(&tconf)
-        .unwrap()
-        .run()
-        .unwrap();
-    ok(&out, "DEL tern-tuning");
+    del_tuning_alone(&node, &list, &pod, &result);
     assert_eq!(mtus(&node, &pod), (1400, 1400), "DEL restored pod, host");
     ok(&node.tool.del(pod.path()).unwrap(), "DEL of the chain");
     node.assert_nothing_left(&result_addrs(&result));
