@@ -244,7 +244,10 @@ YAML
         [ "$SECONDS" -lt "$end" ] || { echo "web Service not reached by name in 30 s"; return 1; }
         sleep 1
     done
-    kubectl get pods -l app=web -o name | grep -qx "pod/$got" || { echo "web Service answered '$got', not a web pod"; return 1; }
+    # the list read whole first: `kubectl ... | grep -q` fails under pipefail when grep exits early
+    local web_pods
+    web_pods=$(kubectl get pods -l app=web -o name)
+    grep -qx "pod/$got" <<<"$web_pods" || { echo "web Service answered '$got', not a web pod: $web_pods"; return 1; }
     echo "Deployment behind ClusterIP Service web: answered by $got"
     got=$(kubectl exec client -- nslookup kubernetes.default)
     echo "$got"
