@@ -115,6 +115,42 @@ impl Node {
         Ok((s.trim().to_owned(), m.trim().to_owned()))
     }
 
+    /// The tern-agent pods bound to this node, one entry per pod: `field` (a JSONPath under the
+    /// pod, e.g. `{.metadata.name}`) as kubectl prints it. Every lookup is by `spec.nodeName`:
+    /// the agent tolerates every taint, so a case's fake Nodes get DaemonSet pods too, which no
+    /// kubelet runs (`kubectl logs daemonset/...` may pick one and fail with NotFound).
+    ///
+    /// # Errors
+    /// kubectl's.
+    pub fn agent_pods(&self, field: &str) -> Res<Vec<String>> {
+        let selector = format!("spec.nodeName={}", self.name);
+        let jsonpath = format!("jsonpath={{range .items[*]}}{field}{{\"\\n\"}}{{end}}");
+        let out = self.kubectl(&[
+            "-n",
+            "tern",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=tern-agent",
+            "--field-selector",
+            &selector,
+            "-o",
+            &jsonpath,
+        ])?;
+        Ok(out.lines().map(str::to_owned).filter(|l| !l.is_empty()).collect())
+    }
+
+    /// The name of this node's (first) tern-agent pod.
+    ///
+    /// # Errors
+    /// None on this node, or kubectl's.
+    pub fn agent_pod(&self) -> Res<String> {
+        match self.agent_pods("{.metadata.name}")?.into_iter().next() {
+            Some(p) => Ok(p),
+            None => fail(format!("no tern-agent pod on {}", self.name)),
+        }
+    }
+
     /// True when the node's Ready condition is `True`.
     pub fn node_ready(&self) -> bool {
         self.ready().is_ok_and(|(s, _)| s == "True")

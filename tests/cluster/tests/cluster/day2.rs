@@ -3,24 +3,6 @@
 
 use tern_cluster::{fail, Node, Res};
 
-/// The name of the (first) tern-agent pod.
-pub fn agent_pod(node: &Node) -> Res<String> {
-    let p = node.kubectl(&[
-        "-n",
-        "tern",
-        "get",
-        "pods",
-        "-l",
-        "app.kubernetes.io/name=tern-agent",
-        "-o",
-        "jsonpath={.items[0].metadata.name}",
-    ])?;
-    match p.trim() {
-        "" => fail("no tern-agent pod"),
-        p => Ok(p.to_owned()),
-    }
-}
-
 /// `kubectl -n tern rollout status daemonset/tern-agent --timeout=120s`.
 pub fn rollout_status(node: &Node) -> Res {
     node.kubectl(&[
@@ -73,7 +55,7 @@ pub fn sandbox_recreated(node: &Node) -> Res {
 
 /// The agent pod killed: the plugin's token stays valid, pods start; the kubelet brings it back.
 pub fn agent_restart(node: &Node) -> Res {
-    let old = agent_pod(node)?;
+    let old = node.agent_pod()?;
     node.kubectl(&["-n", "tern", "delete", "pod", &old, "--wait=false"])?;
     node.create_pods(&["pod-c"])?;
     node.wait_ready(&["pod-c"], 90)?;
@@ -130,17 +112,8 @@ pub fn rollout(node: &Node) -> Res {
         &format!("agent={next}"),
     ])?;
     rollout_status(node)?;
-    let running = node.kubectl(&[
-        "-n",
-        "tern",
-        "get",
-        "pods",
-        "-l",
-        "app.kubernetes.io/name=tern-agent",
-        "-o",
-        "jsonpath={.items[0].spec.containers[0].image}",
-    ])?;
-    if running.trim() != next {
+    let running = node.agent_pods("{.spec.containers[0].image}")?;
+    if running != [next.as_str()] {
         return fail(format!("the agent runs {running:?}, not {next}"));
     }
     node.ping_from("pod-q", &ip.to_string())?;

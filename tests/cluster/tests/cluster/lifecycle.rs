@@ -5,7 +5,7 @@ use std::time::Duration;
 use tern_cluster::{fail, Node, Res};
 
 use crate::cases::nat_table;
-use crate::day2::{agent_pod, rollout_status};
+use crate::day2::rollout_status;
 
 /// The DaemonSet's pod leaves the node (a nodeSelector no node matches).
 fn agent_away(node: &Node) -> Res {
@@ -20,17 +20,8 @@ fn agent_away(node: &Node) -> Res {
         r#"{"spec":{"template":{"spec":{"nodeSelector":{"tern.test/nowhere":"true"}}}}}"#,
     ])?;
     node.wait_for(90, "tern-agent pod gone", || {
-        node.kubectl(&[
-            "-n",
-            "tern",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=tern-agent",
-            "-o",
-            "name",
-        ])
-        .is_ok_and(|o| o.trim().is_empty())
+        node.agent_pods("{.metadata.name}")
+            .is_ok_and(|p| p.is_empty())
     })
 }
 
@@ -95,7 +86,7 @@ const PLUGINS: [&str; 4] = ["tern", "tern-tuning", "tern-ipam", "tern-lookup"];
 
 /// The DaemonSet deleted and its pod gone (its preStop hook has run).
 fn agent_deleted(node: &Node) -> Res {
-    let pod = agent_pod(node)?;
+    let pod = node.agent_pod()?;
     node.kubectl(&[
         "-n",
         "tern",
@@ -167,7 +158,7 @@ pub fn uninstall(node: &Node) -> Res {
     let conflist = node.cni_net.join("10-tern.conflist");
     let kubeconfig = node.cni_net.join("tern-kubeconfig");
     let mark = node.cni_net.join("tern-uninstalling");
-    let old = agent_pod(node)?;
+    let old = node.agent_pod()?;
     node.kubectl(&[
         "-n",
         "tern",

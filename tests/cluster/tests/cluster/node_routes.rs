@@ -138,7 +138,8 @@ pub fn node_routes(node: &Node) -> Res {
     if routes.lines().count() != 2 {
         return fail(format!("tern's routes: {routes}"));
     }
-    let logs = node.kubectl(&["-n", "tern", "logs", "daemonset/tern-agent", "-c", "agent"])?;
+    let agent = node.agent_pod()?;
+    let logs = node.kubectl(&["-n", "tern", "logs", &agent, "-c", "agent"])?;
     if !logs.contains("not on a directly connected network") {
         return fail("nr-far not reported in the agent's log");
     }
