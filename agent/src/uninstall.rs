@@ -5,8 +5,11 @@
 //! refused (108), while DEL and GC work, so the runtime still tears down every pod deleted
 //! afterwards (containerd 2 cannot DEL without a conflist). Only when no tern attachment is left
 //! does it remove the conflist, the kubeconfig, the binaries, the egress NAT table (`inet
-//! tern_nat`) and the node routes (protocol 116, both families), then the mark; run it again (the
-//! preStop hook, or by hand) after the last pod is gone.
+//! tern_nat`) and the node routes (protocol 116, both families), then the mark. The mark holds
+//! the plan of what to remove ([`tern_net::drain::DrainPlan`]): with the agent gone, the DEL of
+//! the node's last pod releases what no DEL needs (the kubeconfig, the egress NAT table, the node
+//! routes; [`tern_net::drain::release_if_idle`]), and a run by hand once no sandbox is left
+//! removes the rest (a runtime DELs a stopped sandbox again before removing it).
 //!
 //! Invariants: only the named files are removed, never anything else in the directories; a
 //! missing file is already removed; with `--if-daemonset-deleted` nothing changes unless the
@@ -19,6 +22,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use tern_kube::KubeError;
+use tern_net::drain::DrainPlan;
 use tracing::{info, warn};
 
 use crate::cli::{parse_plugins, ApiArgs};
@@ -81,10 +85,9 @@ pub struct UninstallArgs {
     pub if_daemonset_deleted: Option<String>,
 }
 
-/// The mark `uninstall` leaves in the CNI conf dir while tern drains (a name libcni never loads:
-/// no `.conf`, `.conflist` or `.json`); a running agent's controllers stop restoring state when
-/// it is there ([`uninstalling`]).
-pub const UNINSTALLING_MARK: &str = "tern-uninstalling";
+/// The mark `uninstall` leaves in the CNI conf dir while tern drains; a running agent's
+/// controllers stop restoring state when it is there ([`uninstalling`]).
+pub use tern_net::drain::MARK as UNINSTALLING_MARK;
 
 /// Whether `tern-agent uninstall` began on this node: the mark is beside the kubeconfig (which
 /// lives in the CNI conf dir). The egress NAT and node-route controllers check it before each
@@ -112,26 +115,7 @@ pub enum Outcome {
 /// # Errors
 /// A directory that exists but cannot be read (then nothing can be concluded).
 pub fn count_attachments(state_dir: &Path) -> anyhow::Result<usize> {
-    let nets = match std::fs::read_dir(state_dir) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e).with_context(|| format!("read {}", state_dir.display())),
-    };
-    let mut n = 0;
-    for net in nets {
-        let net = net.with_context(|| format!("read {}", state_dir.display()))?;
-        if !net.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let files = std::fs::read_dir(net.path())
-            .with_context(|| format!("read {}", net.path().display()))?;
-        for f in files.flatten() {
-            if f.path().extension().is_some_and(|e| e == "json") {
-                n += 1;
-            }
-        }
-    }
-    Ok(n)
+    Ok(tern_net::drain::count_attachments(state_dir)?)
 }
 
 fn remove(path: &Path) -> anyhow::Result<()> {
@@ -192,49 +176,30 @@ pub fn drain(path: &Path) -> anyhow::Result<()> {
 /// removed, or the state directory could not be read (then the conflist stays draining and the
 /// kubeconfig and binaries are kept).
 pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
-    let plugins = parse_plugins(&a.plugins)?;
-    let mark = a.cni_conf_dir.join(UNINSTALLING_MARK);
+    let plan = DrainPlan {
+        conflist: a.conflist_name.clone(),
+        kubeconfig: a.kubeconfig_name.clone(),
+        plugins: parse_plugins(&a.plugins)?,
+        remove_egress_nat: a.remove_egress_nat,
+        remove_node_routes: a.remove_node_routes,
+    };
+    plan.validate()
+        .map_err(|e| anyhow::anyhow!("--conflist-name, --kubeconfig-name, --plugins: {e}"))?;
     if a.cni_conf_dir.is_dir() {
-        std::fs::write(
-            &mark,
-            b"tern-agent uninstall began; install removes this file\n",
-        )
-        .with_context(|| format!("write {}", mark.display()))?;
+        plan.write_mark(&a.cni_conf_dir)?;
     }
-    let conflist = a.cni_conf_dir.join(&a.conflist_name);
-    drain(&conflist)?;
+    drain(&a.cni_conf_dir.join(&a.conflist_name))?;
     let attachments = count_attachments(&a.state_dir)?;
     if attachments > 0 {
         warn!(
             attachments,
             state_dir = %a.state_dir.display(),
-            "tern attachments are left on the node: the conflist drains (ADD refused, DEL works) and the kubeconfig and binaries stay for their DEL; run uninstall again once those pods are gone"
+            "tern attachments are left on the node: the conflist drains (ADD refused, DEL works) and the kubeconfig and binaries stay for their DEL; the DEL of the last one removes them (or run uninstall again once those pods are gone)"
         );
         return Ok(Outcome::Draining { attachments });
     }
-    remove(&conflist)?;
-    remove(&a.cni_conf_dir.join(&a.kubeconfig_name))?;
-    for p in &plugins {
-        remove(&a.cni_bin_dir.join(p))?;
-    }
-    if a.remove_egress_nat {
-        crate::egress::remove().context("remove the egress NAT table (nft)")?;
-        info!(
-            table = crate::egress::TABLE,
-            "egress NAT table removed (if there was one)"
-        );
-    }
-    if a.remove_node_routes {
-        let h = tern_net::netlink::Handle::new().context("netlink (remove the node routes)")?;
-        let n = crate::routes::kernel::remove_all(&h)
-            .context("remove the node routes (protocol 116)")?;
-        info!(
-            routes = n,
-            protocol = crate::routes::TERN_PROTOCOL,
-            "node routes removed"
-        );
-    }
-    remove(&mark)?;
+    tern_net::drain::remove_installed(&plan, &a.cni_conf_dir, &a.cni_bin_dir)?;
+    remove(&a.cni_conf_dir.join(UNINSTALLING_MARK))?;
     Ok(Outcome::Removed)
 }
 

@@ -144,18 +144,6 @@ impl EgressConfig {
     }
 }
 
-/// Removes the table (absent is fine): `tern-agent uninstall`.
-///
-/// # Errors
-/// nft refused; a node without the tool has no table of tern's and is not an error.
-pub fn remove() -> Result<(), NftError> {
-    match Nft::find() {
-        Ok(nft) => nft.apply(&ruleset::remove_script()),
-        Err(NftError::NotFound) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
 /// Applies the rule set and returns the listing it left (what later resyncs compare with).
 fn apply(nft: &Nft, r: &Ranges) -> Result<Option<String>, NftError> {
     nft.apply(&ruleset::replace_script(r))?;

@@ -10,10 +10,8 @@
 
 use ipnetwork::IpNetwork;
 
-/// The table's family.
-pub const FAMILY: &str = "inet";
-/// The table's name.
-pub const TABLE: &str = "tern_nat";
+/// The table's family and name, shared with the drain's finish (which removes the table).
+pub use tern_net::drain::{EGRESS_NAT_FAMILY as FAMILY, EGRESS_NAT_TABLE as TABLE};
 
 /// What the rule set is made from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,11 +90,6 @@ pub fn replace_script(r: &Ranges) -> String {
     s
 }
 
-/// The script that removes the table, absent or not (one transaction).
-pub fn remove_script() -> String {
-    format!("add table {FAMILY} {TABLE}\ndelete table {FAMILY} {TABLE}\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,10 +123,6 @@ mod tests {
             cluster: nets(&["10.244.0.0/16", "fd00:1::/48"]),
         });
         assert!(!s.contains("ip6"), "{s}");
-        assert_eq!(
-            remove_script(),
-            "add table inet tern_nat\ndelete table inet tern_nat\n"
-        );
     }
 
     #[test]

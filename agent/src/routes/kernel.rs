@@ -13,10 +13,8 @@ use tern_net::netlink::{Family, Handle, KernelRoute};
 
 use super::desired::Desired;
 
-/// tern's routing protocol number (`rtm_protocol`): not in iproute2's `rt_protos` nor used by
-/// the common CNIs (Calico's 80, BIRD's 12, zebra's 11), so `ip route show proto 116` lists
-/// exactly the routes the agent owns.
-pub const TERN_PROTOCOL: u8 = 116;
+/// tern's routing protocol number (`rtm_protocol`), shared with the drain's finish.
+pub use tern_net::drain::NODE_ROUTE_PROTOCOL as TERN_PROTOCOL;
 
 /// What one reconcile pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -125,33 +123,6 @@ pub fn reconcile(h: &Handle, want: &Desired) -> tern_net::Result<Applied> {
     }
     done.installed = installed(h)?.len() as u64;
     Ok(done)
-}
-
-/// Removes every route of tern's ([`TERN_PROTOCOL`], both families): `tern-agent uninstall`.
-/// Returns how many went; a route already gone counts as removed.
-///
-/// # Errors
-/// A dump failed, or the kernel refused a delete (the rest are still tried; the first error
-/// is returned).
-pub fn remove_all(h: &Handle) -> tern_net::Result<u64> {
-    let mut removed = 0;
-    let mut first = None;
-    for (dst, gw) in installed(h)? {
-        match h.del_route(&route(dst, gw)) {
-            Ok(()) => removed += 1,
-            Err(e) if installed(h).is_ok_and(|now| !now.contains_key(&dst)) => {
-                tracing::debug!(%dst, error = %e, "route already gone");
-            }
-            Err(e) => {
-                tracing::warn!(%dst, error = %e, "cannot remove a route of tern's");
-                first.get_or_insert(e);
-            }
-        }
-    }
-    match first {
-        Some(e) => Err(e),
-        None => Ok(removed),
-    }
 }
 
 /// `EEXIST` without a libc dependency in this crate.

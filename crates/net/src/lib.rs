@@ -1,6 +1,7 @@
 //! Linux networking for tern's plugins: the network-namespace seam ([`netns`]), typed netlink
 //! operations on links, addresses and routes ([`netlink`]), and namespaced sysctls with their key
-//! rules and allowlist ([`sysctl`]), and nftables rule sets through the `nft` tool ([`nft`]).
+//! rules and allowlist ([`sysctl`]), nftables rule sets through the `nft` tool ([`nft`]), and the
+//! end of a draining uninstall ([`drain`]).
 //!
 //! Invariants:
 //! - [`netns::NetNs::run_in`] is the only code in tern that calls `setns`. A thread that enters a
@@ -9,6 +10,7 @@
 //! - Errors are one typed enum, [`Error`], carrying the operation and the errno; callers match on
 //!   [`Error::errno`] and map to CNI codes with [`Error::cni_code`].
 
+pub mod drain;
 pub mod error;
 pub mod netlink;
 pub mod netns;

@@ -1,6 +1,6 @@
 //! The `tern` netconf (DESIGN.md, "Main plugin netconf"): validated before anything changes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -199,10 +199,16 @@ pub struct DelConf {
     pub ipam_type: Option<String>,
     /// `ipMasq` when a boolean, else false (the attachment's state records what ADD did).
     pub ip_masq: bool,
+    /// `draining` when a boolean, else false: `tern-agent uninstall` began on this node.
+    pub draining: bool,
+    /// The CNI conf dir as the host sees it: the directory of `kubernetes.kubeconfig` when that
+    /// is an absolute path (tern-agent keeps the kubeconfig and the drain mark there).
+    pub conf_dir: Option<PathBuf>,
 }
 
 impl DelConf {
-    /// Reads `stateDir`, `ipam.type` and `ipMasq` from `conf`, logging what it cannot use.
+    /// Reads `stateDir`, `ipam.type`, `ipMasq`, `draining` and `kubernetes.kubeconfig` from
+    /// `conf`, logging what it cannot use.
     pub fn from_netconf(conf: &NetConf) -> DelConf {
         let mut raw = conf.raw.clone();
         tern_cni::netconf::normalize_keys(&mut raw, &["stateDir"]);
@@ -225,14 +231,21 @@ impl DelConf {
                 None
             }
         };
+        let conf_dir = conf
+            .raw
+            .get("kubernetes")
+            .and_then(|k| k.get("kubeconfig"))
+            .and_then(Value::as_str)
+            .filter(|p| p.starts_with('/'))
+            .and_then(|p| Path::new(p).parent())
+            .map(Path::to_path_buf);
+        let flag = |key: &str| conf.raw.get(key).and_then(Value::as_bool).unwrap_or(false);
         DelConf {
             state_dir,
             ipam_type,
-            ip_masq: conf
-                .raw
-                .get("ipMasq")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            ip_masq: flag("ipMasq"),
+            draining: flag("draining"),
+            conf_dir,
         }
     }
 }

@@ -114,3 +114,24 @@ pub fn del(input: &DelInput, conf: &DelConf) -> Result<(), Error> {
     }
     errors.finish()
 }
+
+/// While the conflist drains, the DEL of the node's last pod releases what no DEL needs (the
+/// agent is gone by then): [`tern_net::drain::release_if_idle`] on the conf dir (the
+/// kubeconfig's) and the state dir: the kubeconfig, the egress NAT table, the node routes. The
+/// conflist and the plugins stay for the runtime's repeat DELs. Never fails the DEL (the pod is
+/// torn down): what could not be released is logged, and `tern-agent uninstall` does it.
+pub fn release_drained(conf: &DelConf) {
+    let (true, Some(conf_dir), Some(state_dir)) = (conf.draining, &conf.conf_dir, &conf.state_dir)
+    else {
+        return;
+    };
+    match tern_net::drain::release_if_idle(conf_dir, state_dir) {
+        Ok(tern_net::drain::Release::Released) => {
+            tracing::info!(conf_dir = %conf_dir.display(), "draining: no attachment left: kubeconfig, egress NAT table and node routes released");
+        }
+        Ok(other) => tracing::debug!(?other, "draining: nothing released"),
+        Err(e) => {
+            tracing::warn!(error = %e, "draining: not released; `tern-agent uninstall` on the node removes it");
+        }
+    }
+}

@@ -48,8 +48,14 @@ impl Plugin for Tern {
 
     fn del(&self, input: &DelInput) -> Result<(), Error> {
         let conf = config::DelConf::from_netconf(&input.config);
-        let _lock = attachment::prepare_del(input, &conf);
-        del::del(input, &conf)
+        let done = {
+            let _lock = attachment::prepare_del(input, &conf);
+            del::del(input, &conf)
+        };
+        if done.is_ok() {
+            del::release_drained(&conf);
+        }
+        done
     }
 
     fn check(&self, input: &CheckInput) -> Result<(), Error> {

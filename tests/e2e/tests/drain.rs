@@ -2,8 +2,9 @@
 //! `tern-agent uninstall` (in the fake host, on its conf, bin and state dirs): the conflist drains
 //! (tern's STATUS answers 50, ADD through libcni is refused with code 108 and leaves nothing, DEL
 //! through libcni tears each pod down), nothing is removed while an attachment is left, and the
-//! run after the last DEL removes the conflist, kubeconfig, plugins, egress NAT table, node routes
-//! and the mark. Needs root.
+//! DEL of the last pod (the agent is gone by then) releases the kubeconfig, the egress NAT table
+//! and the node routes, keeping the conflist and plugins for the runtime's repeat DEL (which
+//! succeeds); the run of uninstall after that removes the rest and the mark. Needs root.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -72,8 +73,11 @@ fn uninstall_drains_then_removes_everything_once_no_pod_is_left() {
         .cni_path(&format!("{}:{}", bin.display(), ref_plugin_dir().display()));
     let mut list = node.c0("1.0.0");
     list["plugins"][0]["ipam"]["type"] = json!("tern-ipam");
+    // As deploy/ writes it: the kubeconfig (and so the drain mark) in the conf dir.
+    let kubeconfig = node.tool.conf_dir().join("tern-kubeconfig");
+    list["plugins"][0]["kubernetes"] = json!({"kubeconfig": kubeconfig});
     node.tool.write_conflist(&list).unwrap();
-    std::fs::write(node.tool.conf_dir().join("tern-kubeconfig"), "{}").unwrap();
+    std::fs::write(&kubeconfig, "{}").unwrap();
     // What the agent keeps on a node: its egress NAT table and a node route (protocol 116).
     node.host
         .exec_ok(&["nft", "add", "table", "inet", "tern_nat"]);
@@ -147,7 +151,34 @@ fn uninstall_drains_then_removes_everything_once_no_pod_is_left() {
         "DEL pod 1 while draining",
     );
 
-    // The last attachment gone: everything of tern's goes, the mark last.
+    // The last pod's DEL released what no DEL needs; the conflist and plugins stay for the
+    // runtime's repeat DEL (containerd 2 DELs a stopped sandbox again before removing it).
+    assert!(
+        !node.tool.conf_dir().join("tern-kubeconfig").exists(),
+        "kubeconfig left"
+    );
+    assert!(
+        !nat_table(&node),
+        "the NAT table is left after the last DEL"
+    );
+    assert_eq!(
+        tern_routes(&node).trim(),
+        "",
+        "node routes left after the last DEL"
+    );
+    assert!(
+        conflist(&node).is_some(),
+        "the conflist went with the last DEL"
+    );
+    for p in PLUGINS {
+        assert!(bin.join(p).exists(), "{p} went with the last DEL");
+    }
+    ok(
+        &node.tool.del(pods[1].path()).unwrap(),
+        "the runtime's repeat DEL of pod 1",
+    );
+
+    // uninstall once no sandbox is left: everything of tern's goes, the mark last.
     let (done, err) = uninstall(&node, &bin);
     assert!(done, "final uninstall failed:\n{err}");
     assert!(conflist(&node).is_none(), "the conflist is left");

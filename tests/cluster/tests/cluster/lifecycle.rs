@@ -152,8 +152,11 @@ fn uninstall_by_hand(node: &Node) -> Res {
 /// by tern: the preStop hook makes the conflist draining (kept, `"draining": true`, the mark
 /// beside it) and keeps the kubeconfig, the plugins and the egress NAT table; the runtime's
 /// STATUS answers 50, so the node turns NotReady with tern's "draining" message and no new pod
-/// starts; the wired pod, deleted afterwards, is torn down with nothing left. The operator's
-/// finishing command then removes everything of tern's and nothing else.
+/// starts; the rest of deploy/ deleted (`kubectl delete -f deploy/`); the wired pod, deleted
+/// afterwards, is torn down with nothing left: its DEL (the last attachment's) releases the
+/// kubeconfig and the egress NAT table, and the kubelet's repeat DEL of the stopped sandbox
+/// (containerd 2) still finds the conflist and plugins, so the sandbox is removed. The
+/// operator's finishing command then removes everything else of tern's and nothing else.
 pub fn uninstall(node: &Node) -> Res {
     let conflist = node.cni_net.join("10-tern.conflist");
     let kubeconfig = node.cni_net.join("tern-kubeconfig");
@@ -178,6 +181,16 @@ pub fn uninstall(node: &Node) -> Res {
     let t0 = std::time::Instant::now();
     agent_deleted(node)?;
     node.note(&format!("{:?}: agent pod gone", t0.elapsed()));
+    let deploy = node.root.join("deploy");
+    node.kubectl(&[
+        "delete",
+        "-f",
+        &format!("{}/", deploy.display()),
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=120s",
+    ])?;
+    node.note(&format!("{:?}: deploy/ deleted", t0.elapsed()));
     let text = std::fs::read_to_string(&conflist)
         .map_err(|e| format!("the conflist is gone while pod-u is wired by tern: {e}"))?;
     let json: serde_json::Value =
@@ -230,6 +243,16 @@ pub fn uninstall(node: &Node) -> Res {
     })?;
     node.nothing_left(ip)?;
     node.note(&format!("{:?}: pod-u torn down", t0.elapsed()));
+    // The last DEL released what no DEL needs, and kept what the repeat DEL needed.
+    if kubeconfig.exists() {
+        return fail("the kubeconfig is left after the last tern pod's DEL");
+    }
+    if nat_exists(node) {
+        return fail("the egress NAT table is left after the last tern pod's DEL");
+    }
+    if !conflist.exists() {
+        return fail("the conflist went with the last DEL: the runtime's repeat DEL cannot run");
+    }
     uninstall_by_hand(node)?;
     node.note(&format!("{:?}: uninstalled by hand", t0.elapsed()));
     let mut files = vec![conflist, kubeconfig, mark];

@@ -1,0 +1,443 @@
+//! The end of a draining uninstall, shared by `tern-agent uninstall` and tern's DEL: the drain
+//! mark's plan, the count of attachments left, the release of what no DEL needs once none is
+//! left, and the removal of the rest.
+//!
+//! `tern-agent uninstall` writes the mark ([`MARK`], beside the conflist and the kubeconfig) with
+//! a [`DrainPlan`] in it (JSON: file names only, never paths) and makes the conflist draining.
+//! The agent is gone by the time the node's last pod goes, so tern's DEL of the last attachment
+//! releases what no DEL needs ([`release_if_idle`]: the egress NAT table, the node routes, the
+//! kubeconfig and its token). The conflist and the plugins stay: a runtime DELs a sandbox again
+//! after its first DEL (containerd 2 on every StopPodSandbox, which the kubelet's sandbox GC calls
+//! before RemovePodSandbox), and with no conflist that DEL fails ("cni plugin not initialized")
+//! and the sandbox is never removed. They go with `tern-agent uninstall` once no sandbox is left
+//! ([`remove_installed`]).
+//!
+//! Invariants: only the plan's plain file names are removed, from the directories given, and
+//! nothing else in them; the release holds an exclusive lock on the mark, so two last DELs at
+//! once release once.
+
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use serde::{Deserialize, Serialize};
+
+use crate::netlink::{Family, Handle};
+use crate::nft::{Nft, NftError};
+
+/// The mark's file name, in the CNI conf dir (a name libcni never loads: no `.conf`,
+/// `.conflist` or `.json`): tern is being uninstalled from this node.
+pub const MARK: &str = "tern-uninstalling";
+
+/// tern-agent's egress NAT table: its family.
+pub const EGRESS_NAT_FAMILY: &str = "inet";
+/// tern-agent's egress NAT table: its name.
+pub const EGRESS_NAT_TABLE: &str = "tern_nat";
+
+/// tern's routing protocol number (`rtm_protocol`) for the node routes: not in iproute2's
+/// `rt_protos` nor used by the common CNIs (Calico's 80, BIRD's 12, zebra's 11), so `ip route
+/// show proto 116` lists exactly the routes tern-agent owns.
+pub const NODE_ROUTE_PROTOCOL: u8 = 116;
+
+/// What the finish removes, as `tern-agent uninstall` wrote it into the mark (camelCase JSON).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DrainPlan {
+    /// The conflist's file name in the CNI conf dir.
+    pub conflist: String,
+    /// The kubeconfig's file name in the CNI conf dir.
+    pub kubeconfig: String,
+    /// The plugin file names tern installed in the CNI bin dir.
+    pub plugins: Vec<String>,
+    /// Remove the egress NAT table ([`EGRESS_NAT_FAMILY`] [`EGRESS_NAT_TABLE`]).
+    pub remove_egress_nat: bool,
+    /// Remove every route with [`NODE_ROUTE_PROTOCOL`], both families.
+    pub remove_node_routes: bool,
+}
+
+/// Why a finish could not be done (each step is still tried; the mark stays).
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError {
+    /// The mark, a directory or a file could not be read, locked, written or removed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        what: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The mark holds no valid plan (e.g. a path instead of a file name).
+    #[error("the drain mark {path}: {msg}")]
+    BadPlan {
+        /// The mark.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
+    /// The egress NAT table could not be removed.
+    #[error("remove the egress NAT table: {0}")]
+    Nft(#[from] NftError),
+    /// The node routes could not be removed.
+    #[error("remove the node routes: {0}")]
+    Routes(#[from] crate::Error),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DrainError {
+    let what = what.into();
+    move |source| DrainError::Io { what, source }
+}
+
+impl DrainPlan {
+    /// Refuses a name that is not one plain file name (empty, `.`, `..`, or with a `/`).
+    ///
+    /// # Errors
+    /// The first bad name, as a message.
+    pub fn validate(&self) -> Result<(), String> {
+        let names = [&self.conflist, &self.kubeconfig]
+            .into_iter()
+            .chain(&self.plugins);
+        for n in names {
+            if n.is_empty() || n == "." || n == ".." || n.contains('/') || n.contains('\0') {
+                return Err(format!("{n:?} is not a plain file name"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the plan as the mark in `conf_dir`, atomically and durably (0644).
+    ///
+    /// # Errors
+    /// The file could not be written.
+    pub fn write_mark(&self, conf_dir: &Path) -> Result<(), DrainError> {
+        let mark = conf_dir.join(MARK);
+        let mut bytes = serde_json::to_vec_pretty(self).map_err(|e| DrainError::BadPlan {
+            path: mark.clone(),
+            msg: e.to_string(),
+        })?;
+        bytes.push(b'\n');
+        tern_cni::fs::write_atomic(&mark, &bytes, 0o644)
+            .map_err(io(format!("write {}", mark.display())))
+    }
+
+    /// The plan in the mark in `conf_dir`: `None` when there is no mark.
+    ///
+    /// # Errors
+    /// An unreadable mark, or one that holds no valid plan (a mark an older agent wrote holds a
+    /// line of text: the finish is then left to `tern-agent uninstall`).
+    pub fn read_mark(conf_dir: &Path) -> Result<Option<DrainPlan>, DrainError> {
+        let mark = conf_dir.join(MARK);
+        let text = match std::fs::read(&mark) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(format!("read {}", mark.display()))(e)),
+        };
+        let bad = |msg: String| DrainError::BadPlan {
+            path: mark.clone(),
+            msg,
+        };
+        let plan: DrainPlan = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
+        plan.validate().map_err(bad)?;
+        Ok(Some(plan))
+    }
+}
+
+/// The number of tern attachments on the node: `*.json` files one level under `state_dir`
+/// (`<stateDir>/<network>/<containerID>_<ifname>.json`). An absent directory holds none.
+///
+/// # Errors
+/// A directory that exists but cannot be read (then nothing can be concluded).
+pub fn count_attachments(state_dir: &Path) -> Result<usize, DrainError> {
+    let nets = match std::fs::read_dir(state_dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io(format!("read {}", state_dir.display()))(e)),
+    };
+    let mut n = 0;
+    for net in nets {
+        let net = net.map_err(io(format!("read {}", state_dir.display())))?;
+        if !net.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let files =
+            std::fs::read_dir(net.path()).map_err(io(format!("read {}", net.path().display())))?;
+        for f in files.flatten() {
+            if f.path().extension().is_some_and(|e| e == "json") {
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Removes `path`; an absent file is already removed. Returns whether it was there.
+fn remove(path: &Path) -> Result<bool, DrainError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {
+            tracing::info!(file = %path.display(), "removed");
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io(format!("remove {}", path.display()))(e)),
+    }
+}
+
+/// Removes every route with [`NODE_ROUTE_PROTOCOL`] from the main table, both families; a route
+/// that vanished meanwhile counts as removed. Returns how many were removed.
+///
+/// # Errors
+/// A dump, or the first refused deletion (every route is still tried).
+pub fn remove_node_routes(h: &Handle) -> crate::Result<u64> {
+    let mut removed = 0;
+    let mut first = None;
+    for family in [Family::V4, Family::V6] {
+        for r in h.routes(family)? {
+            if r.protocol != Some(NODE_ROUTE_PROTOCOL) {
+                continue;
+            }
+            match h.del_route(&r) {
+                Ok(()) => removed += 1,
+                Err(e)
+                    if h.routes(family).is_ok_and(|now| {
+                        !now.iter()
+                            .any(|n| n.dst == r.dst && n.protocol == Some(NODE_ROUTE_PROTOCOL))
+                    }) =>
+                {
+                    tracing::debug!(dst = %r.dst, error = %e, "route already gone");
+                }
+                Err(e) => {
+                    tracing::warn!(dst = %r.dst, error = %e, "cannot remove a route of tern's");
+                    first.get_or_insert(e);
+                }
+            }
+        }
+    }
+    match first {
+        Some(e) => Err(e),
+        None => Ok(removed),
+    }
+}
+
+/// Removes the egress NAT table when it exists (`add table` + `delete table`: one transaction
+/// that cannot fail on an absent table).
+///
+/// # Errors
+/// nft failed, or there is no `nft` tool here ([`NftError::NotFound`]: tern-agent's image brings
+/// one, a node may not; the table may then be left, and the mark stays for a finish by hand).
+pub fn remove_egress_nat() -> Result<(), NftError> {
+    Nft::find()?.apply(&format!(
+        "add table {EGRESS_NAT_FAMILY} {EGRESS_NAT_TABLE}\ndelete table {EGRESS_NAT_FAMILY} {EGRESS_NAT_TABLE}\n"
+    ))
+}
+
+/// Removes all that `plan` names: [`release`], then the conflist from `conf_dir` and the plugins
+/// from `bin_dir` (the mark is the caller's). Every step is tried. Only once no sandbox of the
+/// node's runtime is left: a runtime's DEL needs the conflist and the plugins.
+///
+/// # Errors
+/// The first step that failed (the others are logged).
+pub fn remove_installed(
+    plan: &DrainPlan,
+    conf_dir: &Path,
+    bin_dir: &Path,
+) -> Result<(), DrainError> {
+    let mut first = release(plan, conf_dir).err();
+    let files = std::iter::once(conf_dir.join(&plan.conflist))
+        .chain(plan.plugins.iter().map(|p| bin_dir.join(p)));
+    for f in files {
+        if let Err(e) = remove(&f) {
+            tracing::warn!(error = %e, "uninstall step failed");
+            first.get_or_insert(e);
+        }
+    }
+    match first {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Removes what no DEL needs: the kubeconfig from `conf_dir`, and the egress NAT table and the
+/// node routes when the plan asks. Every step is tried.
+///
+/// # Errors
+/// The first step that failed (the others are logged).
+pub fn release(plan: &DrainPlan, conf_dir: &Path) -> Result<(), DrainError> {
+    let mut first: Option<DrainError> = None;
+    let mut keep = |r: Result<(), DrainError>| {
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "uninstall step failed");
+            first.get_or_insert(e);
+        }
+    };
+    keep(remove(&conf_dir.join(&plan.kubeconfig)).map(drop));
+    if plan.remove_egress_nat {
+        let removed = remove_egress_nat();
+        if removed.is_ok() {
+            tracing::info!(
+                table = EGRESS_NAT_TABLE,
+                "egress NAT table removed (if there was one)"
+            );
+        }
+        keep(removed.map_err(DrainError::from));
+    }
+    if plan.remove_node_routes {
+        let removed = Handle::new().and_then(|h| remove_node_routes(&h));
+        if let Ok(n) = &removed {
+            tracing::info!(
+                routes = n,
+                protocol = NODE_ROUTE_PROTOCOL,
+                "node routes removed"
+            );
+        }
+        keep(removed.map(drop).map_err(DrainError::from));
+    }
+    match first {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// What [`release_if_idle`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// No mark in the conf dir: tern is not being uninstalled.
+    NotDraining,
+    /// This many attachments are left: nothing removed.
+    Waiting(usize),
+    /// The kubeconfig, the egress NAT table and the node routes (as planned) are gone.
+    Released,
+}
+
+/// The release, when tern is draining and no attachment is left under `state_dir`: under an
+/// exclusive lock on the mark, counts the attachments again and, when none, [`release`]s. The
+/// conflist, the plugins and the mark stay (see the module docs).
+///
+/// # Errors
+/// A mark without a valid plan, an unreadable state dir, or a failed step.
+pub fn release_if_idle(conf_dir: &Path, state_dir: &Path) -> Result<Release, DrainError> {
+    let mark = conf_dir.join(MARK);
+    let lock = match std::fs::File::open(&mark) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Release::NotDraining),
+        Err(e) => return Err(io(format!("open {}", mark.display()))(e)),
+    };
+    let _held = Flock::lock(lock, FlockArg::LockExclusive).map_err(|(_, errno)| {
+        io(format!("lock {}", mark.display()))(std::io::Error::from_raw_os_error(errno as i32))
+    })?;
+    // The mark may have gone while this waited for the lock: an install, or the agent's finish.
+    let Some(plan) = DrainPlan::read_mark(conf_dir)? else {
+        return Ok(Release::NotDraining);
+    };
+    let left = count_attachments(state_dir)?;
+    if left > 0 {
+        return Ok(Release::Waiting(left));
+    }
+    release(&plan, conf_dir)?;
+    Ok(Release::Released)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn plan() -> DrainPlan {
+        DrainPlan {
+            conflist: "10-tern.conflist".into(),
+            kubeconfig: "tern-kubeconfig".into(),
+            plugins: vec!["tern".into(), "tern-tuning".into()],
+            remove_egress_nat: false,
+            remove_node_routes: false,
+        }
+    }
+
+    #[test]
+    fn names_must_be_plain_file_names() {
+        assert!(plan().validate().is_ok());
+        for bad in ["", ".", "..", "../tern", "/opt/cni/bin/tern", "a/b"] {
+            let mut p = plan();
+            p.plugins.push(bad.into());
+            assert!(p.validate().is_err(), "{bad:?} accepted");
+            let mut p = plan();
+            p.conflist = bad.into();
+            assert!(p.validate().is_err(), "conflist {bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn mark_round_trips_and_refuses_old_text_and_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(DrainPlan::read_mark(dir.path()).unwrap(), None);
+        plan().write_mark(dir.path()).unwrap();
+        assert_eq!(DrainPlan::read_mark(dir.path()).unwrap(), Some(plan()));
+        std::fs::write(dir.path().join(MARK), "tern-agent uninstall began\n").unwrap();
+        assert!(DrainPlan::read_mark(dir.path()).is_err());
+        let text = serde_json::to_string(&DrainPlan {
+            kubeconfig: "../../etc/shadow".into(),
+            ..plan()
+        })
+        .unwrap();
+        std::fs::write(dir.path().join(MARK), text).unwrap();
+        assert!(DrainPlan::read_mark(dir.path()).is_err());
+    }
+
+    #[test]
+    fn release_waits_for_the_last_attachment_and_keeps_what_a_del_needs() {
+        let root = tempfile::tempdir().unwrap();
+        let (conf, state) = (root.path().join("net.d"), root.path().join("state"));
+        for d in [&conf, &state.join("k8s-pod-network")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        for f in ["10-tern.conflist", "tern-kubeconfig", "99-other.conflist"] {
+            std::fs::write(conf.join(f), "{}").unwrap();
+        }
+        assert_eq!(
+            release_if_idle(&conf, &state).unwrap(),
+            Release::NotDraining
+        );
+        // An older agent's mark (a line of text, no plan): nothing is released.
+        std::fs::write(conf.join(MARK), "tern-agent uninstall began\n").unwrap();
+        assert!(release_if_idle(&conf, &state).is_err());
+        assert!(conf.join("tern-kubeconfig").exists());
+        plan().write_mark(&conf).unwrap();
+        let pod = state.join("k8s-pod-network/c1_eth0.json");
+        std::fs::write(&pod, "{}").unwrap();
+        assert_eq!(release_if_idle(&conf, &state).unwrap(), Release::Waiting(1));
+        assert!(conf.join("tern-kubeconfig").exists());
+        std::fs::remove_file(&pod).unwrap();
+        assert_eq!(release_if_idle(&conf, &state).unwrap(), Release::Released);
+        let mut left: Vec<_> = std::fs::read_dir(&conf)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["10-tern.conflist", "99-other.conflist", MARK]);
+        // A repeat DEL finds it released already.
+        assert_eq!(release_if_idle(&conf, &state).unwrap(), Release::Released);
+    }
+
+    #[test]
+    fn remove_installed_removes_only_the_plan() {
+        let root = tempfile::tempdir().unwrap();
+        let (conf, bin) = (root.path().join("net.d"), root.path().join("bin"));
+        for d in [&conf, &bin] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        for f in ["10-tern.conflist", "tern-kubeconfig", "99-other.conflist"] {
+            std::fs::write(conf.join(f), "{}").unwrap();
+        }
+        for f in ["tern", "tern-tuning", "bridge"] {
+            std::fs::write(bin.join(f), "").unwrap();
+        }
+        remove_installed(&plan(), &conf, &bin).unwrap();
+        let mut left: Vec<_> = std::fs::read_dir(&conf)
+            .unwrap()
+            .chain(std::fs::read_dir(&bin).unwrap())
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["99-other.conflist", "bridge"]);
+        // Again: absent files are removed already.
+        remove_installed(&plan(), &conf, &bin).unwrap();
+    }
+}
