@@ -62,7 +62,7 @@ YAML
 }
 
 # install_tern: deploy/ applied as an operator does, with the conflist template's chain extended
-# by portmap and bandwidth (their binaries copied beside tern's; see the README's conformance
+# by portmap and bandwidth (their binaries copied beside tern's; see docs/TESTING.md's conformance
 # section for why this is an overlay here and not yet deploy/ itself).
 install_tern() {
     local p

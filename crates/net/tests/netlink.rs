@@ -37,6 +37,9 @@ fn net(s: &str) -> IpNetwork {
 
 #[test]
 fn veth_with_peer_created_directly_in_the_pod_netns() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let f = fixture("nl-veth");
     let mac = [0x02, 0x42, 0xac, 0x11, 0x00, 0x02];
     f.host
@@ -92,6 +95,9 @@ fn veth_with_peer_created_directly_in_the_pod_netns() {
 
 #[test]
 fn delete_link_by_name_takes_both_ends_and_is_idempotent() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let f = fixture("nl-delname");
     f.host
         .create_veth("ternd0", "eth0", &f.pod_ns, None, None)
@@ -110,6 +116,9 @@ fn delete_link_by_name_takes_both_ends_and_is_idempotent() {
 
 #[test]
 fn missing_links_are_none() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let f = fixture("nl-miss");
     assert!(f.pod.link_by_name("nothere").unwrap().is_none());
     assert!(f.pod.link_by_index(99999).unwrap().is_none());
@@ -117,6 +126,9 @@ fn missing_links_are_none() {
 
 #[test]
 fn link_attribute_setters() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let f = fixture("nl-attr");
     f.host
         .create_veth("ternh0", "eth0", &f.pod_ns, None, None)
@@ -160,6 +172,9 @@ fn link_attribute_setters() {
 
 #[test]
 fn addresses_add_list_delete() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let f = fixture("nl-addr");
     f.host
         .create_veth("ternh0", "eth0", &f.pod_ns, None, None)
@@ -205,6 +220,9 @@ fn addresses_add_list_delete() {
 
 #[test]
 fn ipv6_disabled_gives_advice() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let f = fixture("nl-v6off");
     f.host
         .create_veth("ternh0", "eth0", &f.pod_ns, None, None)
@@ -221,6 +239,9 @@ fn ipv6_disabled_gives_advice() {
 
 #[test]
 fn routed_veth_routes_onlink_default_and_host_routes() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let f = fixture("nl-route");
     f.host
         .create_veth("ternh0", "eth0", &f.pod_ns, None, None)
@@ -320,6 +341,9 @@ fn routed_veth_routes_onlink_default_and_host_routes() {
 
 #[test]
 fn handle_in_netns_is_usable_from_the_calling_thread_only_for_that_netns() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let f = fixture("nl-where");
     // The pod handle sees only lo; the host handle does not see pod links.
     f.hp.pod.add_veth("pa", "pb");

@@ -9,6 +9,9 @@ use tern_testkit::netns::TestNetns;
 
 #[test]
 fn open_checks_the_path_is_a_network_namespace() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ns = TestNetns::new("tn-open");
     let opened = NetNs::open(ns.path()).unwrap();
     assert_eq!(opened.path(), ns.path());
@@ -32,6 +35,9 @@ fn open_checks_the_path_is_a_network_namespace() {
 
 #[test]
 fn is_current_distinguishes_own_netns() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ns = TestNetns::new("tn-cur");
     let pod = NetNs::open(ns.path()).unwrap();
     assert!(!pod.is_current().unwrap());
@@ -45,6 +51,9 @@ fn is_current_distinguishes_own_netns() {
 
 #[test]
 fn run_in_enters_on_a_thread_that_ends_and_leaves_caller_alone() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ns = TestNetns::new("tn-run");
     let pod = NetNs::open(ns.path()).unwrap();
     let before = std::fs::metadata("/proc/thread-self/ns/net").unwrap().ino();
@@ -69,6 +78,9 @@ fn run_in_enters_on_a_thread_that_ends_and_leaves_caller_alone() {
 
 #[test]
 fn run_in_propagates_panics_without_leaking_the_namespace() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ns = TestNetns::new("tn-panic");
     let pod = NetNs::open(ns.path()).unwrap();
     let before = std::fs::metadata("/proc/thread-self/ns/net").unwrap().ino();

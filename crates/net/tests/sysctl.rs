@@ -27,6 +27,9 @@ fn host_value(rel: &str) -> String {
 
 #[test]
 fn keepalive_set_in_pod_netns_host_untouched() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let hp = HostAndPod::new("sc-ka");
     let pod = NetNs::open(hp.pod.path()).unwrap();
     let host_before = host_value("net/ipv4/tcp_keepalive_time");
@@ -64,6 +67,9 @@ fn keepalive_set_in_pod_netns_host_untouched() {
 
 #[test]
 fn multi_value_sysctl_round_trips() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ns = TestNetns::new("sc-multi");
     let pod = NetNs::open(ns.path()).unwrap();
     let key = SysctlKey::parse("net.ipv4.ip_local_port_range", "eth0").unwrap();
@@ -86,6 +92,9 @@ fn multi_value_sysctl_round_trips() {
 
 #[test]
 fn a_failed_write_that_changed_the_value_is_restored() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ns = TestNetns::new("sc-part");
     let pod = NetNs::open(ns.path()).unwrap();
     let before_rmem = ns.sysctl("net.ipv4.tcp_rmem");
@@ -113,6 +122,9 @@ fn a_failed_write_that_changed_the_value_is_restored() {
 
 #[test]
 fn rejected_value_rolls_back_earlier_writes() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ns = TestNetns::new("sc-rb");
     let pod = NetNs::open(ns.path()).unwrap();
     let before_time = ns.sysctl("net.ipv4.tcp_keepalive_time");
@@ -153,6 +165,9 @@ fn rejected_value_rolls_back_earlier_writes() {
 
 #[test]
 fn host_only_key_fails_before_any_write_and_creates_nothing() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ns = TestNetns::new("sc-hostonly");
     let pod = NetNs::open(ns.path()).unwrap();
     assert!(std::path::Path::new("/proc/sys/net/core/netdev_max_backlog").exists());
@@ -176,6 +191,9 @@ fn host_only_key_fails_before_any_write_and_creates_nothing() {
 
 #[test]
 fn per_interface_key_with_dotted_ifname() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let hp = HostAndPod::with_pod_link("sc-if", "eth0.100", "vethsc0");
     let pod = NetNs::open(hp.pod.path()).unwrap();
     let items = [
@@ -203,6 +221,9 @@ fn per_interface_key_with_dotted_ifname() {
 
 #[test]
 fn host_helpers_act_in_the_callers_netns() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let hp = HostAndPod::with_pod_link("sc-host", "eth0", "vethsc1");
     let host = NetNs::open(hp.host.path()).unwrap();
     let key = SysctlKey::parse("net.ipv4.conf.IFNAME.proxy_arp", "vethsc1").unwrap();
@@ -226,6 +247,9 @@ fn host_helpers_act_in_the_callers_netns() {
 
 #[test]
 fn ensure_host_writes_only_a_different_value() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let hp = HostAndPod::with_pod_link("sc-ensure", "eth0", "vethse1");
     let host = NetNs::open(hp.host.path()).unwrap();
     let key = SysctlKey::parse("net.ipv4.conf.IFNAME.proxy_arp", "vethse1").unwrap();
@@ -243,6 +267,9 @@ fn ensure_host_writes_only_a_different_value() {
 /// allowlist line `net.*`.
 #[test]
 fn escapes_refused_even_with_sloppy_allowlist() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let sloppy = Allowlist::from_patterns(&["net.*"], "test allowlist").unwrap();
     for (key, ifname) in [
         ("kernel.hostname", "eth0"),

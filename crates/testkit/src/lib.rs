@@ -1,7 +1,8 @@
 //! Dev-only fixtures for tern's tests: throwaway host and pod network namespaces ([`netns`]),
 //! running built binaries exactly as a runtime does ([`exec`]), the processes of a killed
 //! invocation ([`procs`]), pod churn with kills through libcni ([`churn`]), hostile netconfs
-//! ([`hostile`]) and a real node's audit of one pod address ([`node`]). Never a dependency of a shipped binary.
+//! ([`hostile`]), a real node's audit of one pod address ([`node`]) and the gate every test that
+//! needs root begins with ([`root`]). Never a dependency of a shipped binary.
 
 pub mod churn;
 pub mod exec;
@@ -9,6 +10,7 @@ pub mod hostile;
 pub mod netns;
 pub mod node;
 pub mod procs;
+pub mod root;
 
 /// The host veth name tern must give the attachment (`container_id`, `ifname`): `tern` + the first
 /// 11 hex characters of SHA-256(container ID, NUL, ifname) (DESIGN.md). Computed here, apart from

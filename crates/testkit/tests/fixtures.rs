@@ -1,9 +1,12 @@
-//! The netns fixtures themselves, in real namespaces. Needs root: fails without it.
+//! The netns fixtures themselves, in real namespaces. Needs root (`tern_testkit::root::skip`).
 
 use tern_testkit::netns::{HostAndPod, TestNetns, UPLINK};
 
 #[test]
 fn netns_lifecycle() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let path;
     {
         let ns = TestNetns::new("tk");
@@ -19,6 +22,9 @@ fn netns_lifecycle() {
 
 #[test]
 fn uplink_gives_default_routes() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let hp = HostAndPod::with_uplink("tku");
     let v4 = hp.host.ip(&["route", "get", "169.254.1.1"]);
     assert!(v4.contains(&format!("dev {UPLINK}")), "{v4}");
@@ -29,6 +35,9 @@ fn uplink_gives_default_routes() {
 
 #[test]
 fn host_and_pod_link() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let hp = HostAndPod::with_pod_link("tk", "eth0.100", "vethtk0");
     assert!(hp.pod.has_link("eth0.100"));
     assert!(hp.host.has_link("vethtk0"));

@@ -76,6 +76,9 @@ const ORDER_STEPS: &[&str] = &[
 
 #[test]
 fn allocation_order_exhaustion_and_reuse_match_host_local() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let resolv = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         resolv.path(),
@@ -112,6 +115,9 @@ fn allocation_order_exhaustion_and_reuse_match_host_local() {
 
 #[test]
 fn requested_addresses_match_host_local() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ipam = json!({"ranges": [[{"subnet": "10.9.0.0/28"}], [{"subnet": "fd09::/120"}]]});
     same_as_host_local(
         "CNI_ARGS IP=",
@@ -186,6 +192,9 @@ fn requested_addresses_match_host_local() {
 
 #[test]
 fn ip_ranges_capability_matches_host_local() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let n = [Net::new(), Net::new()];
     let mut c: Vec<Value> = n
         .iter()
@@ -205,6 +214,9 @@ fn ip_ranges_capability_matches_host_local() {
 
 #[test]
 fn validation_messages_match_host_local() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let bad = [
         json!({}),
         json!({"ranges": [[]]}),
@@ -239,6 +251,9 @@ fn validation_messages_match_host_local() {
 
 #[test]
 fn results_are_identical_in_every_version_host_local_speaks() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let resolv = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(resolv.path(), "nameserver 10.0.0.53\nsearch x.test\n").unwrap();
     for v in ["0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
@@ -263,6 +278,9 @@ fn results_are_identical_in_every_version_host_local_speaks() {
 
 #[test]
 fn lease_of_host_local_is_seen_and_released_by_tern_ipam() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let n = Net::new();
     let c = n.conf("1.0.0", json!({"subnet": "10.13.0.0/24"}));
     assert_eq!(add_ok(Ipam::HostLocal, "hl", &c), ["10.13.0.2/24"]);
@@ -313,6 +331,9 @@ fn lease_of_host_local_is_seen_and_released_by_tern_ipam() {
 
 #[test]
 fn lease_of_tern_ipam_is_seen_and_released_by_host_local() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let n = Net::new();
     let c = n.conf("1.0.0", json!({"subnet": "10.14.0.0/24"}));
     assert_eq!(add_ok(Ipam::Tern, "t", &c), ["10.14.0.2/24"]);
@@ -350,6 +371,9 @@ fn lease_of_tern_ipam_is_seen_and_released_by_host_local() {
 
 #[test]
 fn parallel_adds_of_both_plugins_on_one_dir_get_distinct_addresses() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let n = Net::new();
     let c = n.conf("1.0.0", json!({"subnet": "10.15.0.0/24"}));
     let handles: Vec<_> = (0..32)

@@ -22,6 +22,9 @@ fn load(name: &str) -> Value {
 
 #[test]
 fn every_tuning_example_validates() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let with_file = Allowlist::load(&examples().join("tern-tuning-allowlist.conf")).unwrap();
     let mut n = 0;
     for entry in std::fs::read_dir(examples()).unwrap() {
@@ -102,6 +105,9 @@ fn derive(list: &Value, idx: usize, prev: Option<&Value>) -> Value {
 
 #[test]
 fn keepalive_after_reference_ptp() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ptp = Path::new("/usr/lib/cni/ptp");
     assert!(
         ptp.exists(),
@@ -171,6 +177,9 @@ fn keepalive_after_reference_ptp() {
 
 #[test]
 fn ifname_example_on_a_dotted_interface() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let hp = HostAndPod::with_pod_link("ex-if", "eth0.100", "vexif0");
     let data = tempfile::tempdir().unwrap();
     let list = load("30-tern-tuning-ifname.conflist");

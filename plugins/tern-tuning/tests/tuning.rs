@@ -1,5 +1,5 @@
 //! Kernel tests of tern-tuning's sysctls in throwaway namespaces: every cniVersion, IFNAME keys,
-//! the allowlist, rollback of a rejected write. Needs root: fails without it.
+//! the allowlist, rollback of a rejected write. Needs root (`tern_testkit::root::skip`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod common;
@@ -12,6 +12,9 @@ use tern_cni::Version;
 /// supported cniVersion; CHECK passes; DEL restores; a second DEL succeeds.
 #[test]
 fn keepalive_every_version_add_check_del() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     for v in Version::ALL {
         let v = v.as_str();
         let e = env(&format!("tt-ka{}", v.replace('.', "")), "eth0");
@@ -68,6 +71,9 @@ fn keepalive_every_version_add_check_del() {
 
 #[test]
 fn missing_prev_result_is_an_error_and_nothing_is_written() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-noprev", "eth0");
     let before = e.pod_sysctl("net.ipv4.tcp_keepalive_time");
     let mut conf = e.conf("1.0.0", keepalive());
@@ -82,6 +88,9 @@ fn missing_prev_result_is_an_error_and_nothing_is_written() {
 /// key, expected and current after a change; slash form works the same way.
 #[test]
 fn ifname_keys_with_dotted_and_plain_names() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     for ifname in ["eth0.100", "eth0"] {
         let e = env(&format!("tt-if{}", ifname.len()), ifname).with_allowlist(
             "net\\.ipv4\\.conf\\.IFNAME\\.rp_filter\nnet\\.ipv6\\.conf\\.IFNAME\\.accept_ra\nnet/ipv4/conf/IFNAME/arp_ignore\n",
@@ -145,6 +154,9 @@ fn ifname_keys_with_dotted_and_plain_names() {
 /// The allowlist cannot be bypassed.
 #[test]
 fn allowlist_cannot_be_bypassed() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     // (a) an allowed key with a disallowed one: nothing written, not even the allowed key.
     let e = env("tt-al-a", "eth0");
     let before = e.pod_sysctl("net.ipv4.tcp_keepalive_time");
@@ -232,6 +244,9 @@ fn allowlist_cannot_be_bypassed() {
 /// rolled back, no link attribute changed, no backup left.
 #[test]
 fn rejected_sysctl_rolls_back_everything() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-rb1", "eth0");
     let before = e.pod_sysctl("net.ipv4.tcp_keepalive_time");
     let conf = e.conf(

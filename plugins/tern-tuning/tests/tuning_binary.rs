@@ -1,4 +1,4 @@
-//! The built tern-tuning binary run as a runtime runs it, and `tern-tuning validate`. Needs root: fails without it.
+//! The built tern-tuning binary run as a runtime runs it, and `tern-tuning validate`. Needs root (`tern_testkit::root::skip`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod common;
@@ -12,6 +12,9 @@ use tern_testkit::exec::PluginCall;
 /// The built binary, as a runtime runs it (default allowlist path; absent here → built-in).
 #[test]
 fn binary_add_and_validate() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     assert!(
         !Path::new(tern_net::sysctl::DEFAULT_ALLOWLIST_PATH).exists(),
         "this test expects no allowlist file on the machine"
@@ -86,6 +89,9 @@ fn binary_add_and_validate() {
 /// path (exit 2), not a silent fall back to the built-in list (kept for the default path).
 #[test]
 fn validate_explicit_missing_allowlist_is_an_error() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let bin = env!("CARGO_BIN_EXE_tern-tuning");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("good.conflist");

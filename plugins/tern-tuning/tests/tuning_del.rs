@@ -1,6 +1,6 @@
 //! Kernel tests of tern-tuning's DEL and its backup: idempotent when things are gone, the first
 //! backup kept, fields DEL does not need ignored, invalid entries skipped, a failed restore kept
-//! for a retry. Needs root: fails without it.
+//! for a retry. Needs root (`tern_testkit::root::skip`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod common;
@@ -15,6 +15,9 @@ use tern_testkit::exec::PluginCall;
 /// link is gone.
 #[test]
 fn del_when_things_are_gone() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-gone", "eth0");
     let conf = e.conf(
         "1.0.0",
@@ -48,6 +51,9 @@ fn del_when_things_are_gone() {
 /// A repeated ADD keeps the original values in the backup, so DEL restores the pre-tuning state.
 #[test]
 fn repeated_add_keeps_original_backup() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-twice", "eth0");
     let c1 = e.conf(
         "1.0.0",
@@ -70,6 +76,9 @@ fn repeated_add_keeps_original_backup() {
 /// main plugin's veth, state and lease would stay.
 #[test]
 fn del_ignores_fields_it_does_not_need() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-delmal", "eth0");
     let before = e.pod_sysctl("net.ipv4.tcp_keepalive_time");
     let good = e.conf("1.0.0", keepalive());
@@ -120,6 +129,9 @@ fn del_ignores_fields_it_does_not_need() {
 /// succeeds and removes the backup (the binary, so the warning on stderr can be read).
 #[test]
 fn del_skips_invalid_backup_entries_and_restores_the_rest() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-tamper", "eth0");
     let before = e.pod_sysctl("net.ipv4.tcp_keepalive_time");
     let domain_before = host_sysctl("kernel/domainname");
@@ -159,6 +171,9 @@ fn del_skips_invalid_backup_entries_and_restores_the_rest() {
 /// DEL finishes and removes the backup.
 #[test]
 fn del_keeps_backup_when_a_valid_restore_fails() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-keep", "eth0");
     let before = e.pod_sysctl("net.ipv4.tcp_keepalive_time");
     let conf = e.conf(

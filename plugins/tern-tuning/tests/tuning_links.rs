@@ -1,5 +1,5 @@
 //! Kernel tests of tern-tuning's link attributes (MAC, MTU, promisc, allmulti, txQLen): applied,
-//! checked, restored, and undone with the sysctls when one fails. Needs root: fails without it.
+//! checked, restored, and undone with the sysctls when one fails. Needs root (`tern_testkit::root::skip`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod common;
@@ -10,6 +10,9 @@ use serde_json::json;
 /// Link attributes: applied, reported (MAC in the result), checked, restored.
 #[test]
 fn link_attributes_applied_checked_restored() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-link", "eth0");
     let before = e.hp.pod.ip(&["-d", "link", "show", "eth0"]);
     let conf = e.conf(
@@ -89,6 +92,9 @@ fn link_attributes_applied_checked_restored() {
 /// A link attribute the kernel rejects after sysctls and the MAC were applied: all undone.
 #[test]
 fn failed_link_attribute_undoes_sysctls_and_earlier_attributes() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-rb2", "eth0");
     let before = e.pod_sysctl("net.ipv4.tcp_keepalive_time");
     let mac_before = e.hp.pod.ip(&["link", "show", "eth0"]);
@@ -117,6 +123,9 @@ fn failed_link_attribute_undoes_sysctls_and_earlier_attributes() {
 /// refused with code 7 before any change, since tern-tuning could not keep both ends equal.
 #[test]
 fn mtu_on_a_veth_without_its_host_end_is_refused() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let e = env("tt-nopeer", "eth1");
     e.hp.pod.add_veth("eth0", "eth0p");
     let e = Env {

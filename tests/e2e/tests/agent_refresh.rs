@@ -30,6 +30,9 @@ use tern_testkit::netns::TestNetns;
 /// TokenRequest and rewrites the kubeconfig; tern re-reads it and the retried GET succeeds.
 #[test]
 fn key_rotation_401_then_agent_refresh_then_retry_succeeds() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut c = Cluster::new("agrot", 5.0);
     c.start_agent();
     let pa = c.node.pod("agrota");
@@ -68,6 +71,9 @@ fn key_rotation_401_then_agent_refresh_then_retry_succeeds() {
 /// the socket, and leaves nothing of itself; DEL of a pod added earlier succeeds at once.
 #[test]
 fn agent_down_and_token_expired_add_fails_11_del_succeeds() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let deadline = Duration::from_secs(2);
     let mut c = Cluster::new("agdown", deadline.as_secs_f64());
     c.start_agent();
@@ -157,6 +163,9 @@ fn agent_down_and_token_expired_add_fails_11_del_succeeds() {
 /// until every one of the 50 got its 401: exactly one TokenRequest, and all 50 succeed on retry.
 #[test]
 fn fifty_parallel_adds_that_all_see_401_cause_one_token_request() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     const N: usize = 50;
     let mut c = Cluster::new("ag50", 30.0);
     c.start_agent();

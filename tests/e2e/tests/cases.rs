@@ -50,6 +50,9 @@ fn del_each(node: &Node, list: &Value, cid: &str, netns: &str, prev: Option<&Val
 /// case-01 A: the netns is deleted, then DEL through libcni with the old path.
 #[test]
 fn case_01a_del_after_netns_deleted() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, _) = c0_node("c01a");
     let pod = node.pod("c01a");
     let add = node.tool.add(pod.path()).unwrap();
@@ -70,6 +73,9 @@ fn case_01a_del_after_netns_deleted() {
 /// then delete the netns.
 #[test]
 fn case_01b_del_with_empty_netns() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, list) = c0_node("c01b");
     let pod = node.pod("c01b");
     let add = node.tool.add(pod.path()).unwrap();
@@ -90,6 +96,9 @@ fn case_01b_del_with_empty_netns() {
 /// case-03: DEL each plugin directly without prevResult (the runtime lost its cache).
 #[test]
 fn case_03_del_without_prev_result() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, list) = c0_node("c03");
     let pod = node.pod("c03");
     let before = keepalive_of(&pod);
@@ -124,6 +133,9 @@ fn ifindex(ns: &TestNetns, dev: &str) -> u64 {
 /// is reserved or created, the existing `eth0` keeps its ifindex, no pod sysctl changed.
 #[test]
 fn case_05a_ifname_taken() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, _) = c0_node("c05a");
     let pod = node.pod("c05a");
     pod.add_veth("eth0", "other0");
@@ -159,6 +171,9 @@ fn case_05a_ifname_taken() {
 /// tuning never ran); no pod sysctl changed.
 #[test]
 fn case_05b_mtu_70000() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (mut node, mut list) = c0_node("c05b");
     list["plugins"][0]["mtu"] = json!(70000);
     node.tool.write_conflist(&list).unwrap();
@@ -185,6 +200,9 @@ fn case_05b_mtu_70000() {
 /// unchanged.
 #[test]
 fn case_10_own_netns_refused() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, list) = c0_node("c10");
     node.host.add_veth("brt-dummy0", "brt-peer0");
     node.host
@@ -331,6 +349,9 @@ fn c0_tern_ipam_masq(tag: &str) -> (Node, Value) {
 /// a repeated DEL exits 0 too.
 #[test]
 fn case_27_del_through_libcni_with_a_plain_file_netns() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, _) = c0_tern_ipam_masq("c27a");
     let pod = node.pod("c27a");
     let add = node.tool.add(pod.path()).unwrap();
@@ -363,6 +384,9 @@ fn case_27_del_through_libcni_with_a_plain_file_netns() {
 /// with nothing on stdout; nothing is left; repeated, the same.
 #[test]
 fn case_27_each_plugin_del_with_a_plain_file_netns() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, list) = c0_tern_ipam_masq("c27b");
     let pod = node.pod("c27b");
     let add = node.tool.add(pod.path()).unwrap();
@@ -396,6 +420,9 @@ fn case_27_each_plugin_del_with_a_plain_file_netns() {
 /// is made, and never configures the caller's own netns (the fake host the plugins run in).
 #[test]
 fn case_27_add_into_a_plain_file_netns_is_refused() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, list) = c0_tern_ipam_masq("c27c");
     let pod = node.pod("c27c");
     unmount_netns(&pod);
@@ -521,6 +548,9 @@ fn c26(tag: &str, tern_mtu: u32, tuning_mtu: u32) -> (Node, Value, TestNetns, Va
 /// leaves nothing.
 #[test]
 fn case_26_tuning_mtu_reaches_both_ends() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, list, pod, result) = c26("c26a", 1500, 1400);
     let pod_ip = result_addrs(&result)[0].to_string();
     // The pings first: before the fix they show the silent drop, not only the MTUs.
@@ -547,6 +577,9 @@ fn case_26_tuning_mtu_reaches_both_ends() {
 /// 8972-byte DF ping works both ways; DEL restores both to 1400.
 #[test]
 fn case_26_tuning_mtu_above_terns_sets_both_ends() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let (node, list, pod, result) = c26("c26b", 1400, 9000);
     assert_eq!(mtus(&node, &pod), (9000, 9000), "pod eth0, host veth");
     let pod_ip = result_addrs(&result)[0].to_string();

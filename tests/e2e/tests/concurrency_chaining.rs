@@ -17,6 +17,9 @@ use tern_testkit::netns::TestNetns;
 /// addresses, every pod wired, then nothing left.
 #[test]
 fn parallel_32_add_then_del() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     const N: usize = 32;
     let mut node = Node::new("par");
     let list = node.chain("1.0.0", Fam::Dual, vec![]);
@@ -98,6 +101,9 @@ fn iptables(node: &Node, table: &str) -> String {
 /// CHECK passes, DEL removes everything each added.
 #[test]
 fn chain_with_reference_tuning_portmap_bandwidth() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     for version in ["0.4.0", "1.0.0"] {
         let mut node = Node::new("chain");
         let followers = vec![

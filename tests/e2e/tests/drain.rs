@@ -62,6 +62,9 @@ fn tern_routes(node: &Node) -> String {
 
 #[test]
 fn uninstall_drains_then_removes_everything_once_no_pod_is_left() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("drain");
     // The node's CNI bin dir: copies of tern's plugins (uninstall removes them from there).
     let bin = node.tool.scratch().join("bin");

@@ -1,6 +1,6 @@
 //! Regressions a hostile operator could trigger: a runtime sending one container ID to two
 //! networks, CHECK noticing the host side broke, DEL when there is nothing it could remove, and
-//! tern never delegating to itself. Needs root: fails without it.
+//! tern never delegating to itself. Needs root (`tern_testkit::root::skip`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -31,6 +31,9 @@ fn tern(node: &Node, verb: &str, cid: &str, netns: &str, c: &Value) -> RunOutput
 
 #[test]
 fn one_container_id_in_two_networks_never_touches_the_other_networks_veth() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("twonet");
     let (p1, p2) = (node.pod("twonet1"), node.pod("twonet2"));
     let (c1, c2) = (
@@ -80,6 +83,9 @@ fn one_container_id_in_two_networks_never_touches_the_other_networks_veth() {
 
 #[test]
 fn check_notices_proxy_arp_and_forwarding_turned_off() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("chkhost");
     let pod = node.pod("chkhost");
     let podp = pod.path().display().to_string();
@@ -121,6 +127,9 @@ fn check_notices_proxy_arp_and_forwarding_turned_off() {
 
 #[test]
 fn del_succeeds_when_state_cannot_exist() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("delnone");
     let pod = node.pod("delnone");
     let podp = pod.path().display().to_string();
@@ -197,6 +206,9 @@ fn del_succeeds_when_state_cannot_exist() {
 
 #[test]
 fn tern_never_delegates_to_itself() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("selfipam");
     let pod = node.pod("selfipam");
     let podp = pod.path().display().to_string();

@@ -1,6 +1,6 @@
 //! Proves the end-to-end harness itself: the reference `ptp` + `host-local` plugins driven through
 //! our libcni driver (tests/cnitool) into a real network namespace, for each cniVersion libcni 1.1
-//! knows. If these fail, no tern end-to-end result can be trusted. Needs root: fails without it.
+//! knows. If these fail, no tern end-to-end result can be trusted. Needs root (`tern_testkit::root::skip`).
 //!
 //! Each test uses its own netns name, container ID, host-local dataDir and /24, so tests run in
 //! parallel.
@@ -186,22 +186,34 @@ fn add_check_del(version: &str, octet: u8) {
 
 #[test]
 fn ptp_host_local_v0_3_1() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     add_check_del("0.3.1", 1);
 }
 
 #[test]
 fn ptp_host_local_v0_4_0() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     add_check_del("0.4.0", 2);
 }
 
 #[test]
 fn ptp_host_local_v1_0_0() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     add_check_del("1.0.0", 3);
 }
 
 /// A plugin's own error code and message survive libcni and reach the test as JSON.
 #[test]
 fn plugin_error_code_survives_libcni() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let ns = TestNetns::new("err");
     let mut tool = Cnitool::new().unwrap();
     let data_dir = tool.scratch().join("ipam");
@@ -231,6 +243,9 @@ fn plugin_error_code_survives_libcni() {
 /// libcni's own failures (no such network) are reported with code 0.
 #[test]
 fn unknown_network_is_code_0() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let tool = Cnitool::new().unwrap();
     let out = tool.add("/var/run/netns/does-not-matter").unwrap();
     assert!(!out.success());
@@ -245,6 +260,9 @@ fn unknown_network_is_code_0() {
 /// `cnitool version` asks each plugin in the list through libcni's GetVersionInfo.
 #[test]
 fn version_through_libcni() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let tool = Cnitool::with_conflist(&ptp_conf("1.0.0", 5, Path::new("/nonexistent"))).unwrap();
     let out = tool.version().unwrap();
     assert!(out.success(), "{}", out.describe());
@@ -263,6 +281,9 @@ fn version_through_libcni() {
 /// Direct invocation, as the spec describes a runtime doing it: host-local VERSION.
 #[test]
 fn direct_version_call() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let out = PluginCall::new(
         ref_plugin_dir().join("host-local").to_str().unwrap(),
         "VERSION",
@@ -284,6 +305,9 @@ fn direct_version_call() {
 /// nothing on stdout, and exits 0 (a peer behaviour the tern plugins are compared against).
 #[test]
 fn direct_call_missing_command() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let out = PluginCall::new("host-local", "ADD")
         .unset("CNI_COMMAND")
         .netconf(&json!({"cniVersion": "1.0.0", "name": "x", "type": "host-local"}))
@@ -302,6 +326,9 @@ fn direct_call_missing_command() {
 /// Direct invocation with an unknown CNI_COMMAND: code 4 (invalid environment variables).
 #[test]
 fn direct_call_unknown_command() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let out = PluginCall::new("host-local", "BOGUS")
         .netconf(&json!({"cniVersion": "1.0.0", "name": "x", "type": "host-local"}))
         .unwrap()
@@ -333,6 +360,9 @@ fn add_address_then_del(tool: &Cnitool, tag: &str) -> String {
 /// CNI_ARGS travels through cnitool and libcni: host-local honours `IP=`.
 #[test]
 fn cni_args_reach_the_plugin() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut tool = Cnitool::new().unwrap();
     let data_dir = tool.scratch().join("ipam");
     tool.write_conflist(&ptp_conf("1.0.0", 6, &data_dir))
@@ -345,6 +375,9 @@ fn cni_args_reach_the_plugin() {
 /// capability: host-local honours `ips`.
 #[test]
 fn cap_args_reach_the_plugin() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut tool = Cnitool::new().unwrap();
     let data_dir = tool.scratch().join("ipam");
     let mut conf = ptp_conf("1.0.0", 7, &data_dir);

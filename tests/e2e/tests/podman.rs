@@ -41,6 +41,9 @@ use podman_fixture::*;
 
 #[test]
 fn podman_cni_backend_runs_containers_on_tern() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let uid = run(Command::new("id").arg("-u"));
     assert_eq!(
         String::from_utf8_lossy(&uid.stdout).trim(),

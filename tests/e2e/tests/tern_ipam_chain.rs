@@ -1,5 +1,5 @@
 //! tern + tern-tuning + tern-ipam through libcni at 1.0.0, dual-stack: ADD, CHECK, DEL of the
-//! chain, the leases tern-ipam keeps, nothing left. Needs root: fails without it.
+//! chain, the leases tern-ipam keeps, nothing left. Needs root (`tern_testkit::root::skip`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,6 +13,9 @@ use tern_testkit::exec::conflist;
 /// ranges, keepalive in the pod, leases on disk), CHECK, a broken CHECK, DEL (nothing left).
 #[test]
 fn chain_with_tern_ipam_via_libcni_1_0_0_dual() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("tipam");
     let list = conflist(
         C0_NAME,

@@ -1,7 +1,7 @@
 //! tern through real libcni (tests/cnitool running inside a fake host
 //! netns) for every cniVersion libcni knows, IPv4, IPv6 and dual-stack host-local ranges: ADD with
 //! a golden result and the kernel state it must leave in pod and host, CHECK, DEL twice, and DEL
-//! after the netns is gone — each ending with nothing left. Needs root: fails without it.
+//! after the netns is gone — each ending with nothing left. Needs root (`tern_testkit::root::skip`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -176,6 +176,9 @@ macro_rules! matrix {
     ($($name:ident: $v:literal, $fam:expr;)*) => {$(
         #[test]
         fn $name() {
+            if tern_testkit::root::skip() {
+                return;
+            }
             cycle($v, $fam, stringify!($name));
         }
     )*};
@@ -199,6 +202,9 @@ matrix! {
 /// The residue check itself can fail: after an ADD without DEL it must report the leftovers.
 #[test]
 fn nothing_left_detects_residue() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("resid");
     let list = node.chain("1.0.0", Fam::Dual, vec![]);
     node.tool.write_conflist(&list).unwrap();
@@ -233,6 +239,9 @@ fn nothing_left_detects_residue() {
 /// Two pods on one node reach each other through the host (routed, no bridge), IPv4 and IPv6.
 #[test]
 fn pod_to_pod_ping() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("p2p");
     let list = node.chain("1.0.0", Fam::Dual, vec![]);
     node.tool.write_conflist(&list).unwrap();
@@ -278,6 +287,9 @@ fn default_routes(pod: &TestNetns, fam: &str) -> Vec<Value> {
 /// DEL of the second leaves the first working; nothing is left at the end.
 #[test]
 fn a_second_tern_network_in_one_pod_keeps_the_first_default_route() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("two");
     let first =
         tern_testkit::exec::conflist("net-one", "1.0.0", vec![node.tern(Fam::Dual.ranges())]);
@@ -344,6 +356,9 @@ fn a_second_tern_network_in_one_pod_keeps_the_first_default_route() {
 /// routes stay.
 #[test]
 fn a_foreign_default_route_in_the_pod_fails_add_and_leaves_nothing() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("fdr");
     let list = node.chain("1.0.0", Fam::Dual, vec![]);
     node.tool.write_conflist(&list).unwrap();

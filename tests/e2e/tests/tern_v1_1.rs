@@ -2,7 +2,7 @@
 //! by direct invocation exactly as the spec describes a runtime (environment + stdin), tern running
 //! in a fake host netns and delegating to tern-ipam (Debian's host-local stops at 1.0.0). One test
 //! keeps `test-script-ipam` (common::write_script_ipam): it checks what only a call log shows — the GC list forwarded verbatim, an IPAM STATUS code other than 50
-//! kept, and no IPAM call at all for a verb refused below 1.1.0. Needs root: fails without it.
+//! kept, and no IPAM call at all for a verb refused below 1.1.0. Needs root (`tern_testkit::root::skip`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -36,6 +36,9 @@ fn tern_global(node: &Node, verb: &str, c: &Value) -> tern_testkit::exec::RunOut
 
 #[test]
 fn v1_1_0_add_check_status_gc_del() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("v110");
     let pod = node.pod("v110");
     let cid = "v110-container";
@@ -141,6 +144,9 @@ fn v1_1_0_add_check_status_gc_del() {
 /// An empty list then collects everything.
 #[test]
 fn v1_1_0_gc_releases_only_invalid_attachments() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("v110gc");
     let c = ipam_conf(&node, "1.1.0", Fam::Dual);
     let (pa, pb) = (node.pod("v110gca"), node.pod("v110gcb"));
@@ -213,6 +219,9 @@ fn v1_1_0_gc_releases_only_invalid_attachments() {
 /// ready again once it is usable.
 #[test]
 fn v1_1_0_status_code_50_when_ipam_data_dir_unusable() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("v110st");
     let c = ipam_conf(&node, "1.1.0", Fam::V4);
     ok(
@@ -247,6 +256,9 @@ fn v1_1_0_status_code_50_when_ipam_data_dir_unusable() {
 /// leaves nothing.
 #[test]
 fn v1_1_0_add_del() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("v110d");
     let pod = node.pod("v110d");
     let c = ipam_conf(&node, "1.1.0", Fam::V4);
@@ -262,6 +274,9 @@ fn v1_1_0_add_del() {
 /// version: a lease no attachment holds survives GC with an empty list.
 #[test]
 fn status_and_gc_need_1_1_0() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("stgc");
     let pod = node.pod("stgc");
     let add = tern(
@@ -306,6 +321,9 @@ fn status_and_gc_need_1_1_0() {
 /// for STATUS and GC refused below 1.1.0.
 #[test]
 fn script_ipam_sees_forwarded_gc_list_kept_status_code_no_refused_calls() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("v110s");
     let ipam_dir = write_script_ipam(&node.tool.scratch().join("ipam-bin"));
     let path = cni_path_with(&ipam_dir);

@@ -78,21 +78,33 @@ fn keepalive_through_libcni(version: &str) {
 
 #[test]
 fn keepalive_in_pod_only_v0_3_0() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     keepalive_through_libcni("0.3.0");
 }
 
 #[test]
 fn keepalive_in_pod_only_v0_3_1() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     keepalive_through_libcni("0.3.1");
 }
 
 #[test]
 fn keepalive_in_pod_only_v0_4_0() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     keepalive_through_libcni("0.4.0");
 }
 
 #[test]
 fn keepalive_in_pod_only_v1_0_0() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     keepalive_through_libcni("1.0.0");
 }
 
@@ -100,6 +112,9 @@ fn keepalive_in_pod_only_v1_0_0() {
 /// tern-ipam, then tern-tuning with tern's result as prevResult; CHECK and DEL in reverse.
 #[test]
 fn keepalive_in_pod_only_v1_1_0() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let node = Node::new("ka110");
     let mut tern = node.tern(Fam::Dual.ranges());
     tern["ipam"]["type"] = json!("tern-ipam");

@@ -56,6 +56,9 @@ const CASE16_ALLOW: &[&str] = &[
 /// passes, and after rp_filter is set to 0 in the pod CHECK fails naming key, expected, current.
 #[test]
 fn case_16_ifname_keys_dotted_and_plain() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     for ifname in ["eth0.100", "eth0"] {
         let tag = format!("c16{}", ifname.len());
         let mut node = Node::new(&tag);
@@ -118,6 +121,9 @@ fn case_16_ifname_keys_dotted_and_plain() {
 /// slash spelling is not, is refused with code 7. Neither writes anywhere else.
 #[test]
 fn case_16_slash_form_keys() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("c16s");
     node.private_allowlist(Some(CASE16_ALLOW));
     node.tool.ifname("eth0.100");
@@ -212,6 +218,9 @@ const KEEPALIVE_ONLY: &[&str] = &[
 /// case-17 (a), (b), (e) through libcni with C0 and a per-test allowlist file.
 #[test]
 fn case_17_allowlist_file_through_libcni() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("c17");
     let pod = node.pod("c17");
     node.private_allowlist(Some(KEEPALIVE_ONLY));
@@ -259,6 +268,9 @@ fn case_17_allowlist_file_through_libcni() {
 /// code 7 and the hostname is never written.
 #[test]
 fn case_17_escapes_refused_under_a_sloppy_allowlist() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("c17d");
     let pod = node.pod("c17d");
     node.private_allowlist(Some(&["net.*"]));
@@ -287,6 +299,9 @@ fn case_17_escapes_refused_under_a_sloppy_allowlist() {
 /// tern, first in the chain, refuses ifname `..` before tern-tuning runs.
 #[test]
 fn case_17_duplicate_key_and_dotdot_ifname_direct() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("c17c");
     let etc = node.private_allowlist(Some(&["net.*"]));
     let pod = node.pod("c17c");

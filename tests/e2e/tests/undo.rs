@@ -1,6 +1,6 @@
 //! Undo on failure: each step of ADD made to fail through libcni, then nothing of that
 //! ADD is left (no reservation, no veth, no route, no state). The ifname-taken and MTU cases are
-//! case-05 in cases.rs. Needs root: fails without it.
+//! case-05 in cases.rs. Needs root (`tern_testkit::root::skip`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,6 +18,9 @@ use tern_testkit::exec::conflist;
 /// untouched.
 #[test]
 fn ipam_exhausted() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("exh");
     let mut t = node.tern(json!([[{"subnet": "10.99.0.0/30"}]]));
     t["mtu"] = json!(1400);
@@ -64,6 +67,9 @@ fn ipam_exhausted() {
 /// refuses it (code 102) before wiring anything, and the reservations are released.
 #[test]
 fn unusable_ipam_address_is_refused() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("kref");
     let t = node.tern(json!([[{"subnet": C0_SUBNET}], [{"subnet": "ff0e::/120"}]]));
     node.tool
@@ -124,6 +130,9 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 /// the rest: nothing left.
 #[test]
 fn netns_vanishes_mid_add() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("van");
     let bin = node.tool.scratch().join("ipam-bin");
     write_pausing_ipam(&bin);
@@ -187,6 +196,9 @@ fn write_chatty_ipam(dir: &Path) {
 /// the veth deletion) is forwarded, never blocks: tern must not hold the stderr lock meanwhile.
 #[test]
 fn ipam_logging_to_stderr_never_blocks() {
+    if tern_testkit::root::skip() {
+        return;
+    }
     let mut node = Node::new("chat");
     let bin = node.tool.scratch().join("ipam-bin");
     write_chatty_ipam(&bin);

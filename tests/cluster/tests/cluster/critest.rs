@@ -6,7 +6,7 @@
 //! registry (distribution v3, scripts/build-go) serves the busybox and web server images built
 //! by scripts/image; containerd reaches it over plain HTTP through a hosts.toml (lib.sh).
 //!
-//! Expectations (also in README.md, "critest"). critest's sandboxes are not pods of the API, and
+//! Expectations (also in docs/TESTING.md, "critest"). critest's sandboxes are not pods of the API, and
 //! tern's lookup refuses those (code 3, as for a deleted pod), so both runs drop the conflist's
 //! `kubernetes` block; everything else is the deployed chain.
 //! - the three specs that need only the pod network pass;
@@ -209,7 +209,7 @@ pub fn critest(node: &Node) -> Res {
         if spec.contains(HOSTPORT_SPEC) {
             if state != "failed" {
                 return fail(format!(
-                    "hostPort spec {state} with no portmap in the chain: the README's explanation is stale"
+                    "hostPort spec {state} with no portmap in the chain: docs/TESTING.md's explanation is stale"
                 ));
             }
         } else if state != "passed" {

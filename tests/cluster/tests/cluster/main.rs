@@ -1,6 +1,6 @@
 //! The real-cluster tier: tern installed with `kubectl apply -f deploy/` on a real one-node
 //! Kubernetes (etcd, kube-apiserver, controller-manager, scheduler, kubelet over containerd 2's
-//! or CRI-O's CRI), pods started by the kubelet. README.md, "The real-cluster tier".
+//! or CRI-O's CRI), pods started by the kubelet. docs/TESTING.md, "The real-cluster tier".
 //!
 //! A libtest-mimic harness: the cases run in order on one thread (each builds on the ones
 //! before, `install` first, as an operator's day does), filtered by name as libtest does, and

@@ -58,11 +58,6 @@ pub fn in_netns_ok(netns: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-pub fn assert_root() {
-    let uid = sh(Command::new("id").arg("-u"));
-    assert_eq!(uid.trim(), "0", "the CRI tiers need root");
-}
-
 pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
