@@ -15,11 +15,14 @@ use serde_json::{json, Value};
 use tern_testkit::exec::{conflist, default_cni_path, Cnitool, PluginCall, RunOutput};
 use tern_testkit::netns::TestNetns;
 
+mod cases;
 mod edge;
 mod inspect;
 mod killed;
 mod script_ipam;
 
+#[allow(unused_imports)]
+pub use cases::*;
 #[allow(unused_imports)]
 pub use edge::*;
 #[allow(unused_imports)] // not every test binary uses every helper
