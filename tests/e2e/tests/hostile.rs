@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use serde_json::{json, Value};
+use tern_testkit::exec::RunOutput;
 use tern_testkit::hostile;
+use tern_testkit::netns::TestNetns;
 
 /// Every path under `dir` (directories included), so that a created directory counts as written.
 fn tree(dir: &Path) -> BTreeSet<PathBuf> {
@@ -61,37 +63,91 @@ fn bases(node: &Node, pod: &Path) -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// The corpus's node: a private allowlist, a pod for tern and tern-ipam (its `eth0` free) and one
+/// for tern-tuning (holding `eth0`), with the tuned pod's keepalive values before any call.
+struct Corpus {
+    node: Node,
+    etc: PathBuf,
+    pod: TestNetns,
+    tuned: TestNetns,
+    keepalive: Vec<String>,
+}
+
+impl Corpus {
+    fn new(tag: &str) -> Corpus {
+        let mut node = Node::new(tag);
+        let etc = node.private_allowlist(Some(&["net.ipv4.tcp_keepalive_.*"]));
+        let pod = node.pod(tag);
+        let tuned = node.pod(&format!("{tag}-t"));
+        tuned.add_veth("eth0", &format!("{tag}-tp"));
+        let keepalive = keepalive_of(&tuned);
+        Corpus {
+            node,
+            etc,
+            pod,
+            tuned,
+            keepalive,
+        }
+    }
+
+    /// Each base config with its label (plugin and IPAM type) and the netns its calls use.
+    fn bases(&self) -> Vec<(&'static str, String, PathBuf, Value)> {
+        bases(&self.node, &self.tuned.path())
+            .into_iter()
+            .map(|(plugin, base)| {
+                let label = format!("{plugin}/{}", base["ipam"]["type"]);
+                let netns = if plugin == "tern-tuning" {
+                    self.tuned.path()
+                } else {
+                    self.pod.path()
+                };
+                (plugin, label, netns, base)
+            })
+            .collect()
+    }
+
+    /// `plugin` `verb` in `netns` as container `cid` with `stdin` as the netconf.
+    fn call(&self, plugin: &str, verb: &str, cid: &str, netns: &Path, stdin: &[u8]) -> RunOutput {
+        self.node
+            .call(plugin, verb)
+            .etc_cni(&self.etc)
+            .container_id(cid)
+            .netns(netns)
+            .stdin(stdin.to_vec())
+            .run()
+            .unwrap()
+    }
+
+    /// No tern veth exists and the tuned pod's keepalive values are unchanged.
+    fn assert_kernel_untouched(&self, label: &str) {
+        assert!(
+            !self
+                .node
+                .links()
+                .iter()
+                .any(|l| l["ifname"].as_str().is_some_and(|n| n.starts_with("tern"))),
+            "{label}: a tern veth exists"
+        );
+        assert_eq!(
+            keepalive_of(&self.tuned),
+            self.keepalive,
+            "{label}: sysctls changed"
+        );
+    }
+}
+
 #[test]
 fn every_hostile_netconf_is_refused_before_anything_is_written() {
     if tern_testkit::root::skip() {
         return;
     }
-    let mut node = Node::new("hostile");
-    let etc = node.private_allowlist(Some(&["net.ipv4.tcp_keepalive_.*"]));
-    let pod = node.pod("hostile");
-    // tern-tuning needs the pod's interface; tern needs it free: one pod each.
-    let tuned = node.pod("hostile-t");
-    tuned.add_veth("eth0", "hostile-tp");
-    let before_keepalive = keepalive_of(&tuned);
-    let scratch = node.tool.scratch().to_path_buf();
+    let corpus = Corpus::new("hostile");
+    let scratch = corpus.node.tool.scratch().to_path_buf();
     let (mut tried, mut refused, mut clean) = (0, 0, 0);
-    for (plugin, base) in bases(&node, &tuned.path()) {
-        let netns = if plugin == "tern-tuning" {
-            tuned.path()
-        } else {
-            pod.path()
-        };
-        let label = format!("{plugin}/{}", base["ipam"]["type"]);
+    for (plugin, label, netns, base) in corpus.bases() {
         for (what, bytes, code) in hostile::netconfs(&base) {
             let before = tree(&scratch);
-            let out = node
-                .call(plugin, "ADD")
-                .etc_cni(&etc)
-                .container_id("hostile1")
-                .netns(&netns)
-                .stdin(bytes)
-                .run()
-                .unwrap();
+            let out = corpus.call(plugin, "ADD", "hostile1", &netns, &bytes);
             tried += 1;
             assert!(
                 !out.success(),
@@ -109,41 +165,15 @@ fn every_hostile_netconf_is_refused_before_anything_is_written() {
             clean += 1;
         }
         // Kernel state is checked once per plugin (a veth or sysctl left by any case stays).
-        assert!(
-            !node
-                .links()
-                .iter()
-                .any(|l| l["ifname"].as_str().is_some_and(|n| n.starts_with("tern"))),
-            "{label}: a tern veth exists"
-        );
-        assert_eq!(
-            keepalive_of(&tuned),
-            before_keepalive,
-            "{label}: sysctls changed"
-        );
+        corpus.assert_kernel_untouched(&label);
         // The base itself is accepted: each refusal above is the one change's doing.
-        let out = node
-            .call(plugin, "ADD")
-            .etc_cni(&etc)
-            .container_id("hostile1")
-            .netns(&netns)
-            .netconf(&base)
-            .unwrap()
-            .run()
-            .unwrap();
-        ok(&out, &format!("{label} base ADD"));
-        let out = node
-            .call(plugin, "DEL")
-            .etc_cni(&etc)
-            .container_id("hostile1")
-            .netns(&netns)
-            .netconf(&base)
-            .unwrap()
-            .run()
-            .unwrap();
-        ok(&out, &format!("{label} base DEL"));
+        let base_bytes = serde_json::to_vec(&base).unwrap();
+        for verb in ["ADD", "DEL"] {
+            let out = corpus.call(plugin, verb, "hostile1", &netns, &base_bytes);
+            ok(&out, &format!("{label} base {verb}"));
+        }
     }
-    node.assert_nothing_left(&[]);
+    corpus.node.assert_nothing_left(&[]);
     eprintln!("hostile netconfs: tried {tried}, refused {refused}, refused before any side effect {clean}");
 }
 
@@ -222,33 +252,15 @@ fn del_of_every_netconf_add_refused_exits_0_and_leaves_nothing() {
     if tern_testkit::root::skip() {
         return;
     }
-    let mut node = Node::new("hostile-del");
-    let etc = node.private_allowlist(Some(&["net.ipv4.tcp_keepalive_.*"]));
-    let pod = node.pod("hostile-del");
-    let tuned = node.pod("hostile-del-t");
-    tuned.add_veth("eth0", "hostile-dp");
-    let before_keepalive = keepalive_of(&tuned);
+    let corpus = Corpus::new("hostile-del");
+    let node = &corpus.node;
     let scratch = node.tool.scratch().to_path_buf();
     let (mut refused, mut tolerated) = (0, 0);
     let mut failures = Vec::new();
-    for (plugin, base) in bases(&node, &tuned.path()) {
-        let netns = if plugin == "tern-tuning" {
-            tuned.path()
-        } else {
-            pod.path()
-        };
-        let label = format!("{plugin}/{}", base["ipam"]["type"]);
+    for (plugin, label, netns, base) in corpus.bases() {
         for (what, bytes, _) in hostile::netconfs(&base) {
             let before = tree(&scratch);
-            let call = |verb: &str| {
-                node.call(plugin, verb)
-                    .etc_cni(&etc)
-                    .container_id("hostile2")
-                    .netns(&netns)
-                    .stdin(bytes.clone())
-                    .run()
-                    .unwrap()
-            };
+            let call = |verb: &str| corpus.call(plugin, verb, "hostile2", &netns, &bytes);
             let add = call("ADD");
             assert!(!add.success(), "{label} {what}: ADD accepted");
             refused += 1;
@@ -288,14 +300,7 @@ fn del_of_every_netconf_add_refused_exits_0_and_leaves_nothing() {
             }
         }
     }
-    assert!(
-        !node
-            .links()
-            .iter()
-            .any(|l| l["ifname"].as_str().is_some_and(|n| n.starts_with("tern"))),
-        "a tern veth exists"
-    );
-    assert_eq!(keepalive_of(&tuned), before_keepalive, "sysctls changed");
+    corpus.assert_kernel_untouched("DEL");
     node.assert_nothing_left(&[]);
     eprintln!("hostile netconfs refused at ADD: {refused}; DEL (twice) exited 0 for {tolerated}");
     assert!(
