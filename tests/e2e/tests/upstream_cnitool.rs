@@ -1,6 +1,7 @@
 //! Upstream `cnitool` (github.com/containernetworking/cni v1.3.0, libcni with CNI 1.1.0's STATUS
 //! and GC; built by `scripts/build-go cni`) drives the default chain at cniVersion 1.1.0: ADD,
-//! CHECK, STATUS, DEL, and GC with no valid attachment, which must remove everything ADD made.
+//! CHECK, STATUS, DEL, and GC with no valid attachment, which must remove everything ADD made;
+//! and the draining conflist (`tern-agent uninstall`): STATUS fails, ADD is refused, DEL and GC work.
 //!
 //! IPAM is the current reference host-local (`scripts/build-go plugins`, v1.10), which implements
 //! GC; Debian's 1.1.1 does not. cnitool runs inside the test's fake host netns; it names the
@@ -124,4 +125,41 @@ fn gc_with_no_valid_attachment_removes_everything() {
     ok(&cnitool(&node, "gc", &pod), "GC");
     node.assert_nothing_left(&addrs);
     ok(&cnitool(&node, "del", &pod), "DEL after GC");
+}
+
+/// cnitool's error line: libcni's error text (the plugin's `msg; details`; the code is not
+/// printed, `tests/e2e/tests/drain.rs` checks the codes calling the plugin directly).
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The draining conflist (`tern-agent uninstall`) through upstream libcni, as a 1.1.0 runtime
+/// sees it: STATUS fails ("draining": the kubelet's network-not-ready), ADD is refused before
+/// anything is made, while DEL and GC still work on the pod wired before the drain.
+#[test]
+fn draining_status_fails_add_refused_del_and_gc_work() {
+    if tern_testkit::root::skip() {
+        return;
+    }
+    let mut node = node("upcni-drain");
+    let pod = node.pod("upcni-drain");
+    let out = cnitool(&node, "add", &pod);
+    ok(&out, "ADD before the drain");
+    let addrs = result_addrs(&serde_json::from_slice(&out.stdout).unwrap());
+    let mut c0 = node.c0("1.1.0");
+    c0["plugins"][0]["draining"] = Value::Bool(true);
+    node.tool.write_conflist(&c0).unwrap();
+
+    let out = cnitool(&node, "status", &pod);
+    assert!(!out.status.success(), "STATUS passed while draining");
+    assert!(stderr(&out).starts_with("draining: "), "STATUS: {out:?}");
+    let late = node.pod("upcni-drain-l");
+    let out = cnitool(&node, "add", &late);
+    assert!(!out.status.success(), "ADD passed while draining");
+    assert!(stderr(&out).contains("being uninstalled"), "ADD: {out:?}");
+    assert!(!late.has_link("eth0"), "the refused ADD made eth0");
+
+    ok(&cnitool(&node, "gc", &pod), "GC while draining");
+    node.assert_nothing_left(&addrs);
+    ok(&cnitool(&node, "del", &pod), "DEL while draining");
 }
