@@ -55,7 +55,7 @@ pub struct RunConfig {
     /// (`--metrics-address`, `TERN_METRICS_ADDRESS`); `None`: only `listen` serves it.
     pub metrics_address: Option<SocketAddr>,
     /// Where the plugins' verb reports arrive (`--metrics-socket`, default
-    /// [`tern_cni::report::REPORT_SOCKET`]).
+    /// [`tern_node::report::REPORT_SOCKET`]).
     pub metrics_socket: PathBuf,
     /// Deadline of each API request.
     pub request_timeout: Duration,
@@ -85,7 +85,7 @@ impl RunConfig {
             socket: tern_kube::channel::DEFAULT_SOCKET.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 9412)),
             metrics_address: None,
-            metrics_socket: tern_cni::report::REPORT_SOCKET.into(),
+            metrics_socket: tern_node::report::REPORT_SOCKET.into(),
             request_timeout: Duration::from_secs(10),
             wall_check: Duration::from_secs(30),
             channel_min_interval: Duration::from_secs(30),

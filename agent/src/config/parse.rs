@@ -53,7 +53,7 @@ pub struct RunArgs {
     )]
     pub metrics_address: Option<SocketAddr>,
     /// Unix datagram socket where the plugins report each verb (they send to the default)
-    #[arg(long, value_name = "PATH", default_value = tern_cni::report::REPORT_SOCKET)]
+    #[arg(long, value_name = "PATH", default_value = tern_node::report::REPORT_SOCKET)]
     pub metrics_socket: PathBuf,
     /// Deadline of each API request
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
