@@ -1,5 +1,6 @@
-//! The `tern-agent` command line on clap: the subcommands, the flags both share, value parsers
-//! (strict booleans, humantime durations) and clap's errors turned into one-line messages.
+//! The `tern-agent` command line on clap: the subcommands and the whole line's parse. The flags
+//! the subcommands share, the value parsers and the one-line flag errors are in `args.rs`, a
+//! leaf, so that the subcommands' own flags can use them without importing this module back.
 //!
 //! Invariants: flags are strict — only those a subcommand declares, each at most once, a value
 //! never taken from a following `--flag` (use `--name=--value`), booleans only
@@ -7,14 +8,10 @@
 //! as its fallback, and the flag wins.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
-use std::time::Duration;
 
-use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Args, CommandFactory as _, FromArgMatches, Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 
 use crate::config::RunArgs;
-use crate::config::{DEFAULT_CNI_SA, DEFAULT_SA_DIR};
 use crate::install::InstallArgs;
 use crate::uninstall::UninstallArgs;
 
@@ -56,88 +53,11 @@ pub enum Command {
     Uninstall(UninstallArgs),
 }
 
-/// Where the API server is and the agent's own credentials: shared by `run`, `install` and
-/// `uninstall` (whose `--if-daemonset-deleted` reads its DaemonSet with them).
-#[derive(Debug, Clone, Args)]
-pub struct ApiArgs {
-    /// API server (https only) [default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT]
-    #[arg(long, value_name = "URL")]
-    pub api_server: Option<String>,
-    /// The agent's own token, ca.crt and namespace (re-read per request)
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_SA_DIR)]
-    pub sa_dir: PathBuf,
-    /// The agent's namespace: its CNI service account's, and uninstall's DaemonSet's
-    /// [default: <sa-dir>/namespace, else default]
-    #[arg(long, value_name = "NS", env = "POD_NAMESPACE", hide_env_values = true)]
-    pub namespace: Option<String>,
-}
-
-/// [`ApiArgs`] and the CNI service account whose tokens are minted: shared by `run` and
-/// `install`.
-#[derive(Debug, Clone, Args)]
-pub struct CredentialArgs {
-    /// The API server and the agent's own credentials.
-    #[command(flatten)]
-    pub api: ApiArgs,
-    /// Service account whose tokens are requested
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = DEFAULT_CNI_SA,
-        env = "TERN_CNI_SERVICE_ACCOUNT",
-        hide_env_values = true
-    )]
-    pub service_account: String,
-    /// Requested token lifetime (at least 10m, never 3607s)
-    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = parse_duration)]
-    pub token_lifetime: Duration,
-}
-
-/// Parses a boolean flag value: `true`/`false`/`1`/`0`, any case.
-///
-/// # Errors
-/// Anything else, quoting it and naming the accepted forms.
-pub fn parse_bool(v: &str) -> Result<bool, String> {
-    match v.to_ascii_lowercase().as_str() {
-        "true" | "1" => Ok(true),
-        "false" | "0" => Ok(false),
-        _ => Err(format!("takes true, false, 1 or 0, not {v:?}")),
-    }
-}
-
-/// Parses a duration with humantime (`500ms`, `30s`, `10m`, `1h30m`, `24h`): a number and a unit
-/// for each part, no sign, no bare number.
-///
-/// # Errors
-/// A message saying what is accepted.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text).map_err(|e| {
-        format!("{text:?} is not a duration ({e}): use a number with a unit, such as 10m, 1h30m, 90s or 500ms")
-    })
-}
-
-/// Parses the flags of one subcommand (`args` without the subcommand's name) as the binary does.
-///
-/// # Errors
-/// As [`flag_error`]; `--help` is an error too (its text is the help).
-pub fn parse_subcommand<T: Args + FromArgMatches>(
-    name: &str,
-    args: &[String],
-) -> anyhow::Result<T> {
-    let cmd =
-        T::augment_args(clap::Command::new(format!("tern-agent {name}")).no_binary_name(true));
-    let m = cmd
-        .clone()
-        .try_get_matches_from(args)
-        .map_err(|e| flag_error(&e, &cmd))?;
-    T::from_arg_matches(&m).map_err(|e| flag_error(&e, &cmd))
-}
-
 /// Parses the whole command line (without the program name).
 ///
 /// # Errors
 /// The clap error itself: the caller prints help (exit 0), usage errors about the subcommand
-/// (exit 2), or [`flag_error`]'s line (exit 1).
+/// (exit 2), or [`crate::args::flag_error`]'s line (exit 1).
 pub fn parse<I: IntoIterator<Item = OsString>>(args: I) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(std::iter::once(OsString::from("tern-agent")).chain(args))
 }
@@ -147,102 +67,10 @@ pub fn subcommand(name: &str) -> Option<clap::Command> {
     Cli::command().find_subcommand(name).cloned()
 }
 
-/// Turns a clap error about `cmd`'s flags into one line: `unknown flag --x; known: --a, --b`,
-/// `--x given twice`, `--x needs a value`, `--x: <why the value is refused>`.
-pub fn flag_error(e: &clap::Error, cmd: &clap::Command) -> anyhow::Error {
-    let text = |k: ContextKind| match e.get(k) {
-        Some(ContextValue::String(s)) => s.clone(),
-        Some(ContextValue::Strings(v)) => v.join(" "),
-        _ => String::new(),
-    };
-    // "--namespace <NS>" -> "--namespace"; "--bogus=1" -> "--bogus".
-    let arg = text(ContextKind::InvalidArg);
-    let flag = arg.split([' ', '=']).next().unwrap_or_default().to_owned();
-    match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            anyhow::anyhow!("{}", e.render())
-        }
-        ErrorKind::UnknownArgument if flag.starts_with('-') => {
-            let known: Vec<String> = cmd
-                .get_arguments()
-                .filter_map(clap::Arg::get_long)
-                .filter(|l| *l != "help")
-                .map(|l| format!("--{l}"))
-                .collect();
-            anyhow::anyhow!("unknown flag {flag}; known: {}", known.join(", "))
-        }
-        ErrorKind::UnknownArgument => {
-            anyhow::anyhow!("unexpected argument {arg:?}; flags are --name value (see --help)")
-        }
-        ErrorKind::ArgumentConflict => anyhow::anyhow!("{flag} given twice"),
-        ErrorKind::InvalidValue if text(ContextKind::InvalidValue).is_empty() => {
-            anyhow::anyhow!("{flag} needs a value")
-        }
-        ErrorKind::ValueValidation | ErrorKind::InvalidValue => {
-            let why = std::error::Error::source(e).map_or_else(
-                || format!("{:?} is not accepted", text(ContextKind::InvalidValue)),
-                ToString::to_string,
-            );
-            anyhow::anyhow!("{flag} {why}")
-        }
-        _ => {
-            let first = e.kind().as_str().unwrap_or("bad command line");
-            anyhow::anyhow!("{first}: {arg}")
-        }
-    }
-}
-
-/// Parses `--plugins`: comma-separated plain file names, no duplicates.
-///
-/// # Errors
-/// An empty list or entry, a name with `/` or that is `.`/`..`, or a name given twice.
-pub fn parse_plugins(list: &str) -> anyhow::Result<Vec<String>> {
-    let mut out: Vec<String> = Vec::new();
-    for p in list.split(',').map(str::trim) {
-        if p.is_empty() || p == "." || p == ".." || p.contains('/') || p.contains('\0') {
-            anyhow::bail!(
-                "--plugins {list:?}: each entry must be a plain file name such as tern-tuning"
-            );
-        }
-        if out.iter().any(|o| o == p) {
-            anyhow::bail!("--plugins {list:?}: {p} listed twice");
-        }
-        out.push(p.to_owned());
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_with_humantime_and_refuse_bare_numbers() {
-        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
-        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("0s").unwrap(), Duration::ZERO);
-        for bad in ["", "10", "-5m", "m", "10x", "ten minutes", "1e3s"] {
-            let e = parse_duration(bad).unwrap_err();
-            assert!(e.contains("such as 10m"), "{bad}: {e}");
-        }
-    }
-
-    #[test]
-    fn booleans_are_strict() {
-        for (v, want) in [
-            ("true", true),
-            ("TRUE", true),
-            ("1", true),
-            ("False", false),
-            ("0", false),
-        ] {
-            assert_eq!(parse_bool(v), Ok(want));
-        }
-        for v in ["yes", "on", "", "truee"] {
-            assert!(parse_bool(v).unwrap_err().contains("true, false, 1 or 0"));
-        }
-    }
+    use clap::error::ErrorKind;
 
     #[test]
     fn the_whole_command_line_parses() {

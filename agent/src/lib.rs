@@ -3,6 +3,7 @@
 //!
 //! Invariant: nothing here logs, returns or exposes a token except by writing the kubeconfig.
 
+pub mod args;
 pub mod cli;
 pub mod clock;
 pub mod config;

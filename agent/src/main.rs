@@ -49,7 +49,7 @@ fn main() -> std::process::ExitCode {
                     let sub = args.first().and_then(|a| a.to_str()).unwrap_or_default();
                     match cli::subcommand(sub) {
                         Some(cmd) => {
-                            eprintln!("tern-agent: {}", cli::flag_error(&e, &cmd));
+                            eprintln!("tern-agent: {}", tern_agent::args::flag_error(&e, &cmd));
                             std::process::ExitCode::FAILURE
                         }
                         None => {

@@ -8,14 +8,55 @@ use tern_kube::{
     write_atomic, BearerToken, Client, KubeError, TokenRequestSpec, TokenRequestStatus,
 };
 
-use crate::config::RunConfig;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the agent reaches the API server: what every subsystem that calls it needs (the token
+/// refresher, install, uninstall, node routes, egress NAT), and no more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiAccess {
+    /// API server URL (`https://host:port`).
+    pub api_server: String,
+    /// Directory holding the agent's own `token` and `ca.crt` (re-read per client).
+    pub sa_dir: PathBuf,
+    /// Deadline of each API request.
+    pub request_timeout: Duration,
+}
+
+/// What the node controllers (node routes, egress NAT) take of the agent's settings: how to reach
+/// the API server, the back-off between failed reads, and the kubeconfig beside which
+/// `uninstall`'s mark appears (they stop changing the host once it does).
+#[derive(Debug, Clone)]
+pub struct ControllerSettings {
+    /// The API server and the agent's credentials.
+    pub api: ApiAccess,
+    /// Back-off between failed API reads (`backoff_base`, `backoff_cap`).
+    pub policy: crate::schedule::Policy,
+    /// The plugins' kubeconfig (its directory holds the uninstall mark).
+    pub kubeconfig: PathBuf,
+}
+
+/// What a CNI token is minted for, and where its kubeconfig goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenTarget {
+    /// The API server and the agent's credentials.
+    pub api: ApiAccess,
+    /// Namespace of the CNI service account.
+    pub namespace: String,
+    /// The CNI service account whose tokens are requested.
+    pub cni_service_account: String,
+    /// Requested token lifetime.
+    pub token_lifetime: Duration,
+    /// The kubeconfig written for the plugins.
+    pub kubeconfig: PathBuf,
+}
 
 /// One refresh: TokenRequest with the agent's own (re-read) credentials, then the atomic write
 /// of the kubeconfig (mode 0600) to `cfg.kubeconfig`.
 ///
 /// # Errors
 /// Reading the credentials, the TokenRequest, or the write failed.
-pub fn refresh_once(cfg: &RunConfig) -> Result<TokenRequestStatus, KubeError> {
+pub fn refresh_once(cfg: &TokenTarget) -> Result<TokenRequestStatus, KubeError> {
     let m = mint_kubeconfig(cfg)?;
     m.write(&cfg.kubeconfig)?;
     Ok(m.status)
@@ -45,7 +86,7 @@ impl MintedKubeconfig {
 ///
 /// # Errors
 /// Reading the credentials or the TokenRequest failed.
-pub fn mint_kubeconfig(cfg: &RunConfig) -> Result<MintedKubeconfig, KubeError> {
+pub fn mint_kubeconfig(cfg: &TokenTarget) -> Result<MintedKubeconfig, KubeError> {
     mint_observed(cfg, |_, _| {})
 }
 
@@ -55,10 +96,10 @@ pub fn mint_kubeconfig(cfg: &RunConfig) -> Result<MintedKubeconfig, KubeError> {
 /// # Errors
 /// As [`mint_kubeconfig`].
 pub fn mint_observed(
-    cfg: &RunConfig,
+    cfg: &TokenTarget,
     observe: impl FnOnce(std::time::Duration, Result<(), &KubeError>),
 ) -> Result<MintedKubeconfig, KubeError> {
-    let (client, ca) = in_cluster_client(cfg)?;
+    let (client, ca) = in_cluster_client(&cfg.api)?;
     let spec = TokenRequestSpec {
         audiences: Vec::new(),
         expiration_seconds: Some(i64::try_from(cfg.token_lifetime.as_secs()).unwrap_or(86_400)),
@@ -69,12 +110,12 @@ pub fn mint_observed(
         &cfg.namespace,
         &cfg.cni_service_account,
         &spec,
-        cfg.request_timeout,
+        cfg.api.request_timeout,
     );
     observe(started.elapsed(), status.as_ref().map(|_| ()));
     let status = status?;
     let text =
-        crate::kubeconfig::render(&cfg.api_server, &ca, &status.token).map_err(|reason| {
+        crate::kubeconfig::render(&cfg.api.api_server, &ca, &status.token).map_err(|reason| {
             KubeError::Kubeconfig {
                 path: cfg.kubeconfig.clone(),
                 reason,
@@ -87,7 +128,7 @@ pub fn mint_observed(
 ///
 /// # Errors
 /// The token or CA file cannot be read, or the CA holds no certificate.
-pub fn in_cluster_client(cfg: &RunConfig) -> Result<(Client, Vec<u8>), KubeError> {
+pub fn in_cluster_client(cfg: &ApiAccess) -> Result<(Client, Vec<u8>), KubeError> {
     let token_path = cfg.sa_dir.join("token");
     let ca_path = cfg.sa_dir.join("ca.crt");
     let own = std::fs::read_to_string(&token_path).map_err(|source| KubeError::Io {

@@ -25,9 +25,8 @@ use tern_kube::KubeError;
 use tern_net::drain::DrainPlan;
 use tracing::{info, warn};
 
-use crate::cli::{parse_plugins, ApiArgs};
-use crate::config::RunConfig;
-use crate::mint::in_cluster_client;
+use crate::args::{api_server_from, namespace_from, parse_plugins, ApiArgs};
+use crate::mint::{in_cluster_client, ApiAccess};
 
 /// `tern-agent uninstall` flags.
 #[derive(Debug, Clone, Args)]
@@ -64,7 +63,7 @@ pub struct UninstallArgs {
         long,
         value_name = "BOOL",
         default_value = "true",
-        value_parser = crate::cli::parse_bool,
+        value_parser = crate::args::parse_bool,
         action = clap::ArgAction::Set
     )]
     pub remove_egress_nat: bool,
@@ -75,7 +74,7 @@ pub struct UninstallArgs {
         long,
         value_name = "BOOL",
         default_value = "true",
-        value_parser = crate::cli::parse_bool,
+        value_parser = crate::args::parse_bool,
         action = clap::ArgAction::Set
     )]
     pub remove_node_routes: bool,
@@ -209,13 +208,13 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
 /// # Errors
 /// The API server could not tell: unreachable, timeout, 5xx, unreadable credentials, or 401 (a
 /// signing-key rotation looks the same as a deleted service account, and must not remove tern).
-fn daemonset_deleted(cfg: &RunConfig, name: &str) -> anyhow::Result<bool> {
-    let (client, _) = in_cluster_client(cfg).context("in-cluster credentials")?;
-    match client.daemonset_deleting(&cfg.namespace, name, Duration::from_secs(10)) {
+fn daemonset_deleted(api: &ApiAccess, namespace: &str, name: &str) -> anyhow::Result<bool> {
+    let (client, _) = in_cluster_client(api).context("in-cluster credentials")?;
+    match client.daemonset_deleting(namespace, name, api.request_timeout) {
         Ok(deleting) => Ok(deleting),
         Err(KubeError::NotFound { .. } | KubeError::Forbidden { .. }) => Ok(true),
         Err(e) => Err(e).with_context(|| {
-            format!("read daemonset {}/{name} (tern stays installed; run `tern-agent uninstall` on the node to remove it)", cfg.namespace)
+            format!("read daemonset {namespace}/{name} (tern stays installed; run `tern-agent uninstall` on the node to remove it)")
         }),
     }
 }
@@ -227,8 +226,13 @@ fn daemonset_deleted(cfg: &RunConfig, name: &str) -> anyhow::Result<bool> {
 /// the DaemonSet is being deleted (then nothing changed).
 pub fn main(a: UninstallArgs) -> anyhow::Result<()> {
     if let Some(ds) = &a.if_daemonset_deleted {
-        let cfg = RunConfig::from_api(&a.api, &|k| std::env::var(k).ok())?;
-        if !daemonset_deleted(&cfg, ds)? {
+        let api = ApiAccess {
+            api_server: api_server_from(a.api.api_server.as_ref(), &|k| std::env::var(k).ok())?,
+            sa_dir: a.api.sa_dir.clone(),
+            request_timeout: Duration::from_secs(10),
+        };
+        let namespace = namespace_from(a.api.namespace.as_ref(), &a.api.sa_dir);
+        if !daemonset_deleted(&api, &namespace, ds)? {
             info!(daemonset = %ds, "the DaemonSet is not being deleted: tern stays installed");
             return Ok(());
         }

@@ -286,7 +286,7 @@ fn daemonset_has_what_the_agent_needs() {
     // addresses: the pod IP of a host-network pod is the node's).
     assert_eq!(
         cfg.metrics_socket,
-        Path::new(tern_cni::report::REPORT_SOCKET)
+        Path::new(tern_node::report::REPORT_SOCKET)
     );
     let metrics = cfg.metrics_address.expect("--metrics-address");
     assert!(metrics.ip().is_unspecified(), "{metrics}");

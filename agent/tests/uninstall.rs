@@ -58,7 +58,7 @@ impl Node {
     }
 
     fn parsed(&self) -> UninstallArgs {
-        tern_agent::cli::parse_subcommand("uninstall", &self.args()).unwrap()
+        tern_agent::args::parse_subcommand("uninstall", &self.args()).unwrap()
     }
 
     fn has(&self, rel: &str) -> bool {

@@ -12,8 +12,7 @@ use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
 
 use common::*;
-use tern_cni::report::VerbReport;
-use tern_cni::Verb;
+use tern_node::report::VerbReport;
 
 fn sample(m: &str, line_start: &str) -> Option<String> {
     m.lines()
@@ -29,12 +28,12 @@ fn reports_are_counted_by_plugin_verb_and_code_and_timed() {
     let sock = f.cfg.metrics_socket.clone();
     let ms = Duration::from_millis;
     let sent = [
-        VerbReport::new("tern", Verb::Add, 0, ms(3)),
-        VerbReport::new("tern", Verb::Add, 0, ms(7)),
-        VerbReport::new("tern", Verb::Add, 7, ms(1)),
-        VerbReport::new("tern", Verb::Del, 0, Duration::from_micros(500)),
-        VerbReport::new("tern-tuning", Verb::Add, 0, ms(2)),
-        VerbReport::new("tern-ipam", Verb::Gc, 0, ms(40)),
+        VerbReport::new("tern", "ADD", 0, ms(3)),
+        VerbReport::new("tern", "ADD", 0, ms(7)),
+        VerbReport::new("tern", "ADD", 7, ms(1)),
+        VerbReport::new("tern", "DEL", 0, Duration::from_micros(500)),
+        VerbReport::new("tern-tuning", "ADD", 0, ms(2)),
+        VerbReport::new("tern-ipam", "GC", 0, ms(40)),
     ];
     for r in &sent {
         r.send_to(&sock);

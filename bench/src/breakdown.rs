@@ -1,5 +1,5 @@
 //! `tern-bench --breakdown`: where one chain ADD's time goes, per plugin and per phase, from the
-//! plugins' own marks (`TERN_TRACE_PHASES`, `tern_cni::phase`), beside the same chain untraced,
+//! plugins' own marks (`TERN_TRACE_PHASES`, `tern_node::phase`), beside the same chain untraced,
 //! the reference chains and the kernel floor ([`crate::floor`]); parallelism 1.
 
 use std::collections::HashMap;

@@ -15,8 +15,7 @@ use serde_json::json;
 use std::time::Instant;
 use tern_agent::run::verbs::{VerbMetrics, VerbReceiver};
 
-use tern_cni::report::{VerbReport, REPORT_SOCKET};
-use tern_cni::Verb;
+use tern_node::report::{VerbReport, REPORT_SOCKET};
 
 use crate::env::Env;
 use crate::rounds::{bench_subject, pct, Phase};
@@ -147,7 +146,7 @@ fn run(pods: usize, rounds: usize) -> Res<()> {
         pct(&acc[1].1.lat, 0.5) - pct(&acc[0].1.lat, 0.5)
     );
     // The send alone, in-process: what a plugin pays for it, without exec and verb noise.
-    let r = VerbReport::new("tern", Verb::Add, 0, std::time::Duration::from_millis(3));
+    let r = VerbReport::new("tern", "ADD", 0, std::time::Duration::from_millis(3));
     let calls = 20_000u32;
     let time_sends = || {
         let t = Instant::now();

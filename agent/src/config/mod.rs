@@ -15,14 +15,12 @@ use crate::schedule::Policy;
 mod parse;
 mod validate;
 
-pub use parse::{api_server_from, namespace_from, RunArgs, RUN_ENV_HELP};
+pub use parse::{RunArgs, RUN_ENV_HELP};
+
+use crate::args::{DEFAULT_CNI_SA, DEFAULT_SA_DIR};
 
 /// Default path of the kubeconfig the agent writes.
 pub const DEFAULT_KUBECONFIG: &str = "/etc/cni/net.d/tern-kubeconfig";
-/// Default in-cluster service-account directory.
-pub const DEFAULT_SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-/// Default CNI service account.
-pub const DEFAULT_CNI_SA: &str = "tern-cni";
 /// Default health/metrics address.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9412";
 /// Environment variable behind `--metrics-address`.
@@ -55,7 +53,7 @@ pub struct RunConfig {
     /// (`--metrics-address`, `TERN_METRICS_ADDRESS`); `None`: only `listen` serves it.
     pub metrics_address: Option<SocketAddr>,
     /// Where the plugins' verb reports arrive (`--metrics-socket`, default
-    /// [`tern_cni::report::REPORT_SOCKET`]).
+    /// [`tern_node::report::REPORT_SOCKET`]).
     pub metrics_socket: PathBuf,
     /// Deadline of each API request.
     pub request_timeout: Duration,
@@ -72,6 +70,35 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// How the subsystems reach the API server.
+    pub fn api(&self) -> crate::mint::ApiAccess {
+        crate::mint::ApiAccess {
+            api_server: self.api_server.clone(),
+            sa_dir: self.sa_dir.clone(),
+            request_timeout: self.request_timeout,
+        }
+    }
+
+    /// What the node controllers (routes, egress NAT) take.
+    pub fn controller_settings(&self) -> crate::mint::ControllerSettings {
+        crate::mint::ControllerSettings {
+            api: self.api(),
+            policy: self.policy.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+        }
+    }
+
+    /// What the refresher and install mint tokens for.
+    pub fn token_target(&self) -> crate::mint::TokenTarget {
+        crate::mint::TokenTarget {
+            api: self.api(),
+            namespace: self.namespace.clone(),
+            cni_service_account: self.cni_service_account.clone(),
+            token_lifetime: self.token_lifetime,
+            kubeconfig: self.kubeconfig.clone(),
+        }
+    }
+
     /// Defaults for everything but the API server and namespace.
     pub fn with_defaults(api_server: String, namespace: String) -> Self {
         RunConfig {
@@ -85,7 +112,7 @@ impl RunConfig {
             socket: tern_kube::channel::DEFAULT_SOCKET.into(),
             listen: SocketAddr::from(([127, 0, 0, 1], 9412)),
             metrics_address: None,
-            metrics_socket: tern_cni::report::REPORT_SOCKET.into(),
+            metrics_socket: tern_node::report::REPORT_SOCKET.into(),
             request_timeout: Duration::from_secs(10),
             wall_check: Duration::from_secs(30),
             channel_min_interval: Duration::from_secs(30),

@@ -5,11 +5,13 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::bail;
 use clap::Args;
 
 use super::{RunConfig, DEFAULT_KUBECONFIG, DEFAULT_LISTEN, METRICS_ADDRESS_ENV, REFRESH_ENV};
-use crate::cli::{parse_bool, parse_duration, parse_subcommand, ApiArgs, CredentialArgs};
+use crate::args::{
+    api_server_from, namespace_from, parse_bool, parse_duration, parse_subcommand, ApiArgs,
+    CredentialArgs,
+};
 
 /// Environment of `tern-agent run` that has no flag, shown under `--help`.
 pub const RUN_ENV_HELP: &str = "environment:
@@ -53,7 +55,7 @@ pub struct RunArgs {
     )]
     pub metrics_address: Option<SocketAddr>,
     /// Unix datagram socket where the plugins report each verb (they send to the default)
-    #[arg(long, value_name = "PATH", default_value = tern_cni::report::REPORT_SOCKET)]
+    #[arg(long, value_name = "PATH", default_value = tern_node::report::REPORT_SOCKET)]
     pub metrics_socket: PathBuf,
     /// Deadline of each API request
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
@@ -87,48 +89,6 @@ pub fn parse_metrics_address(v: &str) -> Result<SocketAddr, String> {
     v.parse().map_err(|_| {
         format!("takes IP:PORT such as 0.0.0.0:9413 or [::]:9413, not {v:?} (flag or {METRICS_ADDRESS_ENV})")
     })
-}
-
-/// The API server URL from `--api-server` or the in-cluster environment.
-///
-/// # Errors
-/// Neither is set, or the URL is not https.
-pub fn api_server_from(
-    flag: Option<&String>,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> anyhow::Result<String> {
-    let api_server = match flag {
-        Some(s) => s.trim_end_matches('/').to_owned(),
-        None => {
-            let host = env("KUBERNETES_SERVICE_HOST").filter(|h| !h.is_empty());
-            let port = env("KUBERNETES_SERVICE_PORT").filter(|p| !p.is_empty());
-            let (Some(host), Some(port)) = (host, port) else {
-                bail!("unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined (or pass --api-server)");
-            };
-            if host.contains(':') {
-                format!("https://[{host}]:{port}")
-            } else {
-                format!("https://{host}:{port}")
-            }
-        }
-    };
-    if !api_server.starts_with("https://") {
-        bail!("--api-server {api_server} must be https");
-    }
-    Ok(api_server)
-}
-
-/// The namespace from `--namespace` (or its fallback `POD_NAMESPACE`), `<sa_dir>/namespace`,
-/// else `default`.
-pub fn namespace_from(flag: Option<&String>, sa_dir: &std::path::Path) -> String {
-    match flag.cloned().filter(|n| !n.is_empty()) {
-        Some(ns) => ns,
-        None => std::fs::read_to_string(sa_dir.join("namespace"))
-            .map(|s| s.trim().to_owned())
-            .ok()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "default".into()),
-    }
 }
 
 impl RunConfig {

@@ -17,8 +17,8 @@ use ipnetwork::IpNetwork;
 use tern_net::nft::{Nft, NftError};
 use tracing::{error, info, warn};
 
-use crate::cli::{parse_bool, parse_duration};
-use crate::config::RunConfig;
+use crate::args::{parse_bool, parse_duration};
+use crate::mint::ControllerSettings;
 
 pub mod ruleset;
 
@@ -163,7 +163,7 @@ impl EgressNat {
     ///
     /// # Errors
     /// The nft tool is missing (the agent then refuses to start), or the thread cannot start.
-    pub fn start(run: RunConfig, cfg: EgressConfig) -> anyhow::Result<EgressNat> {
+    pub fn start(run: ControllerSettings, cfg: EgressConfig) -> anyhow::Result<EgressNat> {
         let nft = Nft::find().context("--egress-nat")?;
         let shared = Arc::new(Shared::default());
         let s = Arc::clone(&shared);
@@ -186,15 +186,15 @@ impl EgressNat {
 }
 
 /// The pod ranges, read from the Node until it has them (retrying with the agent's backoff).
-fn pod_ranges(s: &Shared, run: &RunConfig, cfg: &EgressConfig) -> Option<Vec<IpNetwork>> {
+fn pod_ranges(s: &Shared, run: &ControllerSettings, cfg: &EgressConfig) -> Option<Vec<IpNetwork>> {
     let node = match &cfg.pod {
         PodRanges::Fixed(p) => return Some(p.clone()),
         PodRanges::FromNode(n) => n,
     };
     let mut delay = run.policy.backoff_base;
     loop {
-        let got = crate::mint::in_cluster_client(run)
-            .and_then(|(c, _)| c.get_node(node, run.request_timeout))
+        let got = crate::mint::in_cluster_client(&run.api)
+            .and_then(|(c, _)| c.get_node(node, run.api.request_timeout))
             .map_err(|e| e.to_string())
             .and_then(|n| {
                 let nets: Vec<IpNetwork> =
@@ -223,7 +223,7 @@ fn pod_ranges(s: &Shared, run: &RunConfig, cfg: &EgressConfig) -> Option<Vec<IpN
     }
 }
 
-fn controller(s: &Shared, run: &RunConfig, cfg: &EgressConfig, nft: &Nft) {
+fn controller(s: &Shared, run: &ControllerSettings, cfg: &EgressConfig, nft: &Nft) {
     let Some(pod) = pod_ranges(s, run, cfg) else {
         return;
     };

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::Args;
 
 use super::conflist::{DEFAULT_TEMPLATE, RANGES_PLACEHOLDER};
-use crate::cli::{parse_bool, parse_plugins, parse_subcommand, CredentialArgs};
+use crate::args::{parse_bool, parse_plugins, parse_subcommand, CredentialArgs};
 use crate::config::RunConfig;
 
 /// The CNI plugins tern ships, and `tern-lookup` (the helper that makes their API calls), copied

@@ -79,7 +79,7 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
         if cfg.node_name.is_empty() {
             bail!("reading the node's spec.podCIDRs (for {RANGES_PLACEHOLDER}) needs the node name: set NODE_NAME or pass --node-name (or --pod-cidrs-from-node false with a template that does not use {RANGES_PLACEHOLDER})");
         }
-        let (client, _) = in_cluster_client(&cfg.kube).context("in-cluster credentials")?;
+        let (client, _) = in_cluster_client(&cfg.kube.api()).context("in-cluster credentials")?;
         let node = client
             .get_node(&cfg.node_name, Duration::from_secs(10))
             .with_context(|| format!("read node {}", cfg.node_name))?;
@@ -105,7 +105,7 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     // 2. The first token, before the host changes: a failing TokenRequest leaves it untouched.
     let mut kube = cfg.kube.clone();
     kube.kubeconfig = cfg.cni_conf_dir.join(&cfg.kubeconfig_name);
-    let minted = mint_kubeconfig(&kube).context("mint the first CNI token")?;
+    let minted = mint_kubeconfig(&kube.token_target()).context("mint the first CNI token")?;
 
     // 3. The plugins (only those listed), each replaced atomically.
     std::fs::create_dir_all(&cfg.cni_bin_dir)

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::cli::parse_duration;
-use crate::config::RunConfig;
+use crate::args::parse_duration;
+use crate::mint::ControllerSettings;
 
 pub mod desired;
 pub mod kernel;
@@ -107,7 +107,7 @@ pub struct RouteStats {
 }
 
 pub(crate) struct Shared {
-    pub(crate) run: RunConfig,
+    pub(crate) run: ControllerSettings,
     pub(crate) cfg: RouteConfig,
     pub(crate) stats: Mutex<RouteStats>,
     pub(crate) stop: crate::stop_signal::StopSignal,
@@ -138,7 +138,7 @@ impl RouteController {
     ///
     /// # Errors
     /// The thread cannot be spawned.
-    pub fn start(run: RunConfig, cfg: RouteConfig) -> anyhow::Result<RouteController> {
+    pub fn start(run: ControllerSettings, cfg: RouteConfig) -> anyhow::Result<RouteController> {
         let shared = Arc::new(Shared {
             run,
             cfg,

@@ -100,7 +100,7 @@ impl Loop<'_> {
     }
 
     fn list(&mut self, client: &tern_kube::Client) -> Result<(), KubeError> {
-        let list = client.list_nodes(self.s.run.request_timeout)?;
+        let list = client.list_nodes(self.s.run.api.request_timeout)?;
         self.s.stats().lists += 1;
         info!(nodes = list.items.len(), resource_version = %list.resource_version, "listed nodes");
         self.nodes = list
@@ -123,7 +123,7 @@ impl Loop<'_> {
         let mut w = client.watch_nodes(
             rv,
             cfg.watch_timeout.as_secs().max(1),
-            self.s.run.request_timeout,
+            self.s.run.api.request_timeout,
             cfg.watch_idle,
         )?;
         self.s.stats().watches += 1;
@@ -192,7 +192,7 @@ pub(super) fn run(s: &Shared) {
     info!(node = %s.cfg.node_name, protocol = super::TERN_PROTOCOL, "node routes: starting");
     while !s.stop.is_stopped() {
         // Credentials are re-read per connection: the kubelet rotates the agent's token.
-        let client = match in_cluster_client(&s.run) {
+        let client = match in_cluster_client(&s.run.api) {
             Ok((c, _)) => c,
             Err(e) => {
                 if l.failed("reading the agent's credentials", &e) {

@@ -158,11 +158,17 @@ impl Agent {
         let verb_metrics = verbs::VerbMetrics::default();
         let verb_receiver = verbs::VerbReceiver::start(&cfg.metrics_socket, verb_metrics.clone())?;
         let routes = match cfg.routes.clone() {
-            Some(rc) => Some(crate::routes::RouteController::start(cfg.clone(), rc)?),
+            Some(rc) => Some(crate::routes::RouteController::start(
+                cfg.controller_settings(),
+                rc,
+            )?),
             None => None,
         };
         let egress = match cfg.egress.clone() {
-            Some(ec) => Some(crate::egress::EgressNat::start(cfg.clone(), ec)?),
+            Some(ec) => Some(crate::egress::EgressNat::start(
+                cfg.controller_settings(),
+                ec,
+            )?),
             None => None,
         };
         let shared = Arc::new(Shared {

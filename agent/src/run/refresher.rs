@@ -43,7 +43,7 @@ fn request_result(r: Result<(), &KubeError>) -> &'static str {
 
 /// One refresh: the TokenRequest (timed and counted), then the kubeconfig write.
 fn attempt(s: &Shared) -> Result<TokenRequestStatus, KubeError> {
-    let minted = mint_observed(&s.cfg, |took, result| {
+    let minted = mint_observed(&s.cfg.token_target(), |took, result| {
         s.latency.observe(took.as_secs_f64());
         *lock(&s.snap)
             .token_requests

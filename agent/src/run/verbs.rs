@@ -1,4 +1,4 @@
-//! The plugins' verb reports ([`tern_cni::report`]): the datagram socket in the agent's run
+//! The plugins' verb reports ([`tern_node::report`]): the datagram socket in the agent's run
 //! directory, the thread that receives them, and the metric families they feed.
 //!
 //! Invariants: a datagram counts only when it parses as exactly one report; anything else (too
@@ -21,7 +21,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use tern_cni::report::{VerbReport, MAX_REPORT};
+use tern_node::report::{VerbReport, MAX_REPORT};
 use tracing::{debug, warn};
 
 /// Upper bounds of the verb duration buckets (seconds): fine from 1 ms to 100 ms, where the
@@ -79,7 +79,7 @@ impl VerbMetrics {
     pub fn record(&self, datagram: &[u8]) {
         match VerbReport::parse(datagram) {
             Some(r) => {
-                let verb = r.verb.as_str();
+                let verb = r.verb;
                 self.total
                     .get_or_create(&VerbCodeLabels {
                         plugin: r.plugin,

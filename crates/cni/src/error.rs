@@ -151,6 +151,21 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// A per-attachment file that cannot be stored is an invalid network config (code 7): its name
+/// comes from the netconf (`stateDir`, `dataDir`, the network name) and the runtime's container
+/// ID and ifname. A name too long says so in `details`.
+impl From<tern_node::lock::NotStorable> for Error {
+    fn from(e: tern_node::lock::NotStorable) -> Error {
+        let too_long = matches!(e, tern_node::lock::NotStorable::NameTooLong { .. });
+        let err = Error::invalid_config(e.to_string());
+        if too_long {
+            err.with_details("the container ID, interface name or network name is too long")
+        } else {
+            err
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +189,24 @@ mod tests {
             (11, "busy", "d")
         );
         assert!(Error::from_json(&json!({"cniVersion": "1.0.0", "ips": []})).is_none());
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_stored_is_code_7() {
+        let dir = std::env::temp_dir();
+        let long = tern_node::lock::check_storable(&dir, &"a".repeat(300), "state").unwrap_err();
+        let e = Error::from(long);
+        assert_eq!(e.code, code::INVALID_NETWORK_CONFIG);
+        assert_eq!(
+            e.details,
+            "the container ID, interface name or network name is too long"
+        );
+        assert!(e.msg.starts_with("state \"aaa"), "{e}");
+        let deep = dir.join("x/".repeat(2100));
+        let e = Error::from(tern_node::lock::check_storable(&deep, "x.json", "state").unwrap_err());
+        assert_eq!(
+            (e.code, e.details.as_str()),
+            (code::INVALID_NETWORK_CONFIG, "")
+        );
     }
 }

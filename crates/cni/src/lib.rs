@@ -1,22 +1,19 @@
-//! The CNI protocol for plugins (CNI spec 1.1.0), nothing Linux-specific: the environment and its
-//! validation ([`env`]), the netconf ([`netconf`]), versions ([`version`]) and results converted
-//! between them ([`result`]), error results with the spec's codes ([`error`]), the [`Plugin`] trait
-//! and the verb inputs ([`plugin`]), the dispatcher ([`skel`]) and the verb report it sends to tern-agent ([`report`]), and
-//! delegation to IPAM plugins ([`ipam`]).
+//! The CNI specification for plugins (CNI spec 1.1.0), nothing Linux-specific: the environment
+//! and its validation ([`env`]), the netconf ([`netconf`]), versions ([`version`]) and results
+//! converted between them ([`result`]), error results with the spec's codes ([`error`]), the
+//! [`Plugin`] trait and the verb inputs ([`plugin`]), the dispatcher ([`skel`]), and delegation to
+//! IPAM plugins ([`delegate`]). Nothing else: the node-side plumbing the dispatcher uses (log
+//! files, phase marks, the verb report it sends to tern-agent) and the plugins' files and locks
+//! are in `tern-node`, which this crate builds on.
 //!
 //! A plugin binary is a verb table: implement [`Plugin`] and call [`plugin_main`].
 
 pub mod delegate;
 pub mod env;
 pub mod error;
-pub mod fs;
 pub mod json;
-pub mod lock;
-pub mod logging;
 pub mod netconf;
-pub mod phase;
 pub mod plugin;
-pub mod report;
 pub mod result;
 pub mod skel;
 pub mod version;

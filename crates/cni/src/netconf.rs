@@ -121,7 +121,7 @@ pub struct NetConf {
     /// `logFile`: a path; absent means stderr.
     pub log_file: Option<String>,
     /// `logFileMaxBytes`: the size (bytes, at least 1) past which `logFile` is rotated to
-    /// `<logFile>.1` at the next invocation; absent means [`crate::logging::DEFAULT_LOG_FILE_MAX_BYTES`].
+    /// `<logFile>.1` at the next invocation; absent means [`tern_node::logging::DEFAULT_LOG_FILE_MAX_BYTES`].
     pub log_file_max_bytes: Option<u64>,
     /// The bytes exactly as received, for delegation (CNI spec section 4 wants the full config).
     pub bytes: Vec<u8>,

@@ -96,8 +96,8 @@ pub trait Plugin {
     /// One line about the plugin, printed to stderr when run without `CNI_COMMAND`.
     fn about(&self) -> &str;
 
-    /// The name this plugin's verb reports carry (one of [`crate::report::PLUGINS`]); `None`,
-    /// the default, sends none. See [`crate::report`].
+    /// The name this plugin's verb reports carry (one of [`tern_node::report::PLUGINS`]); `None`,
+    /// the default, sends none. See [`tern_node::report`].
     fn report_as(&self) -> Option<&'static str> {
         None
     }

@@ -5,7 +5,7 @@
 //!
 //! Invariant: only [`dispatch`] writes to stdout, and it writes one JSON document (a result, an
 //! error, or the VERSION answer) or nothing (DEL, CHECK, STATUS, GC success). [`plugin_main`]
-//! then sends the verb's report ([`crate::report`]) once, after the output is flushed, and
+//! then sends the verb's report ([`tern_node::report`]) once, after the output is flushed, and
 //! exits whatever became of it.
 
 use std::io::{Read, Write};
@@ -19,8 +19,8 @@ use crate::env::{split_cni_path, CniArgs, ContainerId, EnvSource, IfName, Proces
 use crate::error::{code, Error};
 use crate::netconf::{read_bounded, NetConf};
 use crate::plugin::{AttachmentInput, GcInput, Plugin, StatusInput, ValidAttachment};
-use crate::report::{VerbReport, REPORT_SOCKET};
 use crate::version::Version;
+use tern_node::report::{VerbReport, REPORT_SOCKET};
 
 /// Runs `plugin` in this process: reads the real environment and stdin, writes stdout, sends the
 /// verb's report to [`REPORT_SOCKET`] (when [`Plugin::report_as`] names the plugin and
@@ -28,7 +28,7 @@ use crate::version::Version;
 /// alone prints [`Plugin::about`] and the supported CNI versions on stdout and exits 0, for
 /// operators.
 pub fn plugin_main<P: Plugin>(plugin: &P) -> ! {
-    crate::phase::init();
+    tern_node::phase::init();
     let start = Instant::now();
     let mut args = std::env::args_os().skip(1);
     if let (Some(a), None) = (args.next(), args.next()) {
@@ -54,11 +54,12 @@ pub fn plugin_main<P: Plugin>(plugin: &P) -> ! {
         .var("CNI_COMMAND")
         .and_then(|c| Verb::parse(&c).ok());
     if let (Some(name), Some(verb)) = (plugin.report_as(), verb) {
-        VerbReport::new(name, verb, code, start.elapsed()).send_to(Path::new(REPORT_SOCKET));
+        VerbReport::new(name, verb.as_str(), code, start.elapsed())
+            .send_to(Path::new(REPORT_SOCKET));
     }
-    crate::phase::mark("report");
-    if crate::phase::on() {
-        crate::phase::finish(&std::env::var("CNI_COMMAND").unwrap_or_default());
+    tern_node::phase::mark("report");
+    if tern_node::phase::on() {
+        tern_node::phase::finish(&std::env::var("CNI_COMMAND").unwrap_or_default());
     }
     std::process::exit(i32::from(code != 0))
 }
@@ -181,13 +182,13 @@ fn run<P: Plugin + ?Sized>(
         NetConf::parse(bytes)?
     };
     *version_for_errors = config.cni_version;
-    crate::phase::mark("netconf");
-    crate::logging::init(
+    tern_node::phase::mark("netconf");
+    tern_node::logging::init(
         config.log_level.as_deref(),
         config.log_file.as_deref(),
         config.log_file_max_bytes,
     );
-    crate::phase::mark("log-init");
+    tern_node::phase::mark("log-init");
     if !config.ignored.is_empty() {
         // DEL reads only what it needs to find and release what ADD made (parse_for_del).
         tracing::warn!(
@@ -259,7 +260,7 @@ fn run<P: Plugin + ?Sized>(
     );
     let _guard = span.enter();
     tracing::debug!(network = %config.name, cni_version = %v, "invoked");
-    crate::phase::mark("env-checks");
+    tern_node::phase::mark("env-checks");
 
     let input = AttachmentInput {
         container_id,
@@ -299,7 +300,7 @@ fn run<P: Plugin + ?Sized>(
                 let r = writeln!(stdout, "{out}")
                     .and_then(|()| stdout.flush())
                     .map_err(|e| Error::io(format!("write result to stdout: {e}")));
-                crate::phase::mark("result");
+                tern_node::phase::mark("result");
                 r
             } else {
                 plugin.check(&input)

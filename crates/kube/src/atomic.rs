@@ -10,13 +10,13 @@ use std::path::Path;
 use crate::error::KubeError;
 
 /// Replaces `path` with `contents` atomically, with permission bits `mode` (e.g. `0o600`), through
-/// the project's one implementation, [`tern_cni::fs::write_atomic`].
+/// the project's one implementation, [`tern_node::fs::write_atomic`].
 ///
 /// # Errors
 /// [`KubeError::Io`] naming the file when any step fails (no parent directory, no space,
 /// permission denied, ...). The target is then unchanged.
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<(), KubeError> {
-    tern_cni::fs::write_atomic(path, contents, mode).map_err(|source| KubeError::Io {
+    tern_node::fs::write_atomic(path, contents, mode).map_err(|source| KubeError::Io {
         op: "replace",
         path: path.to_owned(),
         source,

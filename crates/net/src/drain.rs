@@ -115,7 +115,7 @@ impl DrainPlan {
             msg: e.to_string(),
         })?;
         bytes.push(b'\n');
-        tern_cni::fs::write_atomic(&mark, &bytes, 0o644)
+        tern_node::fs::write_atomic(&mark, &bytes, 0o644)
             .map_err(io(format!("write {}", mark.display())))
     }
 

@@ -157,7 +157,7 @@ pub fn resolve(
         .map_or(Ok(()), std::fs::create_dir_all)
         .and_then(|()| {
             let bytes = serde_json::to_vec(&cache).map_err(std::io::Error::other)?;
-            tern_cni::fs::write_atomic(&path, &bytes, 0o644)
+            tern_node::fs::write_atomic(&path, &bytes, 0o644)
         });
     if let Err(e) = written {
         // The ADD can go on; the next one asks the API again.

@@ -45,8 +45,8 @@ pub const LOCK_FILE: &str = "lock";
 /// Prefix of the per-range-set round-robin cursor files.
 pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
 
-/// The name lease temp files are made for (`tern_cni::fs::temp_name`: `.tern-lease.tmp-<pid>-…`),
-/// which `tern_cni::fs::remove_stale_temps` recognises.
+/// The name lease temp files are made for (`tern_node::fs::temp_name`: `.tern-lease.tmp-<pid>-…`),
+/// which `tern_node::fs::remove_stale_temps` recognises.
 const LEASE_TEMP_NAME: &str = "tern-lease";
 
 /// The network directory with its lock held.
@@ -126,7 +126,7 @@ impl Store {
                 }
             }
         };
-        tern_cni::phase::mark("lease-lock");
+        tern_node::phase::mark("lease-lock");
         Ok(Store {
             dir,
             dir_file,
@@ -142,7 +142,7 @@ impl Store {
     /// Removes temp files left by tern-ipam processes killed mid-write. Safe only because the
     /// lock is held: no live tern-ipam is writing.
     pub fn sweep_temps(&self) {
-        tern_cni::fs::remove_stale_temps(&self.dir);
+        tern_node::fs::remove_stale_temps(&self.dir);
     }
 
     /// Every lease, ordered by file name (host-local walks the directory in that order). Files
@@ -193,7 +193,7 @@ impl Store {
         range_set: usize,
     ) -> Result<bool, IpamError> {
         let name = ip.to_string();
-        let tmp_name = tern_cni::fs::temp_name(LEASE_TEMP_NAME);
+        let tmp_name = tern_node::fs::temp_name(LEASE_TEMP_NAME);
         let tmp = self.dir.join(&tmp_name);
         let content = format!("{}{LINE_BREAK}{ifname}", id.trim());
         let written = (|| {
@@ -204,25 +204,25 @@ impl Store {
                 .open(&tmp)?;
             f.write_all(content.as_bytes())
         })();
-        tern_cni::phase::mark("lease-write");
+        tern_node::phase::mark("lease-write");
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
             return Err(IpamError::store("write lease", &tmp, e));
         }
         let placed = self.place_no_replace(&tmp_name, &name);
-        let _ = tern_cni::fs::remove_if_exists(&tmp);
+        let _ = tern_node::fs::remove_if_exists(&tmp);
         match placed {
             Ok(true) => {}
             Ok(false) => return Ok(false),
             Err(e) => return Err(IpamError::store("create lease", self.dir.join(&name), e)),
         }
-        tern_cni::phase::mark("lease-rename");
+        tern_node::phase::mark("lease-rename");
         let last = format!("{LAST_RESERVED_PREFIX}{range_set}");
         if let Err(e) = self.replace_unsynced(&last, name.as_bytes()) {
             // The lease stands; losing the round-robin cursor only restarts the scan.
             tracing::warn!(file = %last, error = %e, "cannot record last reserved address");
         }
-        tern_cni::phase::mark("cursor-write");
+        tern_node::phase::mark("cursor-write");
         Ok(true)
     }
 
@@ -281,7 +281,7 @@ impl Store {
     /// [`IpamError::Store`] for any other failure.
     pub fn remove(&self, lease_file: &str) -> Result<(), IpamError> {
         let p = self.dir.join(lease_file);
-        tern_cni::fs::remove_if_exists(&p).map_err(|e| IpamError::store("remove", &p, e))
+        tern_node::fs::remove_if_exists(&p).map_err(|e| IpamError::store("remove", &p, e))
     }
 
     /// The leases of (`id`, `ifname`); when there are none, the legacy leases of `id`

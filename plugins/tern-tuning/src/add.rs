@@ -42,7 +42,7 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     let ifname = input.ifname.as_str();
     let conf = TuningConf::from_netconf(&input.config, &input.args)?;
     let allowlist = Allowlist::load(&plugin.allowlist_path)?;
-    tern_cni::phase::mark("allowlist");
+    tern_node::phase::mark("allowlist");
     let plan = conf.plan(ifname, Some(&allowlist))?;
     let mut result = input.config.prev_result.clone().ok_or_else(|| {
         Error::invalid_config("required prevResult missing").with_details(
@@ -51,7 +51,7 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     })?;
 
     let netns = NetNs::open(&input.netns).map_err(crate::netns_error)?;
-    tern_cni::phase::mark("netns-open");
+    tern_node::phase::mark("netns-open");
     // Only link attributes and `IFNAME` keys need the interface; a sysctl-only configuration
     // works on the netns alone, as the reference's does (no netlink socket in the pod either).
     let pod_link = if plan.needs_link() {
@@ -116,7 +116,7 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
                 true
             }
         };
-        tern_cni::phase::mark("backup");
+        tern_node::phase::mark("backup");
         Ok(created)
     };
 

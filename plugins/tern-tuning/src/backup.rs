@@ -5,7 +5,7 @@
 //! *before* the first change, so a DEL after an ADD killed midway still restores; an existing
 //! backup is kept on a repeated ADD so it always holds the values from before tern-tuning first
 //! touched the attachment (the reference overwrites it with already-tuned values).
-//! Not durable (no fsync, `tern_cni::fs::replace_atomic`): the backup restores the pod netns's
+//! Not durable (no fsync, `tern_node::fs::replace_atomic`): the backup restores the pod netns's
 //! sysctls and the pod interface's attributes, none of which survive a reboot, and the default
 //! `dataDir` (`/run/cni/tuning`) is a tmpfs anyway.
 //! The file name is safe: the container ID and ifname were validated by the dispatcher (no `/`).
@@ -78,8 +78,8 @@ pub fn save(file: &Path, backup: &Backup) -> Result<(), Error> {
     };
     let data = serde_json::to_vec_pretty(backup).map_err(|e| state_err("encode backup", &e))?;
     let dir = file.parent().unwrap_or(Path::new("."));
-    tern_cni::fs::in_dir(dir, 0o700, || {
-        tern_cni::fs::replace_atomic(file, &data, 0o600)
+    tern_node::fs::in_dir(dir, 0o700, || {
+        tern_node::fs::replace_atomic(file, &data, 0o600)
     })
     .map_err(|e| state_err("save backup", &e))
 }
@@ -111,7 +111,7 @@ pub fn load(file: &Path) -> Result<Option<Backup>, Error> {
 /// writers that were killed (GC's view); none when the directory is missing or unreadable.
 /// Files that do not decode are left out (and so left alone): they may be another tool's.
 pub fn list(data_dir: &Path) -> Vec<(PathBuf, Backup)> {
-    tern_cni::fs::remove_stale_temps(data_dir);
+    tern_node::fs::remove_stale_temps(data_dir);
     let Ok(entries) = std::fs::read_dir(data_dir) else {
         return Vec::new();
     };
@@ -134,8 +134,8 @@ pub fn list(data_dir: &Path) -> Vec<(PathBuf, Backup)> {
 /// # Errors
 /// Code 104 when it exists and cannot be removed.
 pub fn remove(file: &Path) -> Result<(), Error> {
-    tern_cni::fs::remove_stale_temps_of(file);
-    tern_cni::fs::remove_if_exists(file).map_err(|e| {
+    tern_node::fs::remove_stale_temps_of(file);
+    tern_node::fs::remove_if_exists(file).map_err(|e| {
         Error::new(
             code::STATE_IO,
             format!("remove backup {}: {e}", file.display()),

@@ -12,8 +12,8 @@
 
 use std::collections::HashSet;
 
-use tern_cni::lock::AttachmentLock;
 use tern_cni::{Error, GcInput};
+use tern_node::lock::AttachmentLock;
 
 use crate::backup;
 use crate::config::data_dir_for_del;
@@ -62,9 +62,9 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
     // Lock files of verbs killed with no DEL after them (no verb holds them).
     let keep = valid
         .iter()
-        .map(|(cid, ifname)| tern_cni::lock::file_name(cid, ifname))
+        .map(|(cid, ifname)| tern_node::lock::file_name(cid, ifname))
         .collect();
-    tern_cni::lock::sweep(&data_dir, &keep);
+    tern_node::lock::sweep(&data_dir, &keep);
     let mut errors = errors.into_iter();
     match errors.next() {
         None => Ok(()),

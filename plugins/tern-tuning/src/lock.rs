@@ -5,8 +5,8 @@
 //! ADD and DEL of one attachment never interleave (a DEL between ADD's backup and its writes
 //! would leave the pod's sysctls changed with no backup to restore them). CHECK only reads.
 
-use tern_cni::lock::{check_storable, AttachmentLock};
 use tern_cni::{AttachmentInput, Error};
+use tern_node::lock::{check_storable, AttachmentLock};
 
 use std::path::Path;
 

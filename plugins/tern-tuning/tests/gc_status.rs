@@ -213,7 +213,7 @@ fn gc_keeps_listed_attachments_and_removes_the_rest() {
     )
     .unwrap();
     // 4194305 is above the kernel's largest pid_max: that writer cannot be running.
-    // The unlocked lock file a SIGKILLed ADD leaves (tern_cni::lock).
+    // The unlocked lock file a SIGKILLed ADD leaves (tern_node::lock).
     let stale_lock = f.backups().join("stale_net1.lock");
     std::fs::write(&stale_lock, b"").unwrap();
     let dead_temp = f.backups().join(".stale_net1.json.tmp-4194305-0");

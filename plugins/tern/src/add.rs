@@ -30,11 +30,11 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
     let conf = TernConf::from_netconf(&input.config)?;
     let ifname = input.ifname.as_str();
     let netns = NetNs::open(&input.netns).map_err(from_net)?;
-    tern_cni::phase::mark("netns-open");
+    tern_node::phase::mark("netns-open");
     let host = Handle::new().map_err(from_net)?;
-    tern_cni::phase::mark("socket-host");
+    tern_node::phase::mark("socket-host");
     let pod = Handle::in_netns(&netns).map_err(from_net)?;
-    tern_cni::phase::mark("netns-enter+socket-pod");
+    tern_node::phase::mark("netns-enter+socket-pod");
     if pod.link_by_name(ifname).map_err(from_net)?.is_some() {
         return Err(interface_exists(input));
     }
@@ -46,9 +46,9 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
     let host_veth = host_veth_name(input.container_id.as_str(), ifname);
     let store = StateStore::new(&conf.state_dir, &input.config.name);
     let mut undo = Rollback::new();
-    tern_cni::phase::mark("ipam-prepare");
+    tern_node::phase::mark("ipam-prepare");
     let ipam_result = ipam.add(&ipam_stdin)?;
-    tern_cni::phase::mark("ipam");
+    tern_node::phase::mark("ipam");
     undo.push("release IPAM", || {
         ipam.exec(Verb::Del, &ipam_stdin).map_err(|e| e.to_string())
     });
@@ -78,7 +78,7 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
     store
         .save(&state)
         .map_err(|e| state_io("write attachment state", e))?;
-    tern_cni::phase::mark("state-write");
+    tern_node::phase::mark("state-write");
     undo.push("remove state", || {
         store
             .remove(input.container_id.as_str(), ifname)

@@ -6,8 +6,8 @@
 //! could leave a wired pod whose address was released) while different attachments never wait
 //! for each other. CHECK only reads and takes no lock.
 
-use tern_cni::lock::{check_storable, AttachmentLock};
 use tern_cni::{AddInput, AttachmentInput, CniArgs, DelInput, Error};
+use tern_node::lock::{check_storable, AttachmentLock};
 
 use crate::codes::state_io;
 use crate::config::{DelConf, TernConf};
@@ -75,7 +75,7 @@ pub fn prepare_add(input: &AddInput) -> Result<AttachmentLock, Error> {
     let (cid, ifname) = (input.container_id.as_str(), input.ifname.as_str());
     check_storable(&dir, &state_name(cid, ifname), "attachment state")?;
     check_cni_args(&input.args, &conf.ipam_type)?;
-    tern_cni::phase::mark("checks");
+    tern_node::phase::mark("checks");
     lock(&dir, input)
 }
 

@@ -65,9 +65,9 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
         // Lock files of verbs killed with no DEL after them.
         let keep = valid
             .iter()
-            .map(|(cid, ifname)| tern_cni::lock::file_name(cid, ifname))
+            .map(|(cid, ifname)| tern_node::lock::file_name(cid, ifname))
             .collect();
-        tern_cni::lock::sweep(&conf.state_dir.join(&input.config.name), &keep);
+        tern_node::lock::sweep(&conf.state_dir.join(&input.config.name), &keep);
     }
     errors.finish()
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
-use tern_cni::fs::{remove_if_exists, remove_stale_temps, remove_stale_temps_of, replace_atomic};
+use tern_node::fs::{remove_if_exists, remove_stale_temps, remove_stale_temps_of, replace_atomic};
 
 /// What ADD did for one attachment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,7 +65,7 @@ impl StateStore {
     pub fn save(&self, state: &AttachmentState) -> io::Result<()> {
         let data = serde_json::to_vec_pretty(state).map_err(io::Error::other)?;
         let path = self.path(&state.container_id, &state.ifname);
-        tern_cni::fs::in_dir(&self.dir, 0o700, || replace_atomic(&path, &data, 0o600))
+        tern_node::fs::in_dir(&self.dir, 0o700, || replace_atomic(&path, &data, 0o600))
     }
 
     /// Removes an attachment's state, and the temp file of a writer killed between create and

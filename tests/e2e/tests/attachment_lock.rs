@@ -145,7 +145,7 @@ fn gc_removes_lock_files_no_verb_holds() {
         std::fs::create_dir_all(&dir).unwrap();
         let stray = dir.join("killed_eth0.lock");
         std::fs::write(&stray, b"").unwrap();
-        let held = tern_cni::lock::AttachmentLock::acquire(&dir, "busy", "eth0").unwrap();
+        let held = tern_node::lock::AttachmentLock::acquire(&dir, "busy", "eth0").unwrap();
         let out = node
             .call(plugin, "GC")
             .netconf(conf)

@@ -223,7 +223,7 @@ impl Handle {
         let kind = kind(&msg);
         let seq = self.send(op, msg, flags | NLM_F_ACK)?;
         let r = self.receive(op, seq, |_| {}, advice);
-        tern_cni::phase::mark(kind);
+        tern_node::phase::mark(kind);
         r.map(drop)
     }
 
@@ -237,7 +237,7 @@ impl Handle {
         let seq = self.send(op, msg, 0)?;
         let mut answer = None;
         let r = self.receive(op, seq, |m| answer = Some(m), None);
-        tern_cni::phase::mark(kind);
+        tern_node::phase::mark(kind);
         r.map(|_| answer)
     }
 
@@ -252,7 +252,7 @@ impl Handle {
             let seq = self.send(op, make(), NLM_F_DUMP)?;
             let mut all = Vec::new();
             let interrupted = self.receive(op, seq, |m| all.push(m), advice);
-            tern_cni::phase::mark("nl:dump");
+            tern_node::phase::mark("nl:dump");
             if !interrupted? {
                 return Ok(all);
             }
@@ -275,7 +275,7 @@ impl Handle {
     }
 }
 
-/// The phase name of a request (`nl:<message type>`), for [`tern_cni::phase`].
+/// The phase name of a request (`nl:<message type>`), for [`tern_node::phase`].
 fn kind(msg: &RouteNetlinkMessage) -> &'static str {
     use RouteNetlinkMessage as M;
     match msg {

@@ -148,7 +148,7 @@ fn write_opened(opened: Opened<'_>) -> Result<Vec<(SysctlKey, String)>> {
 /// [`Error::Setns`] when the namespace cannot be entered.
 pub fn read(netns: &NetNs, keys: &[SysctlKey]) -> Result<Vec<String>> {
     let r = netns.run_in(|| read_here(keys));
-    tern_cni::phase::mark("sysctl-read(netns)");
+    tern_node::phase::mark("sysctl-read(netns)");
     r?
 }
 
@@ -166,7 +166,7 @@ pub fn write_all(
     items: &[(SysctlKey, SysctlValue)],
 ) -> Result<Vec<(SysctlKey, String)>> {
     let r = netns.run_in(|| write_here(items));
-    tern_cni::phase::mark("sysctl-write(netns)");
+    tern_node::phase::mark("sysctl-write(netns)");
     r?
 }
 
@@ -191,7 +191,7 @@ pub fn write_all_after<E: Send>(
         }
         write_opened(opened).map(Ok)
     });
-    tern_cni::phase::mark("sysctl-read+write(netns)");
+    tern_node::phase::mark("sysctl-read+write(netns)");
     r?
 }
 
@@ -219,7 +219,7 @@ pub fn restore(netns: &NetNs, items: &[(SysctlKey, SysctlValue)]) -> Result<Vec<
 /// As [`read`].
 pub fn read_host(key: &SysctlKey) -> Result<String> {
     let v = read_here(std::slice::from_ref(key));
-    tern_cni::phase::mark("sysctl-read");
+    tern_node::phase::mark("sysctl-read");
     Ok(v?.pop().unwrap_or_default())
 }
 
@@ -230,7 +230,7 @@ pub fn read_host(key: &SysctlKey) -> Result<String> {
 /// As [`write_all`].
 pub fn write_host(key: &SysctlKey, value: &SysctlValue) -> Result<String> {
     let prev = write_here(&[(key.clone(), value.clone())]);
-    tern_cni::phase::mark("sysctl-write");
+    tern_node::phase::mark("sysctl-write");
     Ok(prev?.pop().map(|(_, v)| v).unwrap_or_default())
 }
 

@@ -1,7 +1,7 @@
 //! The phase trace's line format, which `scripts/bench --breakdown` parses: its own process (the
 //! trace is read from the environment once per process).
 
-use tern_cni::phase;
+use tern_node::phase;
 
 #[test]
 fn one_line_per_process_with_marks_in_order() {

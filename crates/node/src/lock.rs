@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{fcntl, FcntlArg, FdFlag, Flock, FlockArg};
 
-use crate::error::Error;
-
 /// The longest file name Linux file systems take (`NAME_MAX`).
 pub const NAME_MAX: usize = 255;
 /// The longest path the kernel takes, its NUL excluded (`PATH_MAX` − 1).
@@ -29,46 +27,99 @@ pub const PATH_MAX: usize = 4095;
 /// 20 digits each).
 pub const TEMP_NAME_OVERHEAD: usize = 1 + 5 + 10 + 1 + 20 + 1 + 20;
 
+/// Why a per-attachment file cannot be stored ([`check_storable`]); a plugin answers each with
+/// CNI code 7 (invalid network config: `tern_cni::Error`'s `From` impl), since the names come
+/// from the netconf and the runtime's parameters.
+#[derive(Debug, thiserror::Error)]
+pub enum NotStorable {
+    /// The file name plus its temp suffix is over [`NAME_MAX`].
+    #[error(
+        "{what} {name:?} cannot be stored: the file name would be {bytes} bytes with its temp \
+         suffix, over the {NAME_MAX} a file system takes"
+    )]
+    NameTooLong {
+        /// What the file is for ("attachment state", "backup").
+        what: String,
+        /// The file name.
+        name: String,
+        /// Its length with the temp suffix (bytes).
+        bytes: usize,
+    },
+    /// The whole path plus the temp suffix is over [`PATH_MAX`].
+    #[error("{what} {} cannot be stored: the path is over {PATH_MAX} bytes", path.display())]
+    PathTooLong {
+        /// What the file is for.
+        what: String,
+        /// The file's path.
+        path: PathBuf,
+    },
+    /// A component of the directory is over [`NAME_MAX`].
+    #[error("{what} directory {} has a {bytes}-byte component, over {NAME_MAX}", dir.display())]
+    ComponentTooLong {
+        /// What the file is for.
+        what: String,
+        /// The directory.
+        dir: PathBuf,
+        /// The longest component's length (bytes).
+        bytes: usize,
+    },
+    /// An existing part of the directory is not a directory.
+    #[error(
+        "{what} directory {} cannot be created: {} exists and is not a directory",
+        dir.display(),
+        part.display()
+    )]
+    NotADirectory {
+        /// What the file is for.
+        what: String,
+        /// The directory.
+        dir: PathBuf,
+        /// The part of it that exists and is something else.
+        part: PathBuf,
+    },
+}
+
 /// Checks, before anything is written, that `dir/<name>` can be stored by an atomic write (its
 /// temp name included) and that no existing part of `dir` is something other than a directory:
 /// so that a plugin finds this out before its first side effect, not after IPAM ran.
 ///
 /// # Errors
-/// Code 7 naming the path and the limit; `what` says what the file is for.
-pub fn check_storable(dir: &Path, name: &str, what: &str) -> Result<(), Error> {
+/// [`NotStorable`] naming the path and the limit; `what` says what the file is for.
+pub fn check_storable(dir: &Path, name: &str, what: &str) -> Result<(), NotStorable> {
     let longest = name.len() + TEMP_NAME_OVERHEAD;
     let path = dir.join(name);
     if longest > NAME_MAX {
-        return Err(Error::invalid_config(format!(
-            "{what} {name:?} cannot be stored: the file name would be {longest} bytes with its temp \
-             suffix, over the {NAME_MAX} a file system takes"
-        ))
-        .with_details("the container ID, interface name or network name is too long"));
+        return Err(NotStorable::NameTooLong {
+            what: what.to_owned(),
+            name: name.to_owned(),
+            bytes: longest,
+        });
     }
     if path.as_os_str().len() + TEMP_NAME_OVERHEAD > PATH_MAX {
-        return Err(Error::invalid_config(format!(
-            "{what} {} cannot be stored: the path is over {PATH_MAX} bytes",
-            path.display()
-        )));
+        return Err(NotStorable::PathTooLong {
+            what: what.to_owned(),
+            path,
+        });
     }
     for part in dir.ancestors() {
         if let Some(bad) = part.components().next_back().and_then(|c| {
             let n = c.as_os_str().len();
             (n > NAME_MAX).then_some(n)
         }) {
-            return Err(Error::invalid_config(format!(
-                "{what} directory {} has a {bad}-byte component, over {NAME_MAX}",
-                dir.display()
-            )));
+            return Err(NotStorable::ComponentTooLong {
+                what: what.to_owned(),
+                dir: dir.to_owned(),
+                bytes: bad,
+            });
         }
         match std::fs::metadata(part) {
             Ok(m) if m.is_dir() => break,
             Ok(_) => {
-                return Err(Error::invalid_config(format!(
-                    "{what} directory {} cannot be created: {} exists and is not a directory",
-                    dir.display(),
-                    part.display()
-                )))
+                return Err(NotStorable::NotADirectory {
+                    what: what.to_owned(),
+                    dir: dir.to_owned(),
+                    part: part.to_owned(),
+                })
             }
             Err(_) => {}
         }
@@ -261,27 +312,26 @@ mod tests {
         assert!(crate::fs::temp_name(&longest).len() <= NAME_MAX);
         check_storable(&d, &longest, "state").unwrap();
         let e = check_storable(&d, &format!("{}_eth0.json", "a".repeat(250)), "state").unwrap_err();
-        assert_eq!(e.code, 7, "{e}");
+        assert!(
+            matches!(e, NotStorable::NameTooLong { bytes, .. } if bytes > NAME_MAX),
+            "{e}"
+        );
         let long_dir = d.join("b".repeat(256));
-        assert_eq!(
-            check_storable(&long_dir, "x.json", "state")
-                .unwrap_err()
-                .code,
-            7
+        let e = check_storable(&long_dir, "x.json", "state").unwrap_err();
+        assert!(
+            matches!(e, NotStorable::ComponentTooLong { bytes: 256, .. }),
+            "{e}"
         );
         let file = d.join("a-file");
         std::fs::write(&file, b"x").unwrap();
-        assert_eq!(
-            check_storable(&file.join("net"), "x.json", "state")
-                .unwrap_err()
-                .code,
-            7
+        let e = check_storable(&file.join("net"), "x.json", "state").unwrap_err();
+        assert!(
+            matches!(e, NotStorable::NotADirectory { ref part, .. } if *part == file),
+            "{e}"
         );
         let deep = d.join("x/".repeat(2100));
-        assert_eq!(
-            check_storable(&deep, "x.json", "state").unwrap_err().code,
-            7
-        );
+        let e = check_storable(&deep, "x.json", "state").unwrap_err();
+        assert!(matches!(e, NotStorable::PathTooLong { .. }), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

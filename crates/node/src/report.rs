@@ -14,8 +14,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::env::Verb;
-
 /// Where the plugins send their reports: a Unix datagram socket that tern-agent binds in its run
 /// directory (beside the agent channel, `/run/tern/agent.sock`). Fixed, so a plugin needs no
 /// configuration to report; a plugin run where nothing is bound there reports nothing.
@@ -26,6 +24,10 @@ pub const MAGIC: &str = "tern-verb/1";
 
 /// The plugins that report, as they appear in the `plugin` field.
 pub const PLUGINS: [&str; 3] = ["tern", "tern-tuning", "tern-ipam"];
+
+/// The verbs a report may name, as the `verb` field spells them: `CNI_COMMAND`'s values (CNI
+/// spec "Parameters"; the same list as `tern_cni::Verb`, which this crate does not depend on).
+pub const VERBS: [&str; 6] = ["ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION"];
 
 /// Longest valid report (bytes).
 pub const MAX_REPORT: usize = 64;
@@ -42,8 +44,8 @@ pub const MAX_CODE: u32 = 999;
 pub struct VerbReport {
     /// The plugin, one of [`PLUGINS`].
     pub plugin: &'static str,
-    /// The verb.
-    pub verb: Verb,
+    /// The verb, one of [`VERBS`] (`CNI_COMMAND` as the spec spells it).
+    pub verb: &'static str,
     /// 0 for success, else the CNI error code (≤ [`MAX_CODE`]).
     pub code: u32,
     /// The plugin's own time for the verb (µs, ≤ [`MAX_MICROS`]).
@@ -51,9 +53,9 @@ pub struct VerbReport {
 }
 
 impl VerbReport {
-    /// A report of `verb` by `plugin` with `code` (clamped to [`MAX_CODE`]), taking `took`
-    /// (clamped to [`MAX_MICROS`]).
-    pub fn new(plugin: &'static str, verb: Verb, code: u32, took: Duration) -> Self {
+    /// A report of `verb` (one of [`VERBS`]) by `plugin` (one of [`PLUGINS`]) with `code`
+    /// (clamped to [`MAX_CODE`]), taking `took` (clamped to [`MAX_MICROS`]).
+    pub fn new(plugin: &'static str, verb: &'static str, code: u32, took: Duration) -> Self {
         let micros = u64::try_from(took.as_micros()).map_or(MAX_MICROS, |m| m.min(MAX_MICROS));
         VerbReport {
             plugin,
@@ -67,10 +69,7 @@ impl VerbReport {
     pub fn encode(&self) -> String {
         format!(
             "{MAGIC} {} {} {} {}",
-            self.plugin,
-            self.verb.as_str(),
-            self.code,
-            self.micros
+            self.plugin, self.verb, self.code, self.micros
         )
     }
 
@@ -88,7 +87,8 @@ impl VerbReport {
         }
         let plugin = f.next()?;
         let plugin = *PLUGINS.iter().find(|p| **p == plugin)?;
-        let verb = Verb::parse(f.next()?).ok()?;
+        let verb = f.next()?;
+        let verb = *VERBS.iter().find(|v| **v == verb)?;
         let code = decimal(f.next()?).filter(|c| *c <= u64::from(MAX_CODE))?;
         let micros = decimal(f.next()?).filter(|m| *m <= MAX_MICROS)?;
         if f.next().is_some() {
@@ -141,10 +141,10 @@ mod tests {
 
     #[test]
     fn round_trips_and_fits() {
-        let r = VerbReport::new("tern-tuning", Verb::Check, 106, Duration::from_micros(4210));
+        let r = VerbReport::new("tern-tuning", "CHECK", 106, Duration::from_micros(4210));
         assert_eq!(r.encode(), "tern-verb/1 tern-tuning CHECK 106 4210");
         assert_eq!(VerbReport::parse(r.encode().as_bytes()), Some(r));
-        let longest = VerbReport::new("tern-tuning", Verb::Version, 999, Duration::from_secs(7200));
+        let longest = VerbReport::new("tern-tuning", "VERSION", 999, Duration::from_secs(7200));
         assert_eq!(longest.micros, MAX_MICROS);
         assert!(longest.encode().len() <= MAX_REPORT);
         assert_eq!(
@@ -182,7 +182,7 @@ mod tests {
     #[test]
     fn sending_to_nothing_returns_at_once() {
         let dir = std::env::temp_dir().join(format!("tern-report-{}", std::process::id()));
-        let r = VerbReport::new("tern", Verb::Add, 0, Duration::from_millis(3));
+        let r = VerbReport::new("tern", "ADD", 0, Duration::from_millis(3));
         let t = std::time::Instant::now();
         r.send_to(&dir.join("absent.sock"));
         r.send_to(Path::new(&"x".repeat(200)));
@@ -194,7 +194,7 @@ mod tests {
         let dir = tempdir();
         let path = dir.join("m.sock");
         let rx = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
-        let r = VerbReport::new("tern", Verb::Del, 0, Duration::from_millis(1));
+        let r = VerbReport::new("tern", "DEL", 0, Duration::from_millis(1));
         // Far more than any receive queue holds (net.unix.max_dgram_qlen, 10 or 512).
         let t = std::time::Instant::now();
         for _ in 0..5_000 {
