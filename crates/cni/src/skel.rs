@@ -131,6 +131,7 @@ fn non_empty(env: &dyn EnvSource, key: &str) -> Option<String> {
     env.var(key).filter(|v| !v.is_empty())
 }
 
+/// The dispatcher's checks in the reference order, then the verb.
 fn run<P: Plugin + ?Sized>(
     plugin: &P,
     env: &dyn EnvSource,
@@ -154,6 +155,34 @@ fn run<P: Plugin + ?Sized>(
     if command == Verb::Version {
         return answer_version(stdin, stdout);
     }
+    let ids = check_env(env, command)?;
+    let config = read_config(stdin, command)?;
+    *version_for_errors = config.cni_version;
+    check_version_allows(command, config.cni_version)?;
+    let cni_path = env.var("CNI_PATH").unwrap_or_default();
+    match ids {
+        None => run_network_verb(plugin, command, cni_path, config),
+        Some((container_id, ifname)) => {
+            let netns = check_netns(env)?;
+            let args_raw = env.var("CNI_ARGS").unwrap_or_default();
+            let args = CniArgs::parse(&args_raw)?;
+            let input = AttachmentInput {
+                container_id,
+                netns,
+                ifname,
+                args,
+                args_raw,
+                cni_path,
+                config,
+            };
+            run_attachment_verb(plugin, command, input, stdout)
+        }
+    }
+}
+
+/// The variables `command` requires (code 4), and for ADD, CHECK and DEL the container ID and
+/// ifname, validated (codes 3/4); `None` for STATUS and GC.
+fn check_env(env: &dyn EnvSource, command: Verb) -> Result<Option<(ContainerId, IfName)>, Error> {
     let missing: Vec<&str> = command
         .required_vars()
         .iter()
@@ -166,22 +195,23 @@ fn run<P: Plugin + ?Sized>(
             missing.join(",")
         )));
     }
-    let attachment = matches!(command, Verb::Add | Verb::Check | Verb::Del);
-    let ids = if attachment {
-        let container_id = ContainerId::parse(&env.var("CNI_CONTAINERID").unwrap_or_default())?;
-        let ifname = IfName::parse(&env.var("CNI_IFNAME").unwrap_or_default())?;
-        Some((container_id, ifname))
-    } else {
-        None
-    };
+    if !matches!(command, Verb::Add | Verb::Check | Verb::Del) {
+        return Ok(None);
+    }
+    let container_id = ContainerId::parse(&env.var("CNI_CONTAINERID").unwrap_or_default())?;
+    let ifname = IfName::parse(&env.var("CNI_IFNAME").unwrap_or_default())?;
+    Ok(Some((container_id, ifname)))
+}
 
+/// Reads and parses the netconf from stdin, once for the verb (DEL leniently: `parse_for_del`),
+/// then starts the log it names.
+fn read_config(stdin: &mut dyn Read, command: Verb) -> Result<NetConf, Error> {
     let bytes = read_bounded(stdin)?;
     let config = if command == Verb::Del {
         NetConf::parse_for_del(bytes)?
     } else {
         NetConf::parse(bytes)?
     };
-    *version_for_errors = config.cni_version;
     tern_node::phase::mark("netconf");
     tern_node::logging::init(
         config.log_level.as_deref(),
@@ -196,46 +226,55 @@ fn run<P: Plugin + ?Sized>(
             "DEL: ignoring fields it does not need, whose values ADD refuses"
         );
     }
-    let v = config.cni_version;
+    Ok(config)
+}
+
+/// Code 1 when the config's version lacks the verb (CHECK before 0.4.0, STATUS and GC before
+/// 1.1.0).
+fn check_version_allows(command: Verb, v: Version) -> Result<(), Error> {
     match command {
-        Verb::Check if !v.allows_check() => {
-            return Err(Error::new(
-                code::INCOMPATIBLE_VERSION,
-                "config version does not allow CHECK",
-            )
-            .with_details(format!(
-                "CHECK needs cniVersion 0.4.0 or later, the config is {v}"
-            )));
-        }
-        Verb::Status | Verb::Gc if !v.allows_status_and_gc() => {
-            return Err(Error::new(
-                code::INCOMPATIBLE_VERSION,
-                format!("config version does not allow {command}"),
-            )
-            .with_details(format!(
-                "{command} needs cniVersion 1.1.0 or later, the config is {v}"
-            )));
-        }
-        _ => {}
+        Verb::Check if !v.allows_check() => Err(Error::new(
+            code::INCOMPATIBLE_VERSION,
+            "config version does not allow CHECK",
+        )
+        .with_details(format!(
+            "CHECK needs cniVersion 0.4.0 or later, the config is {v}"
+        ))),
+        Verb::Status | Verb::Gc if !v.allows_status_and_gc() => Err(Error::new(
+            code::INCOMPATIBLE_VERSION,
+            format!("config version does not allow {command}"),
+        )
+        .with_details(format!(
+            "{command} needs cniVersion 1.1.0 or later, the config is {v}"
+        ))),
+        _ => Ok(()),
     }
-    let cni_path = env.var("CNI_PATH").unwrap_or_default();
+}
 
-    let Some((container_id, ifname)) = ids else {
-        let span = tracing::info_span!("cni", command = command.as_str(), network = %config.name);
-        let _guard = span.enter();
-        return match command {
-            Verb::Status => plugin.status(&StatusInput { cni_path, config }),
-            _ => {
-                let valid_attachments = parse_valid_attachments(&config)?;
-                plugin.gc(&GcInput {
-                    cni_path,
-                    config,
-                    valid_attachments,
-                })
-            }
-        };
-    };
+/// STATUS or GC: verbs of the network, not of one attachment.
+fn run_network_verb<P: Plugin + ?Sized>(
+    plugin: &P,
+    command: Verb,
+    cni_path: String,
+    config: NetConf,
+) -> Result<(), Error> {
+    let span = tracing::info_span!("cni", command = command.as_str(), network = %config.name);
+    let _guard = span.enter();
+    match command {
+        Verb::Status => plugin.status(&StatusInput { cni_path, config }),
+        _ => {
+            let valid_attachments = parse_valid_attachments(&config)?;
+            plugin.gc(&GcInput {
+                cni_path,
+                config,
+                valid_attachments,
+            })
+        }
+    }
+}
 
+/// `CNI_NETNS` when set; code 8 when it is the plugin's own netns (unless `CNI_NETNS_OVERRIDE`).
+fn check_netns(env: &dyn EnvSource) -> Result<Option<PathBuf>, Error> {
     let netns = non_empty(env, "CNI_NETNS").map(PathBuf::from);
     if let Some(ns) = &netns {
         if non_empty(env, "CNI_NETNS_OVERRIDE").is_none() && is_own_netns(ns) {
@@ -250,19 +289,29 @@ fn run<P: Plugin + ?Sized>(
             )));
         }
     }
-    let args_raw = env.var("CNI_ARGS").unwrap_or_default();
-    let args = CniArgs::parse(&args_raw)?;
+    Ok(netns)
+}
+
+/// ADD, CHECK or DEL of one attachment, in its span; ADD's result printed on `stdout`.
+fn run_attachment_verb<P: Plugin + ?Sized>(
+    plugin: &P,
+    command: Verb,
+    input: AttachmentInput<Option<PathBuf>>,
+    stdout: &mut dyn Write,
+) -> Result<(), Error> {
     let span = tracing::info_span!(
         "cni",
         command = command.as_str(),
-        container_id = container_id.as_str(),
-        ifname = ifname.as_str()
+        container_id = input.container_id.as_str(),
+        ifname = input.ifname.as_str()
     );
     let _guard = span.enter();
-    tracing::debug!(network = %config.name, cni_version = %v, "invoked");
+    tracing::debug!(network = %input.config.name, cni_version = %input.config.cni_version, "invoked");
     tern_node::phase::mark("env-checks");
-
-    let input = AttachmentInput {
+    if command == Verb::Del {
+        return plugin.del(&input);
+    }
+    let AttachmentInput {
         container_id,
         netns,
         ifname,
@@ -270,42 +319,28 @@ fn run<P: Plugin + ?Sized>(
         args_raw,
         cni_path,
         config,
+    } = input;
+    // Required variables were checked above, so the netns is present.
+    let input = AttachmentInput {
+        container_id,
+        netns: netns.unwrap_or_default(),
+        ifname,
+        args,
+        args_raw,
+        cni_path,
+        config,
     };
     match command {
-        Verb::Del => plugin.del(&input),
-        Verb::Add | Verb::Check => {
-            let AttachmentInput {
-                container_id,
-                netns,
-                ifname,
-                args,
-                args_raw,
-                cni_path,
-                config,
-            } = input;
-            // Required variables were checked above, so the netns is present.
-            let netns = netns.unwrap_or_default();
-            let input = AttachmentInput {
-                container_id,
-                netns,
-                ifname,
-                args,
-                args_raw,
-                cni_path,
-                config,
-            };
-            if command == Verb::Add {
-                let result = plugin.add(&input)?;
-                let out = result.to_json(input.config.cni_version);
-                let r = writeln!(stdout, "{out}")
-                    .and_then(|()| stdout.flush())
-                    .map_err(|e| Error::io(format!("write result to stdout: {e}")));
-                tern_node::phase::mark("result");
-                r
-            } else {
-                plugin.check(&input)
-            }
+        Verb::Add => {
+            let result = plugin.add(&input)?;
+            let out = result.to_json(input.config.cni_version);
+            let r = writeln!(stdout, "{out}")
+                .and_then(|()| stdout.flush())
+                .map_err(|e| Error::io(format!("write result to stdout: {e}")));
+            tern_node::phase::mark("result");
+            r
         }
+        Verb::Check => plugin.check(&input),
         _ => Ok(()),
     }
 }

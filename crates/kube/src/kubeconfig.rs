@@ -167,12 +167,16 @@ pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
         .and_then(|u| u.item)
         .ok_or_else(|| err(path, format!("user \"{user_name}\" does not exist")))?;
 
-    let server = cluster.server.filter(|s| !s.is_empty()).ok_or_else(|| {
-        err(
-            path,
-            format!("no server found for cluster \"{cluster_name}\""),
-        )
-    })?;
+    let server = cluster
+        .server
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            err(
+                path,
+                format!("no server found for cluster \"{cluster_name}\""),
+            )
+        })?;
     if !server.starts_with("https://") {
         return Err(err(
             path,
@@ -180,16 +184,48 @@ pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
         ));
     }
     let server = server.trim_end_matches('/').to_owned();
+    let trust = tls_trust(&cluster, path, &resolve, &cluster_name)?;
+
+    let token = user_token(user, path, &resolve, &user_name)?;
+    Ok(ClientConfig {
+        source: path.to_owned(),
+        server,
+        trust,
+        tls_server_name: cluster.tls_server_name.filter(|s| !s.is_empty()),
+        token,
+    })
+}
+
+/// The TLS trust of `cluster` (named `cluster_name` in the kubeconfig at `path`): its
+/// `certificate-authority-data`, else its `certificate-authority` file (resolved by `resolve`),
+/// else `insecure-skip-tls-verify`, else the system roots.
+///
+/// # Errors
+/// As [`load`]: data that is not base64, an unreadable CA file, a CA with the insecure flag.
+fn tls_trust(
+    cluster: &RawCluster,
+    path: &Path,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    cluster_name: &str,
+) -> Result<TlsTrust, KubeError> {
     let insecure = cluster.insecure_skip_tls_verify.unwrap_or(false);
-    let ca = if let Some(data) = cluster.certificate_authority_data.filter(|d| !d.is_empty()) {
+    let ca = if let Some(data) = cluster
+        .certificate_authority_data
+        .as_deref()
+        .filter(|d| !d.is_empty())
+    {
         let compact: String = data.split_whitespace().collect();
         Some(
             base64::engine::general_purpose::STANDARD
                 .decode(compact)
                 .map_err(|_| err(path, "certificate-authority-data is not base64"))?,
         )
-    } else if let Some(file) = cluster.certificate_authority.filter(|f| !f.is_empty()) {
-        let p = resolve(&file);
+    } else if let Some(file) = cluster
+        .certificate_authority
+        .as_deref()
+        .filter(|f| !f.is_empty())
+    {
+        let p = resolve(file);
         Some(read_regular_file(&p).map_err(|e| {
             err(
                 path,
@@ -202,7 +238,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
     } else {
         None
     };
-    let trust = match (ca, insecure) {
+    Ok(match (ca, insecure) {
         (Some(_), true) => {
             return Err(err(
                 path,
@@ -212,8 +248,20 @@ pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
         (Some(pem), false) => TlsTrust::CaPem(pem),
         (None, true) => TlsTrust::InsecureSkipVerify,
         (None, false) => TlsTrust::SystemRoots,
-    };
+    })
+}
 
+/// The bearer token of `user` (named `user_name` in the kubeconfig at `path`): its `tokenFile`
+/// (resolved by `resolve`), else its `token`.
+///
+/// # Errors
+/// As [`load`]: neither is set, or the file is empty or unreadable and there is no `token`.
+fn user_token(
+    user: RawUser,
+    path: &Path,
+    resolve: &dyn Fn(&str) -> PathBuf,
+    user_name: &str,
+) -> Result<BearerToken, KubeError> {
     let from_file = match user.token_file.filter(|f| !f.is_empty()) {
         Some(f) => {
             let p = resolve(&f);
@@ -236,7 +284,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
         }
         None => None,
     };
-    let token = from_file
+    from_file
         .or_else(|| user.token.map(BearerToken::new))
         .filter(|t| !t.is_empty())
         .ok_or_else(|| {
@@ -244,14 +292,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ClientConfig, KubeError> {
                 path,
                 format!("user \"{user_name}\" has no token or tokenFile"),
             )
-        })?;
-    Ok(ClientConfig {
-        source: path.to_owned(),
-        server,
-        trust,
-        tls_server_name: cluster.tls_server_name.filter(|s| !s.is_empty()),
-        token,
-    })
+        })
 }
 
 /// Renders the kubeconfig tern-agent writes: one cluster (`server`, `certificate-authority-data`),

@@ -128,35 +128,7 @@ pub fn pod_lookup(req: &LookupRequest<'_>) -> Result<PodInfo, LookupError> {
     let kc = req.kubeconfig;
     let sock = req.agent_socket;
     let mut cfg = kubeconfig::load(kc).map_err(LookupError::Kubeconfig)?;
-
-    // A token that is expired or would expire within the call: ask the agent first.
-    let exp = cfg.token.expiry().ok().flatten();
-    let deadline_secs = i64::try_from(req.deadline.as_secs())
-        .unwrap_or(i64::MAX)
-        .saturating_add(1);
-    if let Some(exp) = exp.filter(|e| *e <= unix_now().saturating_add(deadline_secs)) {
-        let expired = exp <= unix_now();
-        let outcome = AgentClient::request_refresh(
-            sock,
-            "token in kubeconfig expired or expiring",
-            left(start, req.deadline) / 2,
-        );
-        match (&outcome, expired) {
-            (Err(e @ KubeError::AgentUnreachable { .. }), true) => {
-                return Err(LookupError::AgentUnreachable {
-                    kubeconfig: kc.to_owned(),
-                    socket: sock.to_owned(),
-                    reason: e.to_string(),
-                })
-            }
-            (Ok(_), _) => {
-                if let Some(new) = wait_for_new_token(kc, &cfg, left(start, req.deadline) / 4) {
-                    cfg = new;
-                }
-            }
-            _ => {}
-        }
-    }
+    refresh_if_expiring(req, start, &mut cfg)?;
 
     let mut retried = false;
     loop {
@@ -199,41 +171,74 @@ pub fn pod_lookup(req: &LookupRequest<'_>) -> Result<PodInfo, LookupError> {
                     }
                 }
             }
-            Err(KubeError::Unauthorized) => {
-                return Err(LookupError::Unauthorized {
-                    kubeconfig: kc.to_owned(),
-                    socket: sock.to_owned(),
-                    detail: "again with the refreshed token".into(),
-                })
-            }
-            Err(KubeError::NotFound { .. }) => {
-                return Err(LookupError::PodGone {
-                    namespace: req.namespace.into(),
-                    name: req.name.into(),
-                })
-            }
-            Err(KubeError::Forbidden { message }) => {
-                return Err(LookupError::Forbidden { message })
-            }
-            Err(source @ KubeError::Timeout(_)) => {
-                return Err(LookupError::Timeout {
-                    kubeconfig: kc.to_owned(),
-                    source,
-                })
-            }
-            Err(source) if source.is_transient() || matches!(source, KubeError::Tls(_)) => {
-                return Err(LookupError::Unavailable {
-                    kubeconfig: kc.to_owned(),
-                    source,
-                })
-            }
-            Err(source) => {
-                return Err(LookupError::Other {
-                    kubeconfig: kc.to_owned(),
-                    source,
-                })
+            Err(e) => return Err(lookup_error(req, e)),
+        }
+    }
+}
+
+/// A token that is expired or would expire within the call: asks the agent for a refresh first
+/// and, when it answers, waits a little for the new token (then `cfg` carries it).
+///
+/// # Errors
+/// [`LookupError::AgentUnreachable`] when the token has already expired and the agent cannot
+/// be reached.
+fn refresh_if_expiring(
+    req: &LookupRequest<'_>,
+    start: Instant,
+    cfg: &mut ClientConfig,
+) -> Result<(), LookupError> {
+    let (kc, sock) = (req.kubeconfig, req.agent_socket);
+    let exp = cfg.token.expiry().ok().flatten();
+    let deadline_secs = i64::try_from(req.deadline.as_secs())
+        .unwrap_or(i64::MAX)
+        .saturating_add(1);
+    let Some(exp) = exp.filter(|e| *e <= unix_now().saturating_add(deadline_secs)) else {
+        return Ok(());
+    };
+    let expired = exp <= unix_now();
+    let outcome = AgentClient::request_refresh(
+        sock,
+        "token in kubeconfig expired or expiring",
+        left(start, req.deadline) / 2,
+    );
+    match (&outcome, expired) {
+        (Err(e @ KubeError::AgentUnreachable { .. }), true) => {
+            return Err(LookupError::AgentUnreachable {
+                kubeconfig: kc.to_owned(),
+                socket: sock.to_owned(),
+                reason: e.to_string(),
+            })
+        }
+        (Ok(_), _) => {
+            if let Some(new) = wait_for_new_token(kc, cfg, left(start, req.deadline) / 4) {
+                *cfg = new;
             }
         }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The lookup's error for the API error of its last GET (a 401 here is the one after the
+/// refresh).
+fn lookup_error(req: &LookupRequest<'_>, e: KubeError) -> LookupError {
+    let kubeconfig = req.kubeconfig.to_owned();
+    match e {
+        KubeError::Unauthorized => LookupError::Unauthorized {
+            kubeconfig,
+            socket: req.agent_socket.to_owned(),
+            detail: "again with the refreshed token".into(),
+        },
+        KubeError::NotFound { .. } => LookupError::PodGone {
+            namespace: req.namespace.into(),
+            name: req.name.into(),
+        },
+        KubeError::Forbidden { message } => LookupError::Forbidden { message },
+        source @ KubeError::Timeout(_) => LookupError::Timeout { kubeconfig, source },
+        source if source.is_transient() || matches!(source, KubeError::Tls(_)) => {
+            LookupError::Unavailable { kubeconfig, source }
+        }
+        source => LookupError::Other { kubeconfig, source },
     }
 }
 

@@ -213,13 +213,17 @@ impl Error {
     /// | a kernel-rejected sysctl write (earlier writes rolled back) | 103 `SYSCTL_WRITE` |
     /// | netlink EAGAIN / EBUSY | 11 |
     /// | other netlink errors | 101 `NETLINK` |
-    /// | netns not found, not a netns, setns failure, sysctl read failure | 5 |
+    /// | netns not found or not a netns ([`Error::is_netns_unusable`]) | 8 `INVALID_NETNS` |
+    /// | a system call on a netns file, setns failure, sysctl read failure | 5 |
     ///
-    /// Plugins give `EEXIST` on a link `INTERFACE_EXISTS` (100) by matching on [`Error::errno`]
-    /// before calling this, and an unusable netns ([`Error::is_netns_unusable`]) 8 on ADD and
-    /// CHECK; DEL treats it as success.
+    /// 8 is the reference library's `ErrInvalidNetNS` (`pkg/types`), the code tern's dispatcher
+    /// gives a `CNI_NETNS` that is the plugin's own; this is the one place a plugin's bad netns
+    /// gets it (ADD and CHECK refuse it; DEL and GC check [`Error::is_netns_unusable`] first and
+    /// treat it as gone). Plugins give `EEXIST` on a link `INTERFACE_EXISTS` (100) by matching on
+    /// [`Error::errno`] before calling this.
     pub fn cni_code(&self) -> u32 {
         match self {
+            e if e.is_netns_unusable() => code::INVALID_NETNS,
             e if e.is_invalid_config() => code::INVALID_NETWORK_CONFIG,
             Error::SysctlWrite { .. } => code::SYSCTL_WRITE,
             Error::Netlink { errno, .. } if *errno == libc::EAGAIN || *errno == libc::EBUSY => {
@@ -239,5 +243,23 @@ impl Error {
 impl From<Error> for tern_cni::Error {
     fn from(e: Error) -> tern_cni::Error {
         e.to_cni()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_netns_is_code_8() {
+        let missing = Error::NetnsNotFound {
+            path: "/run/netns/gone".into(),
+        };
+        let plain = Error::NotANetns {
+            path: "/run/netns/file".into(),
+            reason: "not nsfs".into(),
+        };
+        assert_eq!(missing.cni_code(), code::INVALID_NETNS);
+        assert_eq!(tern_cni::Error::from(plain).code, code::INVALID_NETNS);
     }
 }

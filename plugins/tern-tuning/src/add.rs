@@ -50,25 +50,9 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
         )
     })?;
 
-    let netns = NetNs::open(&input.netns).map_err(crate::netns_error)?;
+    let netns = NetNs::open(&input.netns)?;
     tern_node::phase::mark("netns-open");
-    // Only link attributes and `IFNAME` keys need the interface; a sysctl-only configuration
-    // works on the netns alone, as the reference's does (no netlink socket in the pod either).
-    let pod_link = if plan.needs_link() {
-        let handle = Handle::in_netns(&netns)?;
-        let link = handle.link_by_name(ifname)?.ok_or_else(|| {
-            Error::invalid_config(format!(
-                "interface {ifname} not found in {}",
-                input.netns.display()
-            ))
-            .with_details(
-                "tern-tuning adjusts an interface created by an earlier plugin in the chain",
-            )
-        })?;
-        Some((handle, link))
-    } else {
-        None
-    };
+    let pod_link = pod_link(&plan, &netns, input)?;
     let link = pod_link.as_ref().map(|(_, l)| l);
     // The veth's host end gets the same MTU (case-26); found, or refused, before any change.
     let host_peer = match (plan.mtu, link) {
@@ -142,8 +126,36 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
         unwind(&netns, pod_link.as_ref(), host_peer.as_ref(), undo);
         return Err(fail_after_backup(&file, created, e));
     }
+    show_in_result(&mut result, &plan, ifname, host_peer.as_ref());
+    Ok(result)
+}
+
+/// The pod interface and a netlink socket in the pod netns, when the plan needs them: only link
+/// attributes and `IFNAME` keys do; a sysctl-only configuration works on the netns alone, as the
+/// reference's does (no netlink socket in the pod either).
+///
+/// # Errors
+/// Code 7 when the interface is not in the pod netns; netlink errors.
+fn pod_link(plan: &Plan, netns: &NetNs, input: &AddInput) -> Result<Option<(Handle, Link)>, Error> {
+    if !plan.needs_link() {
+        return Ok(None);
+    }
+    let ifname = input.ifname.as_str();
+    let handle = Handle::in_netns(netns)?;
+    let link = handle.link_by_name(ifname)?.ok_or_else(|| {
+        Error::invalid_config(format!(
+            "interface {ifname} not found in {}",
+            input.netns.display()
+        ))
+        .with_details("tern-tuning adjusts an interface created by an earlier plugin in the chain")
+    })?;
+    Ok(Some((handle, link)))
+}
+
+/// The new MTU (pod interface and its host peer) and MAC (pod interface) in the result passed on.
+fn show_in_result(result: &mut CniResult, plan: &Plan, ifname: &str, host_peer: Option<&HostPeer>) {
     if let Some(mtu) = plan.mtu {
-        let host = host_peer.as_ref().map(|p| p.link.name.as_str());
+        let host = host_peer.map(|p| p.link.name.as_str());
         for iface in result.interfaces.iter_mut() {
             let in_pod = !iface.sandbox.as_deref().unwrap_or("").is_empty();
             if (in_pod && iface.name == ifname) || (!in_pod && Some(iface.name.as_str()) == host) {
@@ -151,14 +163,12 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
             }
         }
     }
-
     if let Some(mac) = plan.mac {
         let mac = format_mac(&mac);
         for iface in result.interfaces.iter_mut().filter(|i| i.name == ifname) {
             iface.mac = Some(mac.clone());
         }
     }
-    Ok(result)
 }
 
 /// A failed ADD's error, after removing the backup when this ADD `created` it.

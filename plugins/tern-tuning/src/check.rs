@@ -36,7 +36,7 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
     if input.config.prev_result.is_none() {
         return Err(Error::invalid_config("required prevResult missing"));
     }
-    let netns = NetNs::open(&input.netns).map_err(crate::netns_error)?;
+    let netns = NetNs::open(&input.netns)?;
     // As ADD: plain sysctls need no interface, so only then is its absence no mismatch.
     let link = if plan.needs_link() {
         let handle = Handle::in_netns(&netns)?;

@@ -24,17 +24,6 @@ use std::path::PathBuf;
 use tern_cni::{AddInput, CheckInput, CniResult, DelInput, Error, GcInput, Plugin, StatusInput};
 use tern_net::sysctl::DEFAULT_ALLOWLIST_PATH;
 
-/// The CNI error for a `CNI_NETNS` that ADD or CHECK could not open: 8 (`ErrInvalidNetNS` of the
-/// reference library, as tern's) when it does not exist or is not a network namespace, e.g. the
-/// plain file an unmounted bind mount leaves (case-27); the crate's mapping otherwise.
-pub fn netns_error(e: tern_net::Error) -> Error {
-    if e.is_netns_unusable() {
-        Error::new(tern_cni::code::INVALID_NETNS, e.to_string())
-    } else {
-        e.to_cni()
-    }
-}
-
 /// The plugin; the allowlist path is a field so tests can point it at a temporary file (the
 /// binary always uses [`DEFAULT_ALLOWLIST_PATH`]; a netconf cannot choose it).
 #[derive(Debug, Clone)]

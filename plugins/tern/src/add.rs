@@ -10,7 +10,7 @@ use tern_cni::{code, AddInput, CniResult, Error, Interface, IpConfig, Verb};
 use tern_net::netlink::{format_mac, Handle, Link};
 use tern_net::netns::NetNs;
 
-use crate::codes::{from_net, state_io};
+use crate::codes::state_io;
 use crate::config::TernConf;
 use crate::gateway::{gateway_for, host_prefix};
 use crate::host_side::{add_host_route, configure_host_side, enable_forwarding};
@@ -26,22 +26,21 @@ use crate::state::{AttachmentState, StateStore};
 /// plugin's error with its code; 102 when IPAM returned no address; 101 for netlink failures;
 /// 104 when the state file cannot be written; 107 when `ipMasq` is set and the nft tool is
 /// missing (before IPAM runs) or refuses the rules. Every error has undone what ADD did.
-pub fn add(input: &AddInput) -> Result<CniResult, Error> {
-    let conf = TernConf::from_netconf(&input.config)?;
+pub fn add(input: &AddInput, conf: &TernConf) -> Result<CniResult, Error> {
     let ifname = input.ifname.as_str();
-    let netns = NetNs::open(&input.netns).map_err(from_net)?;
+    let netns = NetNs::open(&input.netns)?;
     tern_node::phase::mark("netns-open");
-    let host = Handle::new().map_err(from_net)?;
+    let host = Handle::new()?;
     tern_node::phase::mark("socket-host");
-    let pod = Handle::in_netns(&netns).map_err(from_net)?;
+    let pod = Handle::in_netns(&netns)?;
     tern_node::phase::mark("netns-enter+socket-pod");
-    if pod.link_by_name(ifname).map_err(from_net)?.is_some() {
+    if pod.link_by_name(ifname)?.is_some() {
         return Err(interface_exists(input));
     }
 
     // Found before IPAM runs: without the tool ADD would fail after allocating.
     let nft = conf.ip_masq.then(crate::masq::nft).transpose()?;
-    let ipam_stdin = crate::lookup::ipam_stdin(input, &conf)?;
+    let ipam_stdin = crate::lookup::ipam_stdin(input, conf)?;
     let ipam = crate::ipam::delegate(input.delegate(&conf.ipam_type));
     let host_veth = host_veth_name(input.container_id.as_str(), ifname);
     let store = StateStore::new(&conf.state_dir, &input.config.name);
@@ -52,17 +51,7 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
     undo.push("release IPAM", || {
         ipam.exec(Verb::Del, &ipam_stdin).map_err(|e| e.to_string())
     });
-    let addrs: Vec<IpAddr> = ipam_result.ips.iter().map(|c| c.address.ip()).collect();
-    if addrs.is_empty() {
-        return Err(Error::new(
-            code::IPAM_NO_ADDRESS,
-            "IPAM plugin returned missing IP config",
-        )
-        .with_details(format!("{} returned no address", conf.ipam_type)));
-    }
-    for a in &addrs {
-        check_pod_address(a, &conf.ipam_type)?;
-    }
+    let addrs = pod_addresses(&ipam_result, &conf.ipam_type)?;
     let has_v4 = addrs.iter().any(IpAddr::is_ipv4);
     let has_v6 = addrs.iter().any(IpAddr::is_ipv6);
 
@@ -115,21 +104,10 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
     }
 
     undo.commit();
-    let mut result = CniResult {
+    Ok(CniResult {
         interfaces: vec![
-            Interface {
-                name: host_veth,
-                mac: host_link.mac.as_ref().map(format_mac),
-                mtu: Some(host_link.mtu),
-                ..Default::default()
-            },
-            Interface {
-                name: ifname.to_owned(),
-                mac: pod_link.mac.as_ref().map(format_mac),
-                mtu: Some(pod_link.mtu),
-                sandbox: Some(input.netns.display().to_string()),
-                ..Default::default()
-            },
+            interface(host_veth, &host_link, None),
+            interface(ifname.to_owned(), &pod_link, Some(input)),
         ],
         ips: addrs
             .iter()
@@ -140,12 +118,38 @@ pub fn add(input: &AddInput) -> Result<CniResult, Error> {
             })
             .collect(),
         routes,
-        dns: ipam_result.dns,
-    };
-    if let Some(dns) = conf.dns_override {
-        result.dns = dns;
+        dns: conf.dns_override.clone().unwrap_or(ipam_result.dns),
+    })
+}
+
+/// The result's entry for a link ADD made; `sandbox` is the pod's netns for the pod side.
+fn interface(name: String, link: &Link, pod: Option<&AddInput>) -> Interface {
+    Interface {
+        name,
+        mac: link.mac.as_ref().map(format_mac),
+        mtu: Some(link.mtu),
+        sandbox: pod.map(|i| i.netns.display().to_string()),
+        ..Default::default()
     }
-    Ok(result)
+}
+
+/// The addresses IPAM gave the pod, each one a pod may have.
+///
+/// # Errors
+/// 102 when there is none, or one no pod may have (see [`check_pod_address`]).
+fn pod_addresses(ipam_result: &CniResult, ipam_type: &str) -> Result<Vec<IpAddr>, Error> {
+    let addrs: Vec<IpAddr> = ipam_result.ips.iter().map(|c| c.address.ip()).collect();
+    if addrs.is_empty() {
+        return Err(Error::new(
+            code::IPAM_NO_ADDRESS,
+            "IPAM plugin returned missing IP config",
+        )
+        .with_details(format!("{ipam_type} returned no address")));
+    }
+    for a in &addrs {
+        check_pod_address(a, ipam_type)?;
+    }
+    Ok(addrs)
 }
 
 fn interface_exists(input: &AddInput) -> Error {
@@ -186,21 +190,21 @@ fn create_veth(
                 )
                 .with_details("a container ID and ifname can be attached to one network at a time"));
             }
-            match host.link_by_name(host_veth).map_err(from_net)? {
+            match host.link_by_name(host_veth)? {
                 Some(stale) => {
                     tracing::warn!(
                         link = host_veth,
                         "removing a stale host veth of this attachment"
                     );
-                    host.delete_link(stale.index).map_err(from_net)?;
+                    host.delete_link(stale.index)?;
                     host.create_veth(host_veth, ifname, netns, Some(mtu), None)
-                        .map_err(from_net)
+                        .map_err(Error::from)
                 }
                 // Otherwise the pod end's name was taken since we looked.
                 None => Err(interface_exists(input)),
             }
         }
-        Err(e) => Err(from_net(e)),
+        Err(e) => Err(Error::from(e)),
     }
 }
 
@@ -235,7 +239,7 @@ fn check_pod_address(addr: &IpAddr, ipam_type: &str) -> Result<(), Error> {
 }
 
 fn required_link(h: &Handle, name: &str, side: &str) -> Result<Link, Error> {
-    h.link_by_name(name).map_err(from_net)?.ok_or_else(|| {
+    h.link_by_name(name)?.ok_or_else(|| {
         Error::new(
             code::NETLINK,
             format!("{side} veth {name} vanished right after it was created"),

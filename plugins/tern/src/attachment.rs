@@ -60,14 +60,13 @@ pub fn check_cni_args(args: &CniArgs, ipam_type: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// ADD: checks what can be checked, then takes the lock.
+/// ADD: checks what can be checked of `input` and its parsed netconf `conf`, then takes the lock.
 ///
 /// # Errors
 /// Code 7 when the state file cannot be stored (names too long, `stateDir` under a file); code
-/// 4 for `CNI_ARGS` the IPAM plugin would refuse; the configuration's errors; code 104 when the
-/// lock cannot be taken.
-pub fn prepare_add(input: &AddInput) -> Result<AttachmentLock, Error> {
-    let conf = TernConf::from_netconf(&input.config)?;
+/// 4 for `CNI_ARGS` the IPAM plugin would refuse; 108 while draining; code 104 when the lock
+/// cannot be taken.
+pub fn prepare_add(input: &AddInput, conf: &TernConf) -> Result<AttachmentLock, Error> {
     if conf.draining {
         return Err(TernConf::draining_error());
     }

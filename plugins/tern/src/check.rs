@@ -4,11 +4,10 @@
 
 use std::net::IpAddr;
 
-use tern_cni::{code, CheckInput, Error, Verb};
+use tern_cni::{code, CheckInput, Error, IpConfig, Verb};
 use tern_net::netlink::{format_mac, Family, Handle, Link};
 use tern_net::netns::NetNs;
 
-use crate::codes::from_net;
 use crate::config::TernConf;
 use crate::naming::host_veth_name;
 
@@ -18,8 +17,8 @@ fn failed(msg: String) -> Error {
 
 /// A host sysctl must still hold `want` (`IFNAME` stands for `ifname`).
 fn expect_host_sysctl(raw: &str, ifname: &str, want: &str, why: &str) -> Result<(), Error> {
-    let key = tern_net::sysctl::SysctlKey::parse(raw, ifname).map_err(from_net)?;
-    let have = tern_net::sysctl::read_host(&key).map_err(from_net)?;
+    let key = tern_net::sysctl::SysctlKey::parse(raw, ifname)?;
+    let have = tern_net::sysctl::read_host(&key)?;
     if have.trim() != want {
         return Err(failed(format!(
             "host sysctl {} is {}, expected {want} ({why})",
@@ -58,11 +57,10 @@ pub fn check(input: &CheckInput) -> Result<(), Error> {
     crate::ipam::delegate(input.delegate(&conf.ipam_type))
         .exec(Verb::Check, &input.config.bytes)?;
 
-    let netns = NetNs::open(&input.netns).map_err(from_net)?;
-    let pod = Handle::in_netns(&netns).map_err(from_net)?;
+    let netns = NetNs::open(&input.netns)?;
+    let pod = Handle::in_netns(&netns)?;
     let link = pod
-        .link_by_name(ifname)
-        .map_err(from_net)?
+        .link_by_name(ifname)?
         .ok_or_else(|| failed(format!("pod interface {ifname} not found in {netns_path}")))?;
     if link.kind.as_deref() != Some("veth") {
         return Err(failed(format!(
@@ -83,7 +81,7 @@ pub fn check(input: &CheckInput) -> Result<(), Error> {
         .iter()
         .filter(|ip| ip.interface == Some(pod_idx))
         .collect();
-    let on_link = pod.addresses(link.index).map_err(from_net)?;
+    let on_link = pod.addresses(link.index)?;
     for ip in &pod_ips {
         if !on_link.iter().any(|a| a.addr == ip.address) {
             return Err(failed(format!(
@@ -94,15 +92,28 @@ pub fn check(input: &CheckInput) -> Result<(), Error> {
     }
     check_pod_routes(&pod, &link, prev.routes.iter().map(|r| (r.dst, r.gw)))?;
 
-    let host = Handle::new().map_err(from_net)?;
+    let host = Handle::new()?;
     let host_veth = host_veth_name(input.container_id.as_str(), ifname);
     let host_link = host
-        .link_by_name(&host_veth)
-        .map_err(from_net)?
+        .link_by_name(&host_veth)?
         .ok_or_else(|| failed(format!("host veth {host_veth} not found")))?;
     if !host_link.up {
         return Err(failed(format!("host veth {host_veth} is down")));
     }
+    check_host_side(&host, &host_veth, &host_link, &pod_ips)
+}
+
+/// The host side of CHECK: forwarding and proxy ARP for each family the pod uses, and a host
+/// route per pod address through the host veth.
+///
+/// # Errors
+/// 106 naming the first sysctl or route that is missing or different; netlink errors.
+fn check_host_side(
+    host: &Handle,
+    host_veth: &str,
+    host_link: &Link,
+    pod_ips: &[&IpConfig],
+) -> Result<(), Error> {
     let fams: Vec<Family> = pod_ips
         .iter()
         .map(|ip| Family::of(&ip.address.ip()))
@@ -116,7 +127,7 @@ pub fn check(input: &CheckInput) -> Result<(), Error> {
         )?;
         expect_host_sysctl(
             "net.ipv4.conf.IFNAME.proxy_arp",
-            &host_veth,
+            host_veth,
             "1",
             "the host veth answers the pod's ARP for 169.254.1.1",
         )?;
@@ -138,7 +149,7 @@ pub fn check(input: &CheckInput) -> Result<(), Error> {
         if wanted.is_empty() {
             continue;
         }
-        let routes = host.routes(fam).map_err(from_net)?;
+        let routes = host.routes(fam)?;
         for a in wanted {
             let found = routes.iter().any(|r| {
                 r.dst.ip() == a
@@ -162,7 +173,7 @@ fn check_pod_routes(
     for (dst, gw) in wanted {
         let fam = Family::of(&dst.ip());
         if !cache.iter().any(|(f, _)| *f == fam) {
-            cache.push((fam, pod.routes(fam).map_err(from_net)?));
+            cache.push((fam, pod.routes(fam)?));
         }
         let routes = cache
             .iter()

@@ -1,16 +1,8 @@
-//! The one place where tern's failures get their CNI codes (README, "Error codes").
+//! tern's own CNI codes beside the shared mappings (README, "Error codes"): a `tern-net` error
+//! gets its code from `tern_net::Error::cni_code` through `From` (a bad netns 8, as in every
+//! plugin), an IPAM error keeps its own; here what only tern has.
 
 use tern_cni::{code, Error};
-
-/// Maps a `tern-net` error to a CNI error: the crate's mapping (netlink 101, sysctl 7/103), except
-/// that an ADD or CHECK netns that is missing or not a netns is 8 (invalid `CNI_NETNS`).
-pub fn from_net(e: tern_net::Error) -> Error {
-    if e.is_netns_unusable() {
-        Error::new(code::INVALID_NETNS, e.to_string())
-    } else {
-        e.to_cni()
-    }
-}
 
 /// A state-file failure (code 104), naming what was being done.
 pub fn state_io(what: &str, e: std::io::Error) -> Error {

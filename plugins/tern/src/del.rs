@@ -11,7 +11,7 @@
 use tern_cni::{DelInput, Error, Verb};
 use tern_net::netlink::Handle;
 
-use crate::codes::{from_net, state_io};
+use crate::codes::state_io;
 use crate::config::DelConf;
 use crate::naming::host_veth_name;
 use crate::state::StateStore;
@@ -72,7 +72,7 @@ pub fn del(input: &DelInput, conf: &DelConf) -> Result<(), Error> {
                     ));
                 }
             }
-            Err(e) => errors.push(from_net(e)),
+            Err(e) => errors.push(Error::from(e)),
         }
     };
     let ipam_name = conf.ipam_type.as_deref().unwrap_or("");

@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use tern_cni::{code, Error, GcInput, Verb};
 use tern_net::netlink::Handle;
 
-use crate::codes::from_net;
 use crate::config::TernConf;
 use crate::state::StateStore;
 use crate::teardown::Teardown;
@@ -31,7 +30,7 @@ pub fn gc(input: &GcInput) -> Result<(), Error> {
             .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
             .collect();
         let store = StateStore::new(&conf.state_dir, &input.config.name);
-        let host = Handle::new().map_err(from_net)?;
+        let host = Handle::new()?;
         let states = store.list();
         // Masquerade rules first, from the valid list alone: a rule whose state is gone (a DEL
         // that could not reach nft) is found by its key.

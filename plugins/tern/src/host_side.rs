@@ -7,7 +7,6 @@ use tern_cni::{code, Error};
 use tern_net::netlink::{Handle, KernelRoute, Link, RouteScope};
 use tern_net::sysctl::{self, SysctlKey, SysctlValue};
 
-use crate::codes::from_net;
 use crate::gateway::{host_link_local, host_prefix};
 use crate::naming::HOST_VETH_PREFIX;
 
@@ -16,8 +15,8 @@ use crate::naming::HOST_VETH_PREFIX;
 /// # Errors
 /// Code 7 for a key or value the sysctl rules refuse (never for tern's own constants).
 pub fn sysctl(raw: &str, ifname: &str, value: &str) -> Result<(SysctlKey, SysctlValue), Error> {
-    let key = SysctlKey::parse(raw, ifname).map_err(from_net)?;
-    let value = SysctlValue::parse(raw, value).map_err(from_net)?;
+    let key = SysctlKey::parse(raw, ifname)?;
+    let value = SysctlValue::parse(raw, value)?;
     Ok((key, value))
 }
 
@@ -35,7 +34,7 @@ pub fn enable_forwarding(v4: bool, v6: bool) -> Result<(), Error> {
     }
     for raw in keys {
         let (k, v) = sysctl(raw, "", "1")?;
-        sysctl::ensure_host(&k, &v).map_err(from_net)?;
+        sysctl::ensure_host(&k, &v)?;
     }
     Ok(())
 }
@@ -54,16 +53,15 @@ pub fn configure_host_side(host: &Handle, link: &Link, v4: bool, v6: bool) -> Re
             sysctl("net.ipv4.neigh.IFNAME.proxy_delay", &link.name, "0")?,
         ];
         for (k, v) in &items {
-            sysctl::write_host(k, v).map_err(from_net)?;
+            sysctl::write_host(k, v)?;
         }
     }
     if v6 {
         let (k, v) = sysctl("net.ipv6.conf.IFNAME.accept_ra", &link.name, "0")?;
-        sysctl::write_host(&k, &v).map_err(from_net)?;
-        host.add_address(link.index, host_link_local(), true)
-            .map_err(from_net)?;
+        sysctl::write_host(&k, &v)?;
+        host.add_address(link.index, host_link_local(), true)?;
     }
-    host.set_up(link.index).map_err(from_net)
+    host.set_up(link.index).map_err(Error::from)
 }
 
 /// Routes `addr/32` (or `/128`) to the host veth `oif`. A route to that very address through
@@ -84,20 +82,19 @@ pub fn add_host_route(host: &Handle, oif: u32, addr: IpAddr) -> Result<(), Error
             // anything else it is the host's own: never hijack it.
             let fam = tern_net::netlink::Family::of(&addr);
             let existing = host
-                .routes(fam)
-                .map_err(from_net)?
+                .routes(fam)?
                 .into_iter()
                 .find(|x| x.dst == host_prefix(addr));
             let dev = match existing.as_ref().and_then(|x| x.oif) {
-                Some(i) => host.link_by_index(i).map_err(from_net)?.map(|l| l.name),
+                Some(i) => host.link_by_index(i)?.map(|l| l.name),
                 None => None,
             };
             match dev {
                 Some(d) if d.starts_with(HOST_VETH_PREFIX) => {
                     let mut stale = KernelRoute::new(host_prefix(addr));
                     stale.scope = RouteScope::Link;
-                    host.del_route(&stale).map_err(from_net)?;
-                    host.add_route(&r).map_err(from_net)
+                    host.del_route(&stale)?;
+                    host.add_route(&r).map_err(Error::from)
                 }
                 other => Err(Error::new(
                     code::IPAM_NO_ADDRESS,
@@ -108,6 +105,6 @@ pub fn add_host_route(host: &Handle, oif: u32, addr: IpAddr) -> Result<(), Error
                 )),
             }
         }
-        other => other.map_err(from_net),
+        other => other.map_err(Error::from),
     }
 }

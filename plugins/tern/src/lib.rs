@@ -42,8 +42,10 @@ impl Plugin for Tern {
     }
 
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
-        let _lock = attachment::prepare_add(input)?;
-        add::add(input)
+        // Parsed once for the verb: the checks before the lock and ADD itself read the same.
+        let conf = config::TernConf::from_netconf(&input.config)?;
+        let _lock = attachment::prepare_add(input, &conf)?;
+        add::add(input, &conf)
     }
 
     fn del(&self, input: &DelInput) -> Result<(), Error> {

@@ -10,7 +10,6 @@ use tern_net::netlink::{Handle, KernelRoute, Link, RouteScope};
 use tern_net::netns::NetNs;
 use tern_net::sysctl;
 
-use crate::codes::from_net;
 use crate::gateway::{default_route, gateway_for, host_prefix};
 use crate::host_side::sysctl;
 
@@ -35,14 +34,13 @@ pub fn configure_pod_side(
             &link.name,
             "0",
         )?];
-        sysctl::write_all(netns, &items).map_err(from_net)?;
+        sysctl::write_all(netns, &items)?;
     }
     for addr in addrs {
         // No DAD: only tern routes to this /32 or /128, and a tentative address cannot be used.
-        pod.add_address(link.index, host_prefix(*addr), true)
-            .map_err(from_net)?;
+        pod.add_address(link.index, host_prefix(*addr), true)?;
     }
-    pod.set_up(link.index).map_err(from_net)?;
+    pod.set_up(link.index)?;
 
     let mut installed = Vec::new();
     for v4 in [true, false] {
@@ -129,7 +127,7 @@ fn add_route_or_keep_terns(pod: &Handle, r: &KernelRoute) -> Result<bool, Error>
                 r.gateway.map_or_else(|| "no gateway".to_owned(), |g| g.to_string()),
             )))
         }
-        Err(e) => Err(from_net(e)),
+        Err(e) => Err(Error::from(e)),
     }
 }
 
@@ -139,13 +137,13 @@ fn has_terns_route(pod: &Handle, r: &KernelRoute) -> Result<bool, Error> {
     let fam = tern_net::netlink::Family::of(&r.dst.ip());
     // The kernel's metric when none is given: 0 for IPv4, 1024 for IPv6 (IP6_RT_PRIO_USER).
     let metric = |x: &KernelRoute| x.priority.unwrap_or(if x.dst.is_ipv4() { 0 } else { 1024 });
-    for existing in pod.routes(fam).map_err(from_net)? {
+    for existing in pod.routes(fam)? {
         if existing.dst != r.dst || existing.gateway != r.gateway || metric(&existing) != metric(r)
         {
             continue;
         }
         let Some(oif) = existing.oif else { continue };
-        let link = pod.link_by_index(oif).map_err(from_net)?;
+        let link = pod.link_by_index(oif)?;
         if link.is_some_and(|l| l.kind.as_deref() == Some("veth")) {
             return Ok(true);
         }

@@ -6,7 +6,8 @@
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
@@ -81,105 +82,10 @@ impl Delegate<'_> {
         command: Verb,
         stdin: &[u8],
     ) -> Result<Outcome, Error> {
-        let mut attempt = 0;
-        let mut child = loop {
-            let mut p = Command::new(exe);
-            p.stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            for (k, v) in self.cni_env(command) {
-                match v {
-                    Some(v) => p.env(k, v),
-                    None => p.env_remove(k),
-                };
-            }
-            if self.deadline.is_some() {
-                // Its own process group, so the deadline can end its children too.
-                p.process_group(0);
-            }
-            match p.spawn() {
-                Ok(c) => break c,
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::ExecutableFileBusy
-                        && attempt < TEXT_BUSY_RETRIES =>
-                {
-                    attempt += 1;
-                    std::thread::sleep(Duration::from_secs(1));
-                }
-                Err(e) => {
-                    return Err(Error::io(format!(
-                        "run {} {}: {e}",
-                        self.plugin_type, command
-                    )))
-                }
-            }
-        };
-        let pid = child.id();
-        let (done, finished) = std::sync::mpsc::channel::<()>();
-        let timed_out = std::sync::atomic::AtomicBool::new(false);
-        let io = std::thread::scope(|s| -> std::io::Result<(Vec<u8>, Vec<u8>)> {
-            if let Some(deadline) = self.deadline {
-                let timed_out = &timed_out;
-                std::thread::Builder::new().spawn_scoped(s, move || {
-                    if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(deadline) {
-                        timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
-                        kill_group(pid);
-                    }
-                })?;
-            }
-            // What the empty pipe takes at once is written here (a netconf, nearly always: no
-            // thread to start while the delegate starts); any rest from another thread, so a
-            // delegate that prints before reading cannot block us.
-            let mut pipe = child.stdin.take();
-            let rest = match pipe.as_mut() {
-                Some(p) => write_without_blocking(p, stdin),
-                None => &[],
-            };
-            if rest.is_empty() {
-                drop(pipe); // EOF: the delegate has its whole stdin
-            } else {
-                std::thread::Builder::new().spawn_scoped(s, move || {
-                    if let Some(p) = pipe.as_mut() {
-                        let _ = p.write_all(rest);
-                    }
-                })?;
-            }
-            let mut out = Vec::new();
-            let mut err = Vec::new();
-            let mut stdout = child.stdout.take();
-            let mut stderr = child.stderr.take();
-            let err_reader = std::thread::Builder::new().spawn_scoped(s, move || {
-                if let Some(e) = stderr.as_mut() {
-                    read_capped(e, &mut err, MAX_STDERR);
-                }
-                err
-            })?;
-            let mut too_long = false;
-            if let Some(o) = stdout.as_mut() {
-                let limit = u64::try_from(MAX_STDOUT)
-                    .unwrap_or(u64::MAX)
-                    .saturating_add(1);
-                let _ = o.take(limit).read_to_end(&mut out);
-                too_long = out.len() > MAX_STDOUT;
-            }
-            if too_long {
-                // Nothing valid is that long: stop it rather than buffer it. Closing our end
-                // also ends whatever of its children still writes there (EPIPE).
-                drop(stdout.take());
-                kill_pid(pid);
-                kill_group(pid);
-            }
-            let err = err_reader.join().unwrap_or_default();
-            drop(done);
-            if too_long {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("printed more than {MAX_STDOUT} bytes"),
-                ));
-            }
-            Ok((out, err))
-        });
-        if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
+        let mut child = self.spawn(exe, command)?;
+        let timed_out = AtomicBool::new(false);
+        let io = self.feed_and_drain(&mut child, stdin, &timed_out);
+        if timed_out.load(Ordering::SeqCst) {
             let _ = child.wait();
             return Err(Error::try_again_later(format!(
                 "{} did not answer within {:?}: killed",
@@ -220,4 +126,125 @@ impl Delegate<'_> {
             failure: (!status.success()).then(|| status.to_string()),
         })
     }
+
+    /// Starts the delegate with the call's `CNI_*` variables and piped stdio (in its own process
+    /// group when there is a deadline), retrying a text-busy executable as `pkg/invoke` does.
+    fn spawn(&self, exe: &Path, command: Verb) -> Result<Child, Error> {
+        let mut attempt = 0;
+        loop {
+            let mut p = Command::new(exe);
+            p.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            for (k, v) in self.cni_env(command) {
+                match v {
+                    Some(v) => p.env(k, v),
+                    None => p.env_remove(k),
+                };
+            }
+            if self.deadline.is_some() {
+                // Its own process group, so the deadline can end its children too.
+                p.process_group(0);
+            }
+            match p.spawn() {
+                Ok(c) => return Ok(c),
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::ExecutableFileBusy
+                        && attempt < TEXT_BUSY_RETRIES =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                Err(e) => {
+                    return Err(Error::io(format!(
+                        "run {} {}: {e}",
+                        self.plugin_type, command
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Feeds `stdin` to the running delegate and drains its stdout and stderr (bounded) without
+    /// deadlock, killing its process group when the deadline passes first (then `timed_out`).
+    ///
+    /// # Errors
+    /// `InvalidData` when stdout is over [`MAX_STDOUT`] (the delegate is killed); the error of
+    /// starting a thread.
+    fn feed_and_drain(
+        &self,
+        child: &mut Child,
+        stdin: &[u8],
+        timed_out: &AtomicBool,
+    ) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
+        let pid = child.id();
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| -> std::io::Result<(Vec<u8>, Vec<u8>)> {
+            if let Some(deadline) = self.deadline {
+                std::thread::Builder::new().spawn_scoped(s, move || {
+                    if let Err(RecvTimeoutError::Timeout) = finished.recv_timeout(deadline) {
+                        timed_out.store(true, Ordering::SeqCst);
+                        kill_group(pid);
+                    }
+                })?;
+            }
+            // What the empty pipe takes at once is written here (a netconf, nearly always: no
+            // thread to start while the delegate starts); any rest from another thread, so a
+            // delegate that prints before reading cannot block us.
+            let mut pipe = child.stdin.take();
+            let rest = match pipe.as_mut() {
+                Some(p) => write_without_blocking(p, stdin),
+                None => &[],
+            };
+            if rest.is_empty() {
+                drop(pipe); // EOF: the delegate has its whole stdin
+            } else {
+                std::thread::Builder::new().spawn_scoped(s, move || {
+                    if let Some(p) = pipe.as_mut() {
+                        let _ = p.write_all(rest);
+                    }
+                })?;
+            }
+            let mut err = Vec::new();
+            let mut stderr = child.stderr.take();
+            let err_reader = std::thread::Builder::new().spawn_scoped(s, move || {
+                if let Some(e) = stderr.as_mut() {
+                    read_capped(e, &mut err, MAX_STDERR);
+                }
+                err
+            })?;
+            let out = read_stdout(child.stdout.take(), pid);
+            let err = err_reader.join().unwrap_or_default();
+            drop(done);
+            Ok((out?, err))
+        })
+    }
+}
+
+/// Reads the delegate's stdout to its end; over [`MAX_STDOUT`] it stops reading and kills the
+/// delegate and its group (nothing valid is that long).
+///
+/// # Errors
+/// `InvalidData` for stdout over [`MAX_STDOUT`].
+fn read_stdout(mut stdout: Option<ChildStdout>, pid: u32) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let Some(o) = stdout.as_mut() else {
+        return Ok(out);
+    };
+    let limit = u64::try_from(MAX_STDOUT)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    let _ = o.take(limit).read_to_end(&mut out);
+    if out.len() <= MAX_STDOUT {
+        return Ok(out);
+    }
+    // Stop it rather than buffer it. Closing our end also ends whatever of its children still
+    // writes there (EPIPE).
+    drop(stdout);
+    kill_pid(pid);
+    kill_group(pid);
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("printed more than {MAX_STDOUT} bytes"),
+    ))
 }
