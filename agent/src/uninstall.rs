@@ -3,10 +3,12 @@
 //! running agent restores anything) and rewrites the conflist as draining (`"draining": true` on
 //! tern's plugin object): STATUS answers 50 (the kubelet reports the network not ready), ADD is
 //! refused (108), while DEL and GC work, so the runtime still tears down every pod deleted
-//! afterwards (containerd 2 cannot DEL without a conflist). Only when no tern attachment is left
-//! does it remove the conflist, the kubeconfig, the binaries, the egress NAT table (`inet
-//! tern_nat`) and the node routes (protocol 116, both families), then the mark; run it again (the
-//! preStop hook, or by hand) after the last pod is gone.
+//! afterwards (containerd 2 cannot DEL without a conflist) — through the whole chain, so
+//! `portmap` and `bandwidth` remove a pod's hostPort rules and qdiscs too. Only when no tern
+//! attachment is left does it remove the conflist, the kubeconfig, the binaries (tern's own, and
+//! the reference plugins its ledger says tern installed: never the node's own `portmap`), the
+//! egress NAT table (`inet tern_nat`) and the node routes (protocol 116, both families), then the
+//! mark; run it again (the preStop hook, or by hand) after the last pod is gone.
 //!
 //! Invariants: only the named files are removed, never anything else in the directories; a
 //! missing file is already removed; with `--if-daemonset-deleted` nothing changes unless the
@@ -217,6 +219,11 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
     for p in &plugins {
         remove(&a.cni_bin_dir.join(p))?;
     }
+    // The reference plugins (portmap, bandwidth) only where tern placed them: its ledger's
+    // entries whose bytes are still tern's (install/reference.rs); the node's own stay.
+    let reference = crate::install::reference::uninstall(&a.cni_bin_dir)
+        .context("remove the reference plugins tern installed")?;
+    info!(removed = ?reference, "reference plugins tern installed: removed");
     if a.remove_egress_nat {
         crate::egress::remove().context("remove the egress NAT table (nft)")?;
         info!(

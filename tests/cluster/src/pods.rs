@@ -137,7 +137,11 @@ impl Node {
             "-o",
             &jsonpath,
         ])?;
-        Ok(out.lines().map(str::to_owned).filter(|l| !l.is_empty()).collect())
+        Ok(out
+            .lines()
+            .map(str::to_owned)
+            .filter(|l| !l.is_empty())
+            .collect())
     }
 
     /// The name of this node's (first) tern-agent pod.
