@@ -1,0 +1,366 @@
+//! `host_port` and `bandwidth`: what the reference `portmap` and `bandwidth` plugins chained
+//! after tern-tuning in deploy/'s conflist (and installed by `tern-agent install` from tern's
+//! image) do for a pod, through the kubelet and containerd as an operator's pods get it.
+//!
+//! - `host_port`: a pod's `hostPort: 8080` answers at the node's address from the host and from
+//!   another pod, and at 127.0.0.1 from the host (`snat: true`, portmap's route_localnet); its
+//!   DNAT rules are portmap's (iptables nat, a `CNI-DN-*` chain per pod); deleted, the pod leaves
+//!   no rule and no chain of its own (portmap's shared `CNI-HOSTPORT-*` chains stay, by design).
+//! - `bandwidth`: a pod annotated `kubernetes.io/ingress-bandwidth: 10M` receives at about
+//!   10 Mbit/s, one without the annotation many times faster; `kubernetes.io/egress-bandwidth:
+//!   10M` sends at about 10 Mbit/s when this kernel has the `ifb` link type (probed), and
+//!   otherwise fails to start with the plugin's error in its events. Rates are measured in the
+//!   receiving pod with busybox (`nc` from a pod that streams /dev/zero, `head -c`, timestamps
+//!   from /proc/uptime, 10 ms resolution). containerd passes the annotation's rate with a burst
+//!   of 2^32-1 bits (`toCNIBandWidth`), from which the plugin makes a tbf bucket of 193,273,526
+//!   bytes: the first ~193 MB go at full speed, so each shaped measurement first receives
+//!   [`DRAIN`] bytes, then times the next [`MEASURE`] bytes.
+
+use std::net::IpAddr;
+
+use tern_cluster::{fail, Node, Res};
+
+/// Bytes received before a shaped rate is measured: more than the tbf bucket containerd's burst
+/// makes (193,273,526 bytes) plus what refills while it drains (10 Mbit/s for ~15 s).
+const DRAIN: u64 = 240_000_000;
+/// Bytes timed after the drain (about 5 s at 10 Mbit/s).
+const MEASURE: u64 = 6_000_000;
+/// Bytes timed for the unshaped comparison (no drain).
+const MEASURE_FREE: u64 = 60_000_000;
+/// The TCP port the streaming pods listen on.
+const PORT: u16 = 5001;
+
+/// A busybox pod NAME in `default` with `annotations` (YAML flow mapping body), running `cmd`
+/// (a shell command line; empty: sleep), with `ports` (YAML flow sequence body) on its container.
+pub fn pod(node: &Node, name: &str, annotations: &str, cmd: &str, ports: &str) -> String {
+    let image = node.var("PAUSE_IMAGE");
+    let command = if cmd.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "    command: [\"sh\", \"-c\", {}]\n",
+            serde_json::json!(cmd)
+        )
+    };
+    let ports = if ports.is_empty() {
+        String::new()
+    } else {
+        format!("    ports: [{ports}]\n")
+    };
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default, labels: {{app: tern-chain}}, \
+         annotations: {{{annotations}}}}}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    \
+         image: {image}\n    imagePullPolicy: Never\n{command}{ports}"
+    )
+}
+
+/// Deletes `pods` and waits for their sandboxes to be gone (the kubelet's DEL through the chain).
+fn delete_and_wait(node: &Node, pods: &[&str]) -> Res {
+    node.delete_pods(pods)?;
+    for p in pods {
+        node.wait_for(60, &format!("sandbox of {p} removed"), || {
+            node.crictl(&["pods", "--name", &format!("^{p}$"), "-q"])
+                .is_ok_and(|o| o.trim().is_empty())
+        })?;
+    }
+    Ok(())
+}
+
+/// The host's nat table as iptables-save prints it.
+pub fn nat(node: &Node) -> Res<String> {
+    node.run(&mut Node::cmd("iptables-save", &["-t", "nat"]), None)
+}
+
+/// portmap's per-pod DNAT chains (`CNI-DN-*`) declared in `nat`, sorted.
+fn dn_chains(nat: &str) -> Vec<String> {
+    let mut v: Vec<String> = nat
+        .lines()
+        .filter_map(|l| l.strip_prefix(":CNI-DN-"))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|c| format!("CNI-DN-{c}"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The nat rules that name `ip` or host port `port`.
+pub fn rules_of(nat: &str, ip: IpAddr, port: u16) -> Vec<String> {
+    let ip = ip.to_string();
+    let dport = format!("--dport {port}");
+    nat.lines()
+        .filter(|l| l.starts_with("-A "))
+        .filter(|l| l.contains(&dport) || l.split([' ', ':', '/']).any(|w| w == ip))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// GET `url` from the host (curl), retried for up to 20 s: its body, trimmed.
+fn get_from_host(node: &Node, url: &str) -> Res<String> {
+    let mut body = String::new();
+    node.wait_for(20, &format!("{url} answering the host"), || {
+        match node.run(
+            &mut Node::cmd("curl", &["-sf", "--max-time", "5", url]),
+            None,
+        ) {
+            Ok(b) => {
+                body = b.trim().to_owned();
+                true
+            }
+            Err(_) => false,
+        }
+    })?;
+    Ok(body)
+}
+
+pub fn host_port(node: &Node) -> Res {
+    let node_ip = node.var("NODE_IP").to_owned();
+    let before = dn_chains(&nat(node)?);
+    // busybox httpd serving the pod's hostname (its name) on port 80, published as hostPort 8080
+    let web = pod(
+        node,
+        "hp-web",
+        "",
+        "mkdir -p /tmp/www && hostname > /tmp/www/index.html && exec httpd -f -p 80 -h /tmp/www",
+        "{containerPort: 80, hostPort: 8080, protocol: TCP}",
+    );
+    node.kubectl_in(&["apply", "-f", "-"], &web)?;
+    node.create_pods(&["hp-client"])?;
+    node.wait_ready(&["hp-web", "hp-client"], 90)?;
+    let ip = node.pod_ip("hp-web")?;
+    node.note(&format!("hp-web {ip}, node address {node_ip}"));
+
+    let got = get_from_host(node, &format!("http://{node_ip}:8080/"))?;
+    if got != "hp-web" {
+        return fail(format!(
+            "hostPort 8080 at {node_ip} answered {got:?} to the host, not hp-web"
+        ));
+    }
+    let got = get_from_host(node, "http://127.0.0.1:8080/")?;
+    if got != "hp-web" {
+        return fail(format!(
+            "hostPort 8080 at 127.0.0.1 answered {got:?}, not hp-web"
+        ));
+    }
+    let url = format!("http://{node_ip}:8080/");
+    let got = node.in_pod("hp-client", &["wget", "-qO-", "-T", "5", &url])?;
+    if got.trim() != "hp-web" {
+        return fail(format!(
+            "hostPort 8080 at {node_ip} answered {got:?} to pod hp-client, not hp-web"
+        ));
+    }
+    let table = nat(node)?;
+    let rules = rules_of(&table, ip, 8080);
+    node.note(&format!(
+        "portmap's rules for hp-web:\n{}",
+        rules.join("\n")
+    ));
+    let to = format!("--to-destination {ip}:80");
+    if !rules
+        .iter()
+        .any(|r| r.contains("--dport 8080") && r.contains(&to))
+    {
+        return fail(format!("no DNAT of port 8080 to {ip}:80 in the nat table"));
+    }
+    let during = dn_chains(&table);
+    if during.len() != before.len() + 1 {
+        return fail(format!(
+            "portmap chains {during:?} with hp-web, {before:?} before: want one more"
+        ));
+    }
+
+    delete_and_wait(node, &["hp-web", "hp-client"])?;
+    let table = nat(node)?;
+    let left = rules_of(&table, ip, 8080);
+    if !left.is_empty() {
+        return fail(format!(
+            "portmap rules left after hp-web's DEL:\n{}",
+            left.join("\n")
+        ));
+    }
+    if dn_chains(&table) != before {
+        return fail(format!(
+            "portmap chains after hp-web's DEL: {:?}, before: {before:?}",
+            dn_chains(&table)
+        ));
+    }
+    if node.ok(&mut Node::cmd("curl", &["-sf", "--max-time", "3", &url])) {
+        return fail("hostPort 8080 still answers after hp-web was deleted");
+    }
+    node.nothing_left(ip)
+}
+
+/// A pod that streams zeros to whoever connects to [`PORT`], one connection after another.
+const STREAM: &str = "while true; do nc -l -p 5001 < /dev/zero; done";
+
+/// In `pod`, receives `drain` then `measure` bytes from `src`:[`PORT`]; returns the rates of both
+/// phases in Mbit/s (the first `None` when `drain` is 0). The receiving nc reads its stdin from a
+/// FIFO opened read-write, which never reaches EOF: busybox nc half-closes the connection on
+/// stdin EOF, and the streaming side then stops.
+fn receive(
+    node: &Node,
+    pod: &str,
+    src: IpAddr,
+    drain: u64,
+    measure: u64,
+) -> Res<(Option<f64>, f64)> {
+    let script = format!(
+        "rm -f /tmp/f; mkfifo /tmp/f; read t x </proc/uptime; echo $t; \
+         nc {src} {PORT} <>/tmp/f | (head -c {drain} >/dev/null; read t x </proc/uptime; echo $t; \
+         head -c {measure} >/dev/null; read t x </proc/uptime; echo $t)"
+    );
+    let out = node.in_pod(pod, &["sh", "-c", &script])?;
+    let t: Vec<f64> = out
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [t0, t1, t2] = t[..] else {
+        return fail(format!("{pod}: three timestamps expected, got {out:?}"));
+    };
+    let mbit = |bytes: u64, secs: f64| bytes as f64 * 8.0 / 1e6 / secs.max(0.01);
+    let first = (drain > 0).then(|| mbit(drain, t1 - t0));
+    let rate = mbit(measure, t2 - t1);
+    node.note(&format!(
+        "{pod} <- {src}: {drain} bytes in {:.2} s, then {measure} bytes in {:.2} s = {rate:.2} Mbit/s",
+        t1 - t0,
+        t2 - t1
+    ));
+    Ok((first, rate))
+}
+
+/// The host side of the pod's veth (the device of the host route to `ip`).
+fn host_veth(node: &Node, ip: IpAddr) -> Res<String> {
+    let r = node.run(
+        &mut Node::cmd("ip", &["-o", "route", "show", &format!("{ip}/32")]),
+        None,
+    )?;
+    let mut words = r.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "dev" {
+            return words
+                .next()
+                .map(str::to_owned)
+                .ok_or_else(|| format!("no device in {r:?}"));
+        }
+    }
+    fail(format!("no host route to {ip}: {r:?}"))
+}
+
+/// Whether this kernel can make an `ifb` link (the bandwidth plugin's egress shaping needs one).
+fn kernel_has_ifb(node: &Node) -> bool {
+    let ok = node.ok(&mut Node::cmd(
+        "ip",
+        &["link", "add", "tern-ifbprobe", "type", "ifb"],
+    ));
+    if ok {
+        let _ = node.run(
+            &mut Node::cmd("ip", &["link", "del", "tern-ifbprobe"]),
+            None,
+        );
+    }
+    ok
+}
+
+/// The bandwidth plugin's ifb links (`bwp*`) on the host.
+fn ifb_links(node: &Node) -> Res<Vec<String>> {
+    let out = node.run(&mut Node::cmd("ip", &["-o", "link", "show"]), None)?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .filter(|n| n.starts_with("bwp"))
+        .map(|n| n.split('@').next().unwrap_or(n).to_owned())
+        .collect())
+}
+
+fn in_bounds(what: &str, rate: f64) -> Res {
+    if (5.0..=15.0).contains(&rate) {
+        Ok(())
+    } else {
+        fail(format!("{what}: {rate:.2} Mbit/s, want about 10 (5 to 15)"))
+    }
+}
+
+pub fn bandwidth(node: &Node) -> Res {
+    let ifb = kernel_has_ifb(node);
+    node.note(&format!("kernel has the ifb link type: {ifb}"));
+    let ingress = "kubernetes.io/ingress-bandwidth: 10M";
+    let egress = "kubernetes.io/egress-bandwidth: 10M";
+    for (name, ann, cmd) in [
+        ("bw-src", "", STREAM),
+        ("bw-in", ingress, ""),
+        ("bw-plain", "", ""),
+        ("bw-out", egress, STREAM),
+    ] {
+        node.kubectl_in(&["apply", "-f", "-"], &pod(node, name, ann, cmd, ""))?;
+    }
+    node.wait_ready(&["bw-src", "bw-in", "bw-plain"], 90)?;
+    let (src, inp, plain) = (
+        node.pod_ip("bw-src")?,
+        node.pod_ip("bw-in")?,
+        node.pod_ip("bw-plain")?,
+    );
+    // the plugin's tbf on the host side of bw-in's veth (traffic toward the pod)
+    let veth = host_veth(node, inp)?;
+    let tc = node.run(&mut Node::cmd("tc", &["qdisc", "show", "dev", &veth]), None)?;
+    if !tc.contains("tbf") || !tc.contains("rate 10Mbit") {
+        return fail(format!(
+            "no tbf at 10Mbit on {veth} (bw-in's host side): {tc}"
+        ));
+    }
+    let (burst, shaped) = receive(node, "bw-in", src, DRAIN, MEASURE)?;
+    let (_, free) = receive(node, "bw-plain", src, 0, MEASURE_FREE)?;
+    node.note(&format!(
+        "ingress: bw-in {shaped:.2} Mbit/s after the bucket ({:.1} Mbit/s while it drained), bw-plain {free:.1} Mbit/s",
+        burst.unwrap_or_default()
+    ));
+    in_bounds("bw-in (ingress-bandwidth 10M)", shaped)?;
+    if free < 5.0 * shaped {
+        return fail(format!(
+            "bw-plain received at {free:.1} Mbit/s, not much faster than bw-in's {shaped:.2}"
+        ));
+    }
+
+    let pods = ["bw-src", "bw-in", "bw-plain", "bw-out"];
+    let mut ips = vec![src, inp, plain];
+    if ifb {
+        node.wait_ready(&["bw-out"], 90)?;
+        let out = node.pod_ip("bw-out")?;
+        ips.push(out);
+        if ifb_links(node)?.is_empty() {
+            return fail("bw-out runs with egress-bandwidth but the host has no bwp* ifb link");
+        }
+        let (_, shaped) = receive(node, "bw-plain", out, DRAIN, MEASURE)?;
+        node.note(&format!("egress: bw-out sends at {shaped:.2} Mbit/s"));
+        in_bounds("bw-out (egress-bandwidth 10M)", shaped)?;
+    } else {
+        // no ifb: the plugin fails the ADD, the kubelet retries and reports it on the pod
+        node.wait_for(60, "bw-out's sandbox failure event", || {
+            node.kubectl(&[
+                "get",
+                "events",
+                "--field-selector",
+                "involvedObject.name=bw-out,reason=FailedCreatePodSandBox",
+                "-o",
+                "jsonpath={.items[*].message}",
+            ])
+            .is_ok_and(|m| m.contains("bandwidth") || m.contains("ifb"))
+        })?;
+        let msg = node.kubectl(&[
+            "get",
+            "events",
+            "--field-selector",
+            "involvedObject.name=bw-out,reason=FailedCreatePodSandBox",
+            "-o",
+            "jsonpath={.items[0].message}",
+        ])?;
+        node.note(&format!("bw-out (egress-bandwidth, no ifb): {msg}"));
+    }
+    delete_and_wait(node, &pods)?;
+    let left = ifb_links(node)?;
+    if !left.is_empty() {
+        return fail(format!("ifb links left after DEL: {left:?}"));
+    }
+    for ip in ips {
+        node.nothing_left(ip)?;
+    }
+    Ok(())
+}
