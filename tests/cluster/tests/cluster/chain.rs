@@ -13,17 +13,17 @@
 //!   receiving pod with busybox (`nc` from a pod that streams /dev/zero, `head -c`, timestamps
 //!   from /proc/uptime, 10 ms resolution). containerd passes the annotation's rate with a burst
 //!   of 2^32-1 bits (`toCNIBandWidth`), from which the plugin makes a tbf bucket of 193,273,526
-//!   bytes: the first ~193 MB go at full speed, so each shaped measurement first receives
-//!   [`DRAIN`] bytes, then times the next [`MEASURE`] bytes.
+//!   bytes: the first ~193 MB go at full speed, so each shaped measurement first receives 1 MB
+//!   chunks until one is slow (the bucket spent), then times the next [`MEASURE`] bytes.
 
 use std::net::IpAddr;
 
 use tern_cluster::{fail, Node, Res};
 
-/// Bytes received before a shaped rate is measured: more than the tbf bucket containerd's burst
-/// makes (193,273,526 bytes) plus what refills while it drains (10 Mbit/s for ~15 s).
-const DRAIN: u64 = 240_000_000;
-/// Bytes timed after the drain (about 5 s at 10 Mbit/s).
+/// The most 1 MB chunks read while waiting for the tbf bucket to be spent: containerd's burst
+/// makes a bucket of 193,273,526 bytes at 10M, and it refills at the rate while it drains.
+const MAX_DRAIN_MB: u64 = 400;
+/// Bytes timed once the bucket is spent (about 5 s at 10 Mbit/s).
 const MEASURE: u64 = 6_000_000;
 /// Bytes timed for the unshaped comparison (no drain).
 const MEASURE_FREE: u64 = 60_000_000;
@@ -142,8 +142,10 @@ pub fn host_port(node: &Node) -> Res {
         ));
     }
     let url = format!("http://{node_ip}:8080/");
-    let got = node.in_pod("hp-client", &["wget", "-qO-", "-T", "5", &url])?;
-    if got.trim() != "hp-web" {
+    // HTTP/1.0 by hand with nc: the pod image's static busybox wget crashes (exit 139) here
+    let get = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 5 {node_ip} 8080");
+    let got = node.in_pod("hp-client", &["sh", "-c", &get])?;
+    if got.lines().last().map(str::trim) != Some("hp-web") {
         return fail(format!(
             "hostPort 8080 at {node_ip} answered {got:?} to pod hp-client, not hp-web"
         ));
@@ -192,39 +194,42 @@ pub fn host_port(node: &Node) -> Res {
 /// A pod that streams zeros to whoever connects to [`PORT`], one connection after another.
 const STREAM: &str = "while true; do nc -l -p 5001 < /dev/zero; done";
 
-/// In `pod`, receives `drain` then `measure` bytes from `src`:[`PORT`]; returns the rates of both
-/// phases in Mbit/s (the first `None` when `drain` is 0). The receiving nc reads its stdin from a
-/// FIFO opened read-write, which never reaches EOF: busybox nc half-closes the connection on
-/// stdin EOF, and the streaming side then stops.
-fn receive(
-    node: &Node,
-    pod: &str,
-    src: IpAddr,
-    drain: u64,
-    measure: u64,
-) -> Res<(Option<f64>, f64)> {
+/// In `pod`, receives from `src`:[`PORT`] and returns (MB received before shaping showed, the
+/// rate of the next `measure` bytes in Mbit/s). With `drain`, it first reads 1 MB chunks until
+/// one takes 0.4 s or more (below 20 Mbit/s: the tbf bucket is spent; at most [`MAX_DRAIN_MB`]),
+/// then times `measure` bytes; without, it times `measure` bytes at once. Timestamps come from
+/// /proc/uptime in centiseconds. The receiving nc reads its stdin from a FIFO opened read-write,
+/// which never reaches EOF: busybox nc half-closes the connection on stdin EOF, and the
+/// streaming side then stops.
+fn receive(node: &Node, pod: &str, src: IpAddr, drain: bool, measure: u64) -> Res<(u64, f64)> {
+    let max = if drain { MAX_DRAIN_MB } else { 0 };
     let script = format!(
-        "rm -f /tmp/f; mkfifo /tmp/f; read t x </proc/uptime; echo $t; \
-         nc {src} {PORT} <>/tmp/f | (head -c {drain} >/dev/null; read t x </proc/uptime; echo $t; \
-         head -c {measure} >/dev/null; read t x </proc/uptime; echo $t)"
+        "rm -f /tmp/f; mkfifo /tmp/f; cs() {{ read t x </proc/uptime; echo ${{t%.*}}${{t#*.}}; }}; \
+         nc {src} {PORT} <>/tmp/f | (a=$(cs); n=0; while [ $n -lt {max} ]; do \
+         head -c 1000000 >/dev/null; b=$(cs); n=$((n+1)); [ $((b-a)) -ge 40 ] && break; a=$b; done; \
+         a=$(cs); head -c {measure} >/dev/null; b=$(cs); echo $n $a $b)"
     );
     let out = node.in_pod(pod, &["sh", "-c", &script])?;
-    let t: Vec<f64> = out
+    let v: Vec<u64> = out
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect();
-    let [t0, t1, t2] = t[..] else {
-        return fail(format!("{pod}: three timestamps expected, got {out:?}"));
+    let [n, a, b] = v[..] else {
+        return fail(format!(
+            "{pod}: chunks and two timestamps expected, got {out:?}"
+        ));
     };
-    let mbit = |bytes: u64, secs: f64| bytes as f64 * 8.0 / 1e6 / secs.max(0.01);
-    let first = (drain > 0).then(|| mbit(drain, t1 - t0));
-    let rate = mbit(measure, t2 - t1);
+    if drain && n >= MAX_DRAIN_MB {
+        return fail(format!(
+            "{pod} <- {src}: no 1 MB chunk slower than 20 Mbit/s in {n} MB: no shaping"
+        ));
+    }
+    let secs = (b.saturating_sub(a) as f64 / 100.0).max(0.01);
+    let rate = measure as f64 * 8.0 / 1e6 / secs;
     node.note(&format!(
-        "{pod} <- {src}: {drain} bytes in {:.2} s, then {measure} bytes in {:.2} s = {rate:.2} Mbit/s",
-        t1 - t0,
-        t2 - t1
+        "{pod} <- {src}: shaping seen after {n} MB, then {measure} bytes in {secs:.2} s = {rate:.2} Mbit/s"
     ));
-    Ok((first, rate))
+    Ok((n, rate))
 }
 
 /// The host side of the pod's veth (the device of the host route to `ip`).
@@ -306,11 +311,10 @@ pub fn bandwidth(node: &Node) -> Res {
             "no tbf at 10Mbit on {veth} (bw-in's host side): {tc}"
         ));
     }
-    let (burst, shaped) = receive(node, "bw-in", src, DRAIN, MEASURE)?;
-    let (_, free) = receive(node, "bw-plain", src, 0, MEASURE_FREE)?;
+    let (burst, shaped) = receive(node, "bw-in", src, true, MEASURE)?;
+    let (_, free) = receive(node, "bw-plain", src, false, MEASURE_FREE)?;
     node.note(&format!(
-        "ingress: bw-in {shaped:.2} Mbit/s after the bucket ({:.1} Mbit/s while it drained), bw-plain {free:.1} Mbit/s",
-        burst.unwrap_or_default()
+        "ingress: bw-in {shaped:.2} Mbit/s once {burst} MB had passed unshaped, bw-plain {free:.1} Mbit/s"
     ));
     in_bounds("bw-in (ingress-bandwidth 10M)", shaped)?;
     if free < 5.0 * shaped {
@@ -328,8 +332,10 @@ pub fn bandwidth(node: &Node) -> Res {
         if ifb_links(node)?.is_empty() {
             return fail("bw-out runs with egress-bandwidth but the host has no bwp* ifb link");
         }
-        let (_, shaped) = receive(node, "bw-plain", out, DRAIN, MEASURE)?;
-        node.note(&format!("egress: bw-out sends at {shaped:.2} Mbit/s"));
+        let (burst, shaped) = receive(node, "bw-plain", out, true, MEASURE)?;
+        node.note(&format!(
+            "egress: bw-out sends at {shaped:.2} Mbit/s once {burst} MB had passed unshaped"
+        ));
         in_bounds("bw-out (egress-bandwidth 10M)", shaped)?;
     } else {
         // no ifb: the plugin fails the ADD, the kubelet retries and reports it on the pod
