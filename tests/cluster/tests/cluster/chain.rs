@@ -112,7 +112,29 @@ fn get_from_host(node: &Node, url: &str) -> Res<String> {
     Ok(body)
 }
 
+/// Runs `body`; when it fails, deletes `pods` first (best effort), so that a failed case leaves
+/// no tern attachment for the later cases (the uninstall case counts them).
+fn cleaning_up(node: &Node, pods: &[&str], body: impl FnOnce() -> Res) -> Res {
+    let r = body();
+    if r.is_err() {
+        let mut args = vec![
+            "delete",
+            "pod",
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=60s",
+        ];
+        args.extend_from_slice(pods);
+        let _ = node.kubectl(&args);
+    }
+    r
+}
+
 pub fn host_port(node: &Node) -> Res {
+    cleaning_up(node, &["hp-web", "hp-client"], || host_port_body(node))
+}
+
+fn host_port_body(node: &Node) -> Res {
     let node_ip = node.var("NODE_IP").to_owned();
     let before = dn_chains(&nat(node)?);
     // busybox httpd serving the pod's hostname (its name) on port 80, published as hostPort 8080
@@ -285,6 +307,12 @@ fn in_bounds(what: &str, rate: f64) -> Res {
 }
 
 pub fn bandwidth(node: &Node) -> Res {
+    cleaning_up(node, &["bw-src", "bw-in", "bw-plain", "bw-out"], || {
+        bandwidth_body(node)
+    })
+}
+
+fn bandwidth_body(node: &Node) -> Res {
     let ifb = kernel_has_ifb(node);
     node.note(&format!("kernel has the ifb link type: {ifb}"));
     let ingress = "kubernetes.io/ingress-bandwidth: 10M";
