@@ -54,16 +54,15 @@ pub fn pod(node: &Node, name: &str, annotations: &str, cmd: &str, ports: &str) -
     )
 }
 
-/// Deletes `pods` and waits for their sandboxes to be gone (the kubelet's DEL through the chain).
-fn delete_and_wait(node: &Node, pods: &[&str]) -> Res {
-    node.delete_pods(pods)?;
-    for p in pods {
-        node.wait_for(60, &format!("sandbox of {p} removed"), || {
-            node.crictl(&["pods", "--name", &format!("^{p}$"), "-q"])
-                .is_ok_and(|o| o.trim().is_empty())
-        })?;
-    }
-    Ok(())
+/// Waits up to 60 s for the DEL of every pod of `ips` (the kubelet stops a deleted pod's sandbox,
+/// and so runs DEL through the chain, well before it removes the sandbox: here about 50 s
+/// before), then reports what is left of any of them.
+fn wait_nothing_left(node: &Node, ips: &[IpAddr]) -> Res {
+    let gone = |ip: &IpAddr| node.nothing_left(*ip).is_ok();
+    let _ = node.wait_for(60, "the pods' DEL (nothing left of them)", || {
+        ips.iter().all(gone)
+    });
+    ips.iter().try_for_each(|ip| node.nothing_left(*ip))
 }
 
 /// The host's nat table as iptables-save prints it.
@@ -192,7 +191,8 @@ fn host_port_body(node: &Node) -> Res {
         ));
     }
 
-    delete_and_wait(node, &["hp-web", "hp-client"])?;
+    node.delete_pods(&["hp-web", "hp-client"])?;
+    wait_nothing_left(node, &[ip])?;
     let table = nat(node)?;
     let left = rules_of(&table, ip, 8080);
     if !left.is_empty() {
@@ -210,7 +210,7 @@ fn host_port_body(node: &Node) -> Res {
     if node.ok(&mut Node::cmd("curl", &["-sf", "--max-time", "3", &url])) {
         return fail("hostPort 8080 still answers after hp-web was deleted");
     }
-    node.nothing_left(ip)
+    Ok(())
 }
 
 /// A pod that streams zeros to whoever connects to [`PORT`], one connection after another.
@@ -388,13 +388,11 @@ fn bandwidth_body(node: &Node) -> Res {
         ])?;
         node.note(&format!("bw-out (egress-bandwidth, no ifb): {msg}"));
     }
-    delete_and_wait(node, &pods)?;
+    node.delete_pods(&pods)?;
+    wait_nothing_left(node, &ips)?;
     let left = ifb_links(node)?;
     if !left.is_empty() {
         return fail(format!("ifb links left after DEL: {left:?}"));
-    }
-    for ip in ips {
-        node.nothing_left(ip)?;
     }
     Ok(())
 }
