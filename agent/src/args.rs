@@ -147,15 +147,24 @@ pub fn flag_error(e: &clap::Error, cmd: &clap::Command) -> anyhow::Error {
 /// # Errors
 /// An empty list or entry, a name with `/` or that is `.`/`..`, or a name given twice.
 pub fn parse_plugins(list: &str) -> anyhow::Result<Vec<String>> {
+    parse_names("--plugins", list)
+}
+
+/// Parses a comma-separated list of plain file names given to `flag` (named in the errors), no
+/// duplicates.
+///
+/// # Errors
+/// An empty list or entry, a name with `/` or that is `.`/`..`, or a name given twice.
+pub fn parse_names(flag: &str, list: &str) -> anyhow::Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for p in list.split(',').map(str::trim) {
         if p.is_empty() || p == "." || p == ".." || p.contains('/') || p.contains('\0') {
             anyhow::bail!(
-                "--plugins {list:?}: each entry must be a plain file name such as tern-tuning"
+                "{flag} {list:?}: each entry must be a plain file name such as tern-tuning"
             );
         }
         if out.iter().any(|o| o == p) {
-            anyhow::bail!("--plugins {list:?}: {p} listed twice");
+            anyhow::bail!("{flag} {list:?}: {p} listed twice");
         }
         out.push(p.to_owned());
     }

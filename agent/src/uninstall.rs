@@ -3,13 +3,16 @@
 //! running agent restores anything) and rewrites the conflist as draining (`"draining": true` on
 //! tern's plugin object): STATUS answers 50 (the kubelet reports the network not ready), ADD is
 //! refused (108), while DEL and GC work, so the runtime still tears down every pod deleted
-//! afterwards (containerd 2 cannot DEL without a conflist). Only when no tern attachment is left
-//! does it remove the conflist, the kubeconfig, the binaries, the egress NAT table (`inet
-//! tern_nat`) and the node routes (protocol 116, both families), then the mark. The mark holds
-//! the plan of what to remove ([`tern_net::drain::DrainPlan`]): with the agent gone, the DEL of
-//! the node's last pod releases what no DEL needs (the kubeconfig, the egress NAT table, the node
-//! routes; [`tern_net::drain::release_if_idle`]), and a run by hand once no sandbox is left
-//! removes the rest (a runtime DELs a stopped sandbox again before removing it).
+//! afterwards (containerd 2 cannot DEL without a conflist) — through the whole chain, so
+//! `portmap` and `bandwidth` remove a pod's hostPort rules and qdiscs too. Only when no tern
+//! attachment is left does it remove the conflist, the kubeconfig, the binaries (tern's own, and
+//! the reference plugins its ledger says tern installed: never the node's own `portmap`), the
+//! egress NAT table (`inet tern_nat`) and the node routes (protocol 116, both families), then the
+//! mark. The mark holds the plan of what to remove ([`tern_net::drain::DrainPlan`]): with the
+//! agent gone, the DEL of the node's last pod releases what no DEL needs (the kubeconfig, the
+//! egress NAT table, the node routes; [`tern_net::drain::release_if_idle`]), and a run by hand
+//! once no sandbox is left removes the rest (a runtime DELs a stopped sandbox again before
+//! removing it).
 //!
 //! Invariants: only the named files are removed, never anything else in the directories; a
 //! missing file is already removed; with `--if-daemonset-deleted` nothing changes unless the
@@ -198,6 +201,11 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Draining { attachments });
     }
     tern_net::drain::remove_installed(&plan, &a.cni_conf_dir, &a.cni_bin_dir)?;
+    // The reference plugins (portmap, bandwidth) only where tern placed them: its ledger's
+    // entries whose bytes are still tern's (install/reference.rs); the node's own stay.
+    let reference = crate::install::reference::uninstall(&a.cni_bin_dir)
+        .context("remove the reference plugins tern installed")?;
+    info!(removed = ?reference, "reference plugins tern installed: removed");
     remove(&a.cni_conf_dir.join(UNINSTALLING_MARK))?;
     Ok(Outcome::Removed)
 }

@@ -373,6 +373,28 @@ fn configmap_template_renders_and_passes_the_allowlist() {
     // refuses a 1.1.0 config), and tern-ipam is installed with tern.
     assert_eq!(v["cniVersion"], "1.1.0");
     assert_eq!(v["plugins"][0]["ipam"]["type"], "tern-ipam");
+    // hostPort and the bandwidth annotations: the reference portmap and bandwidth after
+    // tern-tuning, asking the runtime for what each needs, and installed by `tern-agent install`
+    // (its default --reference-plugins) from the image.
+    let types: Vec<&str> = v["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["tern", "tern-tuning", "portmap", "bandwidth"]);
+    assert_eq!(
+        v["plugins"][2],
+        serde_json::json!({"type": "portmap", "capabilities": {"portMappings": true}, "snat": true})
+    );
+    assert_eq!(
+        v["plugins"][3],
+        serde_json::json!({"type": "bandwidth", "capabilities": {"bandwidth": true}})
+    );
+    assert_eq!(
+        tern_agent::install::reference::DEFAULT_REFERENCE_PLUGINS,
+        ["portmap", "bandwidth"]
+    );
 }
 
 /// `kubectl apply -f deploy/` applies the files in name order, document by document: every

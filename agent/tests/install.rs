@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use common::*;
+use tern_agent::install::reference::{Placement, DEFAULT_REFERENCE_PLUGINS, LEDGER};
 use tern_agent::install::{install, InstallConfig, DEFAULT_PLUGINS, DEFAULT_TEMPLATE};
 use tern_apiserver::Fault;
 
@@ -27,6 +28,8 @@ fn root(f: &Fixture) -> Root {
         ("tern-tuning", "#!/bin/sh\necho tuning\n"),
         ("tern-ipam", "#!/bin/sh\necho ipam\n"),
         ("tern-lookup", "#!/bin/sh\necho lookup\n"),
+        ("portmap", "#!/bin/sh\necho portmap v1.10.0\n"),
+        ("bandwidth", "#!/bin/sh\necho bandwidth v1.10.0\n"),
     ] {
         std::fs::write(src.join(name), body).unwrap();
     }
@@ -42,6 +45,11 @@ fn cfg(f: &Fixture, r: &Root, template: &str) -> InstallConfig {
     InstallConfig {
         src_bin_dir: r.src.clone(),
         plugins: DEFAULT_PLUGINS.iter().map(|p| (*p).to_owned()).collect(),
+        reference_plugins: DEFAULT_REFERENCE_PLUGINS
+            .iter()
+            .map(|p| (*p).to_owned())
+            .collect(),
+        update_reference_plugins: true,
         cni_bin_dir: r.bin.clone(),
         cni_conf_dir: r.conf.clone(),
         host_conf_dir: "/etc/cni/net.d".into(),
@@ -76,6 +84,22 @@ fn installs_binaries_kubeconfig_and_conflist() {
         );
         assert_eq!(mode(&r.bin.join(b)), 0o755);
     }
+    // the reference plugins, absent from the node: installed and recorded as tern's
+    assert_eq!(
+        report.reference,
+        vec![
+            ("portmap".to_owned(), Placement::Installed),
+            ("bandwidth".to_owned(), Placement::Installed)
+        ]
+    );
+    for b in ["portmap", "bandwidth"] {
+        assert_eq!(
+            std::fs::read(r.bin.join(b)).unwrap(),
+            std::fs::read(r.src.join(b)).unwrap()
+        );
+        assert_eq!(mode(&r.bin.join(b)), 0o755);
+    }
+    assert!(r.bin.join(LEDGER).is_file());
     assert_eq!(mode(&report.kubeconfig), 0o600);
     assert_eq!(f.s.count("/api/v1/nodes/node-1"), 1, "podCIDRs read once");
     let kc = tern_kube::kubeconfig::load(&report.kubeconfig).unwrap();

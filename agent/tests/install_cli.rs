@@ -21,6 +21,8 @@ fn image(f: &Fixture) -> (PathBuf, PathBuf, PathBuf) {
         "tern-tuning",
         "tern-ipam",
         "tern-lookup",
+        "portmap",
+        "bandwidth",
         "tern-agent",
         "tern-apiserver",
         "tern-bench",
@@ -72,9 +74,17 @@ fn install_copies_only_the_plugins() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         names(&bin),
-        ["tern", "tern-ipam", "tern-lookup", "tern-tuning"]
+        [
+            ".tern-reference-plugins",
+            "bandwidth",
+            "portmap",
+            "tern",
+            "tern-ipam",
+            "tern-lookup",
+            "tern-tuning"
+        ]
     );
-    for b in names(&bin) {
+    for b in names(&bin).into_iter().filter(|b| !b.starts_with('.')) {
         let m = std::fs::metadata(bin.join(&b))
             .unwrap()
             .permissions()
@@ -108,7 +118,17 @@ fn install_copies_only_the_plugins() {
         &["--plugins", "tern,tern-tuning,tern-lookup"],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(names(&bin), ["tern", "tern-lookup", "tern-tuning"]);
+    assert_eq!(
+        names(&bin),
+        [
+            ".tern-reference-plugins",
+            "bandwidth",
+            "portmap",
+            "tern",
+            "tern-lookup",
+            "tern-tuning"
+        ]
+    );
     for bad in ["", "tern,,tern-ipam", "../tern", "tern,tern"] {
         let out = install_cmd(&f, &src, &bin, &conf, &["--plugins", bad]);
         assert!(!out.status.success(), "--plugins {bad:?} accepted");
@@ -136,6 +156,94 @@ fn a_missing_plugin_is_named_and_nothing_is_written() {
     assert_eq!(names(&bin), Vec::<String>::new(), "no binary copied");
     assert_eq!(names(&conf), Vec::<String>::new());
     assert_eq!(f.token_requests(), 0, "checked before the TokenRequest");
+}
+
+#[test]
+fn a_missing_reference_plugin_is_named_and_nothing_is_written() {
+    let f = Fixture::new();
+    f.s.set_node("node-1", &["10.99.0.0/24"]);
+    let (src, bin, conf) = image(&f);
+    std::fs::remove_file(src.join("bandwidth")).unwrap();
+    let out = install_cmd(&f, &src, &bin, &conf, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("plugin bandwidth not found") && err.contains("--reference-plugins"),
+        "{err}"
+    );
+    assert_eq!(names(&bin), Vec::<String>::new(), "no binary copied");
+    assert_eq!(f.token_requests(), 0, "checked before the TokenRequest");
+    // "" installs none; a name in both lists is refused
+    let out = install_cmd(&f, &src, &bin, &conf, &["--reference-plugins", ""]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!bin.join("portmap").exists() && !bin.join(".tern-reference-plugins").exists());
+    let out = install_cmd(
+        &f,
+        &src,
+        &bin,
+        &conf,
+        &["--reference-plugins", "portmap,tern-ipam"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("both --plugins and --reference-plugins"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// The node's own portmap (Debian's, say) is replaced by default as Calico's install-cni does,
+/// kept with `--update-reference-plugins false`, and in both cases survives uninstall, which
+/// removes only what tern placed.
+#[test]
+fn the_nodes_own_portmap_is_never_removed() {
+    let f = Fixture::new();
+    f.s.set_node("node-1", &["10.99.0.0/24"]);
+    let (src, bin, conf) = image(&f);
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("portmap"), "debian portmap 1.1.1").unwrap();
+    let out = install_cmd(
+        &f,
+        &src,
+        &bin,
+        &conf,
+        &["--update-reference-plugins", "false"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(bin.join("portmap")).unwrap(),
+        "debian portmap 1.1.1"
+    );
+    assert_eq!(
+        std::fs::read(bin.join("bandwidth")).unwrap(),
+        std::fs::read(src.join("bandwidth")).unwrap()
+    );
+    let out = install_cmd(&f, &src, &bin, &conf, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("replaced a reference plugin tern did not install"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read(bin.join("portmap")).unwrap(),
+        std::fs::read(src.join("portmap")).unwrap()
+    );
+    let state = f.dir.path().join("state");
+    let out = agent(&["uninstall"])
+        .args(["--cni-bin-dir", bin.to_str().unwrap()])
+        .args(["--cni-conf-dir", conf.to_str().unwrap()])
+        .args(["--state-dir", state.to_str().unwrap()])
+        .args([
+            "--remove-egress-nat",
+            "false",
+            "--remove-node-routes",
+            "false",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(names(&bin), ["portmap"], "only the node's own name is left");
 }
 
 #[test]

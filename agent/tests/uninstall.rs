@@ -36,6 +36,19 @@ impl Node {
         for f in ["tern-kubeconfig", "87-other.conflist"] {
             std::fs::write(root.join("net.d").join(f), b"{}").unwrap();
         }
+        // the reference plugins as `tern-agent install` leaves them: portmap and bandwidth in
+        // its ledger; a tuning of the node's own beside them
+        let pm = tern_agent::install::reference::install(
+            &root.join("bin"),
+            &[
+                ("portmap".into(), b"portmap v1.10.0".to_vec()),
+                ("bandwidth".into(), b"bandwidth v1.10.0".to_vec()),
+            ],
+            true,
+        )
+        .unwrap();
+        assert_eq!(pm.len(), 2);
+        std::fs::write(root.join("bin/tuning"), b"the node's").unwrap();
         std::fs::write(root.join("net.d/10-tern.conflist"), CONFLIST).unwrap();
         Node { root }
     }
@@ -83,9 +96,17 @@ impl Drop for Node {
 }
 
 fn tern_files_present(n: &Node) -> bool {
-    ["tern", "tern-tuning", "tern-ipam", "tern-lookup"]
-        .iter()
-        .all(|p| n.has(&format!("bin/{p}")))
+    [
+        "tern",
+        "tern-tuning",
+        "tern-ipam",
+        "tern-lookup",
+        "portmap",
+        "bandwidth",
+        ".tern-reference-plugins",
+    ]
+    .iter()
+    .all(|p| n.has(&format!("bin/{p}")))
 }
 
 #[test]
@@ -116,11 +137,19 @@ fn with_an_attachment_left_the_conflist_drains() {
     assert!(!n.has("net.d/10-tern.conflist"));
     assert!(!n.has("net.d/tern-uninstalling"), "the mark is left");
     assert!(!n.has("net.d/tern-kubeconfig"));
-    for p in ["tern", "tern-tuning", "tern-ipam", "tern-lookup"] {
+    for p in [
+        "tern",
+        "tern-tuning",
+        "tern-ipam",
+        "tern-lookup",
+        "portmap",
+        "bandwidth",
+        ".tern-reference-plugins",
+    ] {
         assert!(!n.has(&format!("bin/{p}")), "{p} left");
     }
     // never anything that is not tern's
-    assert!(n.has("bin/host-local") && n.has("net.d/87-other.conflist"));
+    assert!(n.has("bin/host-local") && n.has("bin/tuning") && n.has("net.d/87-other.conflist"));
 }
 
 #[test]

@@ -208,8 +208,9 @@ CGROUP_ROOT=/tern-kube
 
 # The files tern's DaemonSet writes on a node.
 node_files() {
-    echo "$CNI_NET/10-tern.conflist" "$CNI_NET/tern-kubeconfig" /run/tern/agent.sock /run/tern/metrics.sock
-    for p in tern tern-tuning tern-ipam tern-lookup; do echo "$CNI_BIN/$p"; done
+    # tern-uninstalling: the uninstall's mark, left when a case stopped while tern was draining
+    echo "$CNI_NET/10-tern.conflist" "$CNI_NET/tern-kubeconfig" "$CNI_NET/tern-uninstalling" /run/tern/agent.sock /run/tern/metrics.sock
+    for p in tern tern-tuning tern-ipam tern-lookup portmap bandwidth .tern-reference-plugins; do echo "$CNI_BIN/$p"; done
 }
 
 # check_node_clean: refuses to run over another tern install on this machine.

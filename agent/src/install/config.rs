@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::Args;
 
 use super::conflist::{DEFAULT_TEMPLATE, RANGES_PLACEHOLDER};
-use crate::args::{parse_bool, parse_plugins, parse_subcommand, CredentialArgs};
+use crate::args::{parse_bool, parse_names, parse_plugins, parse_subcommand, CredentialArgs};
 use crate::config::RunConfig;
 
 /// The CNI plugins tern ships, and `tern-lookup` (the helper that makes their API calls), copied
@@ -38,6 +38,23 @@ pub struct InstallArgs {
         default_value = "tern,tern-tuning,tern-ipam,tern-lookup"
     )]
     pub plugins: String,
+    /// Comma-separated reference CNI plugins (containernetworking/plugins, in --src-bin-dir
+    /// beside tern's) to install for the conflist's chain; "" installs none. Recorded in the CNI
+    /// bin dir's .tern-reference-plugins when tern placed them, and only those are removed by
+    /// uninstall
+    #[arg(long, value_name = "LIST", default_value = "portmap,bandwidth")]
+    pub reference_plugins: String,
+    /// Replace a reference plugin of the same name that tern did not install (the node's own
+    /// portmap, say) with the image's; true, false, 1 or 0 (as Calico's UPDATE_CNI_BINARIES).
+    /// Replaced files are still not tern's: uninstall leaves them
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "true",
+        value_parser = parse_bool,
+        action = clap::ArgAction::Set
+    )]
+    pub update_reference_plugins: bool,
     /// The host's CNI bin dir as mounted here
     #[arg(long, value_name = "DIR", default_value = "/host/opt/cni/bin")]
     pub cni_bin_dir: PathBuf,
@@ -80,6 +97,13 @@ pub struct InstallConfig {
     /// File names of the plugins to copy from `src_bin_dir` (default [`DEFAULT_PLUGINS`]); each
     /// must exist there. Nothing else is copied.
     pub plugins: Vec<String>,
+    /// File names of the reference plugins (portmap, bandwidth: [`DEFAULT_REFERENCE_PLUGINS`])
+    /// to copy from `src_bin_dir` under the rules of `install/reference.rs`; each must exist there.
+    ///
+    /// [`DEFAULT_REFERENCE_PLUGINS`]: super::reference::DEFAULT_REFERENCE_PLUGINS
+    pub reference_plugins: Vec<String>,
+    /// Replace a reference plugin tern did not install (`--update-reference-plugins`).
+    pub update_reference_plugins: bool,
     /// The host CNI bin dir as mounted in the container.
     pub cni_bin_dir: PathBuf,
     /// The host CNI conf dir as mounted in the container.
@@ -109,6 +133,8 @@ pub struct InstallConfig {
 pub struct Report {
     /// Binaries copied (file names).
     pub binaries: Vec<String>,
+    /// The reference plugins and what install did with each.
+    pub reference: Vec<(String, super::reference::Placement)>,
     /// Kubeconfig path written.
     pub kubeconfig: PathBuf,
     /// Conflist path written.
@@ -150,9 +176,20 @@ impl InstallConfig {
         let pod_cidrs_from_node = a
             .pod_cidrs_from_node
             .unwrap_or_else(|| template.contains(RANGES_PLACEHOLDER));
+        let plugins = parse_plugins(&a.plugins)?;
+        let reference_plugins = if a.reference_plugins.trim().is_empty() {
+            Vec::new()
+        } else {
+            parse_names("--reference-plugins", &a.reference_plugins)?
+        };
+        if let Some(both) = reference_plugins.iter().find(|r| plugins.contains(r)) {
+            anyhow::bail!("{both} is in both --plugins and --reference-plugins: list it once (--plugins for tern's own, always replaced and removed by uninstall)");
+        }
         Ok(InstallConfig {
             src_bin_dir: a.src_bin_dir,
-            plugins: parse_plugins(&a.plugins)?,
+            plugins,
+            reference_plugins,
+            update_reference_plugins: a.update_reference_plugins,
             cni_bin_dir: a.cni_bin_dir,
             cni_conf_dir: a.cni_conf_dir,
             host_conf_dir: a.host_conf_dir,

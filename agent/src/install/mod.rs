@@ -3,14 +3,18 @@
 //!
 //! Order: (1) render and validate the conflist (reading the node's `spec.podCIDRs` when the
 //! template needs them), check that every plugin in `--plugins` is a regular file in
-//! `--src-bin-dir` and read it; (2) mint the first CNI token (TokenRequest), kept in memory;
-//! (3) copy the plugins; (4) write the kubeconfig; (5) write the conflist, last.
+//! `--src-bin-dir` and read it, and so for every reference plugin in `--reference-plugins`
+//! (portmap, bandwidth); (2) mint the first CNI token (TokenRequest), kept in memory; (3) copy
+//! the plugins, then the reference plugins (`reference.rs`: its ledger first, a name the node
+//! already had is never recorded as tern's); (4) write the kubeconfig; (5) write the conflist,
+//! last.
 //!
 //! Invariants: nothing on the host changes unless the rendered conflist is valid JSON whose
 //! `tern-tuning`/`tuning` sysctl entries all pass the same key, value and allowlist checks as
 //! tern-tuning (`tern_net::sysctl`), every listed plugin is present, and the TokenRequest
 //! succeeded; only the listed plugins (by default `tern`, `tern-tuning`, `tern-ipam`,
-//! `tern-lookup`) are copied, never anything else in the source directory; every file is replaced atomically (temp file in
+//! `tern-lookup`, and the reference `portmap` and `bandwidth`) are copied, never anything else
+//! in the source directory; every file is replaced atomically (temp file in
 //! the same directory, fsync, rename), so a running plugin never sees a half-written binary and the
 //! runtime never sees a half-written conflist; the kubeconfig (0600) is written before the
 //! conflist (0644), so the runtime never sees a network without credentials; a refusal leaves the
@@ -27,6 +31,7 @@ use crate::mint::{in_cluster_client, mint_kubeconfig};
 
 mod config;
 mod conflist;
+pub mod reference;
 
 pub use config::{InstallArgs, InstallConfig, Report, DEFAULT_PLUGINS};
 pub use conflist::{
@@ -34,17 +39,19 @@ pub use conflist::{
     KUBECONFIG_PLACEHOLDER, NODE_NAME_PLACEHOLDER, RANGES_PLACEHOLDER,
 };
 
-/// Reads every plugin in `cfg.plugins` from `cfg.src_bin_dir`: (name, bytes).
+/// Reads every plugin in `names` (`cfg.plugins` or `cfg.reference_plugins`, the flag `flag`)
+/// from `cfg.src_bin_dir`: (name, bytes).
 ///
 /// # Errors
 /// A plugin is missing or not a regular file (named, with the directory and the flag to change).
-fn read_plugins(cfg: &InstallConfig) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
-    if cfg.plugins.is_empty() {
-        bail!("no plugins to install (--plugins is empty)");
-    }
+fn read_plugins(
+    cfg: &InstallConfig,
+    names: &[String],
+    flag: &str,
+) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     let mut missing = Vec::new();
     let mut out = Vec::new();
-    for name in &cfg.plugins {
+    for name in names {
         let path = cfg.src_bin_dir.join(name);
         match std::fs::metadata(&path) {
             Ok(m) if m.is_file() => {
@@ -57,10 +64,10 @@ fn read_plugins(cfg: &InstallConfig) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
     }
     if !missing.is_empty() {
         bail!(
-            "plugin {} not found in {} (a regular file is needed; --src-bin-dir sets the directory, --plugins the list, now {})",
+            "plugin {} not found in {} (a regular file is needed; --src-bin-dir sets the directory, {flag} the list, now {})",
             missing.join(", "),
             cfg.src_bin_dir.display(),
-            cfg.plugins.join(",")
+            names.join(",")
         );
     }
     Ok(out)
@@ -100,7 +107,11 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     validate_tuning(&conflist, &allowlist)?;
     require_lookup_helper(&conflist, &cfg.plugins)?;
     let conflist_text = serde_json::to_string_pretty(&conflist)? + "\n";
-    let plugins = read_plugins(cfg)?;
+    if cfg.plugins.is_empty() {
+        bail!("no plugins to install (--plugins is empty)");
+    }
+    let plugins = read_plugins(cfg, &cfg.plugins, "--plugins")?;
+    let reference_plugins = read_plugins(cfg, &cfg.reference_plugins, "--reference-plugins")?;
 
     // 2. The first token, before the host changes: a failing TokenRequest leaves it untouched.
     let mut kube = cfg.kube.clone();
@@ -116,6 +127,13 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
         info!(binary = %name, dir = %cfg.cni_bin_dir.display(), "installed binary");
         binaries.push(name);
     }
+    // 3b. The reference plugins (portmap, bandwidth), under reference.rs's rules: the ledger
+    // first, then each binary atomically.
+    let reference = reference::install(
+        &cfg.cni_bin_dir,
+        &reference_plugins,
+        cfg.update_reference_plugins,
+    )?;
 
     // 4. The kubeconfig, before the conflist.
     std::fs::create_dir_all(&cfg.cni_conf_dir)
@@ -136,6 +154,7 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     }
     Ok(Report {
         binaries,
+        reference,
         kubeconfig: kube.kubeconfig,
         conflist: conflist_path,
     })
@@ -148,6 +167,6 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
 pub fn main(args: InstallArgs) -> anyhow::Result<()> {
     let cfg = InstallConfig::from_install_args(args, &|k| std::env::var(k).ok())?;
     let r = install(&cfg)?;
-    info!(binaries = ?r.binaries, "install done");
+    info!(binaries = ?r.binaries, reference = ?r.reference, "install done");
     Ok(())
 }

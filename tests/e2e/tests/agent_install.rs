@@ -36,6 +36,15 @@ fn installed_conflist_wires_a_pod() {
     for b in ["tern", "tern-tuning", "tern-ipam", "tern-lookup"] {
         std::fs::copy(bin_dir().join(b), src.join(b)).unwrap();
     }
+    // the reference portmap and bandwidth tern's image ships beside them (scripts/image)
+    let reference = std::path::PathBuf::from(
+        std::env::var("TERN_REF_PLUGINS_CURRENT")
+            .unwrap_or_else(|_| "/var/cache/tern-build/bin/plugins".into()),
+    );
+    for b in ["portmap", "bandwidth"] {
+        std::fs::copy(reference.join(b), src.join(b))
+            .unwrap_or_else(|e| panic!("{}: {e} (bash scripts/build-go plugins)", b));
+    }
     let (bin, conf) = (c.dir("root/opt/cni/bin"), c.dir("root/etc/cni/net.d"));
     let template = json!({
         "cniVersion": "1.0.0",
@@ -77,6 +86,13 @@ fn installed_conflist_wires_a_pod() {
     );
     assert_eq!(c.token_requests(), 1);
     assert_eq!(c.api().count("/api/v1/nodes/node-9"), 1);
+    for b in ["portmap", "bandwidth"] {
+        assert_eq!(
+            std::fs::read(bin.join(b)).unwrap(),
+            std::fs::read(src.join(b)).unwrap(),
+            "{b} installed from the image"
+        );
+    }
     let list: Value =
         serde_json::from_slice(&std::fs::read(conf.join("10-tern.conflist")).unwrap()).unwrap();
     assert_eq!(list["name"], "tern-node-9");

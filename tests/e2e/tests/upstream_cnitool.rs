@@ -3,6 +3,13 @@
 //! CHECK, STATUS, DEL, and GC with no valid attachment, which must remove everything ADD made;
 //! and the draining conflist (`tern-agent uninstall`): STATUS fails, ADD is refused, DEL and GC work.
 //!
+//! deploy/'s chain — tern, tern-tuning, then the reference portmap and bandwidth (v1.10.0, the
+//! entries taken from deploy/configmap.yaml as they are) — goes through the same verbs with a
+//! hostPort and both bandwidth directions, dual stack: CHECK passes (v1.10.0's portmap checks
+//! each family in its own table; Debian's 1.1.1 fails it, tests/e2e/tests/concurrency_chaining.rs),
+//! STATUS and GC pass (neither plugin implements them; the CNI library answers for them), DEL
+//! and GC remove their rules, qdiscs and ifb links.
+//!
 //! IPAM is the current reference host-local (`scripts/build-go plugins`, v1.10), which implements
 //! GC; Debian's 1.1.1 does not. cnitool runs inside the test's fake host netns; it names the
 //! container `cnitool-<hash of the netns path>` and keeps libcni's cache in `/var/lib/cni`.
@@ -15,7 +22,7 @@ mod common;
 use std::path::PathBuf;
 use std::process::Output;
 
-use common::{result_addrs, Node};
+use common::{result_addrs, Fam, Node};
 use serde_json::Value;
 use tern_testkit::exec::bin_dir;
 use tern_testkit::netns::TestNetns;
@@ -47,6 +54,11 @@ fn current_ref_plugins() -> PathBuf {
 
 /// `cnitool VERB c0 <pod netns>` inside the node's host netns.
 fn cnitool(node: &Node, verb: &str, pod: &TestNetns) -> Output {
+    cnitool_caps(node, verb, pod, None)
+}
+
+/// [`cnitool`] with `caps` as the runtime's capability arguments (cnitool's `CAP_ARGS`).
+fn cnitool_caps(node: &Node, verb: &str, pod: &TestNetns, caps: Option<&Value>) -> Output {
     let cni_path = format!(
         "{}:{}",
         bin_dir().display(),
@@ -57,6 +69,10 @@ fn cnitool(node: &Node, verb: &str, pod: &TestNetns) -> Output {
         .arg("env")
         .arg(format!("NETCONFPATH={}", node.tool.conf_dir().display()))
         .arg(format!("CNI_PATH={cni_path}"))
+        .arg(format!(
+            "CAP_ARGS={}",
+            caps.map(Value::to_string).unwrap_or_default()
+        ))
         .arg(upstream_cnitool())
         .args([verb, "c0"])
         .arg(pod.path())
@@ -162,4 +178,122 @@ fn draining_status_fails_add_refused_del_and_gc_work() {
     ok(&cnitool(&node, "gc", &pod), "GC while draining");
     node.assert_nothing_left(&addrs);
     ok(&cnitool(&node, "del", &pod), "DEL while draining");
+}
+
+/// The plugins deploy/configmap.yaml's conflist template chains after tern-tuning, as written
+/// there (the template's placeholders filled with stand-ins).
+fn deployed_followers() -> Vec<Value> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/configmap.yaml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut template = String::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line.trim_end().ends_with("conflist.template: |") {
+            inside = true;
+        } else if inside && (line.starts_with("    ") || line.trim().is_empty()) {
+            template.push_str(line);
+            template.push('\n');
+        } else if inside {
+            break;
+        }
+    }
+    let list: Value = serde_json::from_str(
+        &template
+            .replace("__KUBECONFIG_FILEPATH__", "/k")
+            .replace("__POD_CIDR_RANGES__", "[]"),
+    )
+    .unwrap();
+    let plugins = list["plugins"].as_array().unwrap();
+    let types: Vec<&str> = plugins
+        .iter()
+        .map(|p| p["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["tern", "tern-tuning", "portmap", "bandwidth"]);
+    plugins[2..].to_vec()
+}
+
+/// The host's nat rules (both families) that name host port 18090.
+fn hostport_rules(node: &Node) -> String {
+    let mut v = String::new();
+    for tool in ["iptables-save", "ip6tables-save"] {
+        for l in node.host.exec_ok(&[tool, "-t", "nat"]).lines() {
+            if l.contains("18090") {
+                v.push_str(l);
+                v.push('\n');
+            }
+        }
+    }
+    v
+}
+
+/// The bandwidth plugin's ifb links (`bwp*`) in the node's host netns.
+fn ifb_links(node: &Node) -> Vec<String> {
+    node.host
+        .ip(&["-o", "link", "show"])
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .filter(|n| n.starts_with("bwp"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn deployed_chain_with_portmap_and_bandwidth_at_1_1_0() {
+    let mut node = Node::new("upcni-pm");
+    let mut followers = node.c0_followers();
+    followers.extend(deployed_followers());
+    let list = node.chain("1.1.0", Fam::Dual, followers);
+    node.tool.write_conflist(&list).unwrap();
+    // what containerd passes for a hostPort and for both bandwidth annotations at 10M (its burst
+    // is 2^32-1 bits, toCNIBandWidth)
+    let caps = serde_json::json!({
+        "portMappings": [{"hostPort": 18090, "containerPort": 80, "protocol": "tcp"}],
+        "bandwidth": {"ingressRate": 10_000_000, "ingressBurst": 4_294_967_295_u64,
+                      "egressRate": 10_000_000, "egressBurst": 4_294_967_295_u64},
+    });
+    for round in ["DEL", "GC"] {
+        let pod = node.pod(&format!("upcni-pm-{}", round.to_lowercase()));
+        let out = cnitool_caps(&node, "add", &pod, Some(&caps));
+        ok(&out, &format!("ADD ({round} round)"));
+        let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let addrs = result_addrs(&result);
+        assert_eq!(addrs.len(), 2, "{result}");
+        let rules = hostport_rules(&node);
+        assert!(
+            rules.contains(&format!("{}:80", addrs[0]))
+                && rules.contains(&format!("[{}]:80", addrs[1])),
+            "portmap DNAT of 18090 missing for {addrs:?}:\n{rules}"
+        );
+        let hv = result["interfaces"][0]["name"].as_str().unwrap().to_owned();
+        assert!(hv.starts_with("tern"), "{result}");
+        let tc = node.host.exec_ok(&["tc", "qdisc", "show", "dev", &hv]);
+        assert!(
+            tc.contains("tbf") && tc.contains("rate 10Mbit"),
+            "ingress tbf on {hv}: {tc}"
+        );
+        assert_eq!(ifb_links(&node).len(), 1, "egress ifb link");
+        ok(
+            &cnitool_caps(&node, "check", &pod, Some(&caps)),
+            &format!("CHECK ({round} round)"),
+        );
+        ok(&cnitool(&node, "status", &pod), "STATUS");
+        if round == "DEL" {
+            ok(&cnitool_caps(&node, "del", &pod, Some(&caps)), "DEL");
+        } else {
+            // no valid attachment: libcni DELs the cached attachment (with its cached
+            // capability arguments, so portmap finds its rules), then GCs each plugin
+            ok(&cnitool(&node, "gc", &pod), "GC");
+        }
+        assert_eq!(
+            hostport_rules(&node),
+            "",
+            "portmap rules left after {round}"
+        );
+        assert_eq!(
+            ifb_links(&node),
+            Vec::<String>::new(),
+            "ifb left after {round}"
+        );
+        node.assert_nothing_left(&addrs);
+    }
 }

@@ -13,10 +13,20 @@ fn node_files(node: &Node) -> Vec<std::path::PathBuf> {
         "/run/tern/agent.sock".into(),
         "/run/tern/metrics.sock".into(),
     ];
+    // tern's plugins, the reference portmap and bandwidth deploy/'s chain runs, and the ledger of
+    // the reference plugins tern placed (none was on this node before the tier)
     f.extend(
-        ["tern", "tern-tuning", "tern-ipam", "tern-lookup"]
-            .iter()
-            .map(|p| node.cni_bin.join(p)),
+        [
+            "tern",
+            "tern-tuning",
+            "tern-ipam",
+            "tern-lookup",
+            "portmap",
+            "bandwidth",
+            ".tern-reference-plugins",
+        ]
+        .iter()
+        .map(|p| node.cni_bin.join(p)),
     );
     f
 }
@@ -110,6 +120,16 @@ pub fn install(node: &Node) -> Res {
     let text = std::fs::read_to_string(&conflist).map_err(|e| format!("read conflist: {e}"))?;
     if !text.contains(&format!("\"{cidr}\"")) {
         return fail(format!("conflist lacks the node's podCIDR {cidr}: {text}"));
+    }
+    // the reference plugins are the image's copies of the pinned release scripts/build-go built
+    for p in ["portmap", "bandwidth"] {
+        let (ours, built) = (
+            node.cni_bin.join(p),
+            format!("{}/plugins/{p}", node.var("GOBIN_DIR")),
+        );
+        if std::fs::read(&ours).ok() != std::fs::read(&built).ok() {
+            return fail(format!("{} is not {built}", ours.display()));
+        }
     }
     // The agent's egress NAT: this node's podCIDR masqueraded outside the cluster's ranges.
     let rule =

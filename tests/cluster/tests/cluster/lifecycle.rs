@@ -1,5 +1,6 @@
 //! The node's readiness through the runtime's CNI STATUS, and uninstall.
 
+use std::path::Path;
 use std::time::Duration;
 
 use tern_cluster::{fail, Node, Res};
@@ -83,6 +84,9 @@ pub fn network_not_ready(node: &Node) -> Res {
 }
 
 const PLUGINS: [&str; 4] = ["tern", "tern-tuning", "tern-ipam", "tern-lookup"];
+/// The reference plugins `tern-agent install` placed on this node (none were there before the
+/// tier), and its ledger of them: kept while tern drains, removed by the uninstall after.
+const REFERENCE: [&str; 3] = ["portmap", "bandwidth", ".tern-reference-plugins"];
 
 /// The DaemonSet deleted and its pod gone (its preStop hook has run).
 fn agent_deleted(node: &Node) -> Res {
@@ -175,9 +179,14 @@ pub fn uninstall(node: &Node) -> Res {
         return fail("a restarted agent pod removed the conflist");
     }
     rollout_status(node)?;
-    node.create_pods(&["pod-u"])?;
+    // pod-u publishes a hostPort: its DEL through the draining chain must reach portmap too
+    let pod_u = crate::chain::pod(node, "pod-u", "", "", "{containerPort: 80, hostPort: 8081}");
+    node.kubectl_in(&["apply", "-f", "-"], &pod_u)?;
     node.wait_ready(&["pod-u"], 90)?;
     let ip = node.pod_ip("pod-u")?;
+    if crate::chain::rules_of(&crate::chain::nat(node)?, ip, 8081).is_empty() {
+        return fail("no portmap rule for pod-u's hostPort 8081");
+    }
     let t0 = std::time::Instant::now();
     agent_deleted(node)?;
     node.note(&format!("{:?}: agent pod gone", t0.elapsed()));
@@ -210,6 +219,7 @@ pub fn uninstall(node: &Node) -> Res {
     }
     let missing: Vec<&str> = PLUGINS
         .iter()
+        .chain(REFERENCE.iter())
         .copied()
         .filter(|p| !node.cni_bin.join(p).exists())
         .collect();
@@ -242,6 +252,13 @@ pub fn uninstall(node: &Node) -> Res {
             .is_ok_and(|o| o.trim().is_empty())
     })?;
     node.nothing_left(ip)?;
+    let left = crate::chain::rules_of(&crate::chain::nat(node)?, ip, 8081);
+    if !left.is_empty() {
+        return fail(format!(
+            "portmap rules of pod-u left after its DEL through the draining chain:\n{}",
+            left.join("\n")
+        ));
+    }
     node.note(&format!("{:?}: pod-u torn down", t0.elapsed()));
     // The last DEL released what no DEL needs, and kept what the repeat DEL needed.
     if kubeconfig.exists() {
@@ -256,12 +273,25 @@ pub fn uninstall(node: &Node) -> Res {
     uninstall_by_hand(node)?;
     node.note(&format!("{:?}: uninstalled by hand", t0.elapsed()));
     let mut files = vec![conflist, kubeconfig, mark];
-    files.extend(PLUGINS.iter().map(|p| node.cni_bin.join(p)));
+    files.extend(
+        PLUGINS
+            .iter()
+            .chain(REFERENCE.iter())
+            .map(|p| node.cni_bin.join(p)),
+    );
+    // a name the node had before the tier (its own portmap, say) is never tern's to remove
+    let preexisting = std::fs::read_to_string(node.kt.join("preexisting")).unwrap_or_default();
     for f in files {
-        if f.exists() {
+        let before = preexisting.lines().any(|l| Path::new(l) == f);
+        if f.exists() != before {
             return fail(format!(
-                "{} left after the uninstall with no tern pod left",
-                f.display()
+                "{} {} after the uninstall with no tern pod left",
+                f.display(),
+                if before {
+                    "removed (it was on the node before tern)"
+                } else {
+                    "left"
+                }
             ));
         }
     }

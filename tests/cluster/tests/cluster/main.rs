@@ -16,6 +16,7 @@
 //! output go to `$KT/cases/NAME.log`, whose tail is the failure message.
 
 mod cases;
+mod chain;
 mod critest;
 mod day2;
 mod lifecycle;
@@ -37,6 +38,8 @@ type Case = (&'static str, fn(&Node) -> Res);
 const CASES: &[Case] = &[
     ("install", cases::install),
     ("pods", cases::pods),
+    ("host_port", chain::host_port),
+    ("bandwidth", chain::bandwidth),
     ("critest", critest::critest),
     ("node_routes", node_routes::node_routes),
     ("rbac", rbac::rbac),
@@ -66,6 +69,7 @@ const GO_BINS: &[&str] = &[
     "cri-tools/critest",
     "registry/registry",
     "plugins/portmap",
+    "plugins/bandwidth",
 ];
 
 /// Set once `node.sh up` has been called: only then is there anything to tear down (under
