@@ -35,6 +35,9 @@ use tern_testkit::node::NodeAudit;
 const POD_PORT: u16 = 8080;
 /// Where container a's server appends what it receives (inside a).
 const RECEIVED: &str = "/tmp/received";
+/// The containers' names (nerdctl wants at least two characters).
+const A: &str = "tern-a";
+const B: &str = "tern-b";
 
 #[test]
 fn nerdctl_run_net_tern_two_containers_and_rm_leaves_nothing() {
@@ -89,29 +92,29 @@ fn nerdctl_run_net_tern_two_containers_and_rm_leaves_nothing() {
     // Container a: a TCP server that answers "pong-from-a" to each connection; what it receives
     // goes to a file of its own.
     let a = run_args(
-        "a",
+        A,
         true,
         format!("while true; do echo pong-from-a | nc -l -p {POD_PORT} >>{RECEIVED}; done"),
     );
     n.ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    let ip_a = n.ip_of("a");
+    let ip_a = n.ip_of(A);
     assert!(
         ip_a.to_string().starts_with(SUBNET_PREFIX),
         "a's address {ip_a} is not in {SUBNET}"
     );
-    let addrs = n.ok(&["exec", "a", "ip", "-4", "-o", "addr", "show", "dev", "eth0"]);
+    let addrs = n.ok(&["exec", A, "ip", "-4", "-o", "addr", "show", "dev", "eth0"]);
     assert!(
         addrs.contains(&format!("inet {ip_a}/32")),
         "a's eth0 lacks {ip_a}/32: {addrs}"
     );
-    let routes = n.ok(&["exec", "a", "ip", "-4", "route"]);
+    let routes = n.ok(&["exec", A, "ip", "-4", "route"]);
     assert!(
         routes
             .lines()
             .any(|l| l.starts_with("default via 169.254.1.1 dev eth0")),
         "a has no default route via 169.254.1.1: {routes}"
     );
-    let ka = n.ok(&["exec", "a", "cat", "/proc/sys/net/ipv4/tcp_keepalive_time"]);
+    let ka = n.ok(&["exec", A, "cat", "/proc/sys/net/ipv4/tcp_keepalive_time"]);
     assert_eq!(
         ka.trim(),
         "600",
@@ -147,7 +150,7 @@ fn nerdctl_run_net_tern_two_containers_and_rm_leaves_nothing() {
         }
     });
     let b = run_args(
-        "b",
+        B,
         false,
         format!(
             "echo hello-host | nc -w 5 {host_ip} {port} && echo ping-from-b | nc -w 5 {ip_a} {POD_PORT}"
@@ -169,10 +172,10 @@ fn nerdctl_run_net_tern_two_containers_and_rm_leaves_nothing() {
     );
     let cat = format!("cat {RECEIVED} 2>/dev/null; true");
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut got_a = n.ok(&["exec", "a", "sh", "-c", &cat]);
+    let mut got_a = n.ok(&["exec", A, "sh", "-c", &cat]);
     while !got_a.contains("ping-from-b") && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
-        got_a = n.ok(&["exec", "a", "sh", "-c", &cat]);
+        got_a = n.ok(&["exec", A, "sh", "-c", &cat]);
     }
     assert!(
         got_a.contains("ping-from-b"),
@@ -180,8 +183,8 @@ fn nerdctl_run_net_tern_two_containers_and_rm_leaves_nothing() {
     );
 
     // nerdctl rm -f: nothing of either container is left (b exited; its DEL ran at rm too).
-    let ids = [n.container_id("a"), n.container_id("b")];
-    n.ok(&["rm", "--force", "a", "b"]);
+    let ids = [n.container_id(A), n.container_id(B)];
+    n.ok(&["rm", "--force", A, B]);
     assert!(
         !host_link_exists(&veth_a),
         "host veth {veth_a} survived nerdctl rm"

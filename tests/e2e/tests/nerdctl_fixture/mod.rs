@@ -195,8 +195,10 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
         self.containerd = Some(child);
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
+            // The socket first (nerdctl's own retry would otherwise wait out its timeout), then
+            // `nerdctl version`, which fails while the server does not answer.
             let out = self.cmd(&["version"]).output().unwrap();
-            if out.status.success() {
+            if self.socket().exists() && out.status.success() {
                 return;
             }
             if Instant::now() > deadline {
