@@ -95,7 +95,9 @@ fn ok(out: &Output, what: &str) {
 /// runs (seen: a draining test's veth left after a GC raced the other GC test). One test at a time.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A node whose chain C0 is at 1.1.0 with v1.10's host-local as IPAM.
