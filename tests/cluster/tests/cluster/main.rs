@@ -10,6 +10,7 @@
 //! tiers. Alone (root, after scripts/setup and scripts/build-go):
 //! `cargo test -p tern-cluster --test cluster [-- FILTER]`. TERN_CLUSTER_RUNTIME=crio runs the
 //! node on CRI-O: names `cluster-crio::NAME`, only `install` and `pods` unless `--include-ignored`.
+//! The cluster is dual stack unless TERN_CLUSTER_IP_FAMILY=ipv4 (then `dual_stack` is ignored).
 //! TERN_CLUSTER_KEEP=1 leaves the cluster running (tear down: `bash tests/cluster/node.sh down`).
 //!
 //! Bring-up and teardown are tests/cluster/node.sh (`up`, `down`); each case's commands and their
@@ -18,6 +19,7 @@
 mod cases;
 mod critest;
 mod day2;
+mod dual_stack;
 mod lifecycle;
 mod node_routes;
 mod rbac;
@@ -37,6 +39,7 @@ type Case = (&'static str, fn(&Node) -> Res);
 const CASES: &[Case] = &[
     ("install", cases::install),
     ("pods", cases::pods),
+    ("dual_stack", dual_stack::dual_stack),
     ("critest", critest::critest),
     ("node_routes", node_routes::node_routes),
     ("rbac", rbac::rbac),
@@ -95,7 +98,9 @@ fn main() {
         .iter()
         .map(|&(name, body)| {
             let (node, up) = (Arc::clone(&node), Arc::clone(&up));
-            let ignored = node.runtime == "crio" && !CRIO_CASES.contains(&name);
+            // dual_stack needs the dual-stack cluster (TERN_CLUSTER_IP_FAMILY=ipv4 has none)
+            let ignored = (node.runtime == "crio" && !CRIO_CASES.contains(&name))
+                || (name == "dual_stack" && node.var("IP_FAMILY") != "dual");
             Trial::test(format!("{tier}::{name}"), move || {
                 let mut first = false;
                 let up = up.get_or_init(|| {
