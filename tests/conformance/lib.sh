@@ -243,6 +243,9 @@ smoke() {
     local name got before after
     kubectl create deployment web --image="$AGNHOST_IMAGE" --replicas=2 --port=8080 -- /agnhost netexec --http-port=8080
     kubectl expose deployment web --port=80 --target-port=8080
+    # dual stack: the Service takes an IPv6 ClusterIP too, before anyone asks for its AAAA record
+    # (CoreDNS would cache the empty answer for 30 s)
+    [ -z "$SERVICE_CIDR6" ] || kubectl patch service web -p '{"spec":{"ipFamilyPolicy":"PreferDualStack"}}'
     kubectl run client --image="$AGNHOST_IMAGE" --restart=Never --command -- /agnhost pause
     kubectl apply -f - <<YAML
 apiVersion: v1
@@ -269,13 +272,12 @@ YAML
     grep -qx "pod/$got" <<<"$web_pods" || { echo "web Service answered '$got', not a web pod: $web_pods"; return 1; }
     echo "Deployment behind ClusterIP Service web: answered by $got"
     if [ -n "$SERVICE_CIDR6" ]; then
-        # dual stack: the Service given an IPv6 ClusterIP too, CoreDNS answers its AAAA record,
-        # kube-proxy forwards it to a web pod over IPv6
-        kubectl patch service web -p '{"spec":{"ipFamilyPolicy":"PreferDualStack"}}'
+        # dual stack: CoreDNS answers the Service's AAAA record, kube-proxy forwards its IPv6
+        # ClusterIP to a web pod over IPv6
         local ip6
         ip6=$(kubectl get service web -o jsonpath='{.spec.clusterIPs[1]}')
         case "$ip6" in "${SERVICE_CIDR6%%::*}:"*) ;; *) echo "web Service has no IPv6 ClusterIP in $SERVICE_CIDR6: '$ip6'"; return 1 ;; esac
-        end=$((SECONDS + 30))
+        end=$((SECONDS + 40))
         until got=$(kubectl exec client -- dig +short AAAA web.default.svc.cluster.local) && [ "$got" = "$ip6" ]; do
             [ "$SECONDS" -lt "$end" ] || { echo "AAAA web.default.svc.cluster.local: '$got', not $ip6"; return 1; }
             sleep 1
