@@ -101,12 +101,21 @@ wait_for() {
     done
 }
 
-# start NAME COMMAND...: runs COMMAND in the background with its log and pid under $KT/NAME.
+# start NAME COMMAND...: runs COMMAND in the background with its log and pid under $KT/NAME, with
+# no descriptor of the caller's but stdin and the log: a component outlives the run with
+# TERN_CLUSTER_KEEP=1, and one that inherited the descriptor of the caller's `flock` on the
+# host-tests lock held that lock until someone killed it (seen 2026-12-03: every later run waited).
 start() {
     local name=$1
     shift
     mkdir -p "$KT/$name"
-    "$@" >>"$KT/$name/log" 2>&1 &
+    (
+        for fd in /proc/self/fd/*; do
+            fd=${fd##*/}
+            if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+        done
+        exec "$@"
+    ) >>"$KT/$name/log" 2>&1 &
     echo $! >"$KT/$name/pid"
 }
 
