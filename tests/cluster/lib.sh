@@ -208,14 +208,15 @@ EOF
 }
 
 start_controller_manager() {
-    local d="$KT/pki"
+    local d="$KT/pki" mask=(--node-cidr-mask-size 24)
+    # the per-family flags are refused on a single-stack cluster, the plain one on a dual-stack one
+    [ -z "$CLUSTER_CIDR6" ] || mask=(--node-cidr-mask-size-ipv4 24 --node-cidr-mask-size-ipv6 64)
     start controller-manager "$K8S_BIN/kube-controller-manager" \
         --kubeconfig "$d/controller-manager.kubeconfig" \
         --authentication-kubeconfig "$d/controller-manager.kubeconfig" \
         --authorization-kubeconfig "$d/controller-manager.kubeconfig" \
         --bind-address 127.0.0.1 --secure-port 10357 --leader-elect=false \
-        --allocate-node-cidrs --cluster-cidr "$CLUSTER_CIDRS" \
-        --node-cidr-mask-size-ipv4 24 --node-cidr-mask-size-ipv6 64 \
+        --allocate-node-cidrs --cluster-cidr "$CLUSTER_CIDRS" "${mask[@]}" \
         --service-cluster-ip-range "$SERVICE_CIDRS" \
         --service-account-private-key-file "$d/${SA_KEY:-sa}.key" --root-ca-file "$d/ca.crt" \
         --use-service-account-credentials --controllers '*,-cloud-node-lifecycle' --v=1
