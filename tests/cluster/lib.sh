@@ -16,9 +16,11 @@
 #   (its tables ip/ip6 kube-proxy, or its KUBE-* iptables chains), CoreDNS and the guard table
 #   inet tern_kt_guard; `down` removes those too (`kube-proxy --cleanup`).
 # - The node is the machine's root netns (the kubelet and containerd need it): pod ranges are
-#   10.99.210.0/23 (cluster) with the node's /24 from the controller-manager, services
-#   10.99.220.0/24; teardown removes host routes into them, tern's host veths and the agent's
-#   egress NAT table (inet tern_nat).
+#   10.99.210.0/23 and fd99:210::/56 (cluster) with the node's /24 and /64 from the
+#   controller-manager, services 10.99.220.0/24 and fd99:220::/112, the node's addresses
+#   10.99.219.1 and fd99:219::1 (dual stack, the default; TERN_CLUSTER_IP_FAMILY=ipv4: IPv4 only);
+#   teardown removes host routes into them, tern's host veths, the agent's egress NAT table
+#   (inet tern_nat), and puts back net.ipv6.conf.all.forwarding (tern's ADD turns it on).
 # - Cgroups go under the cgroupfs parent /tern-kube (cgroup v1 here, no systemd: cgroupfs driver
 #   everywhere); teardown removes them.
 # - No registry for the cluster's images: the pause/test image and tern's image are OCI archives
@@ -40,6 +42,23 @@ API="https://$API_ADDR:$API_PORT"
 CLUSTER_DNS="${TERN_CLUSTER_DNS:-}"
 CLUSTER_CIDR=10.99.210.0/23
 SERVICE_CIDR=10.99.220.0/24
+# Dual stack (the default), as operators run it: IPv6 pod and service ranges beside the IPv4 ones
+# (the Node gets a podCIDR of each family, Services may take both), the node's InternalIP in both
+# families. fd99::/16 is a ULA range clear of this machine's own fd00::/64.
+# TERN_CLUSTER_IP_FAMILY=ipv4 brings up the IPv4-only cluster (the *6 variables then empty).
+IP_FAMILY="${TERN_CLUSTER_IP_FAMILY:-dual}"
+case "$IP_FAMILY" in
+    dual)
+        CLUSTER_CIDR6=fd99:210::/56
+        SERVICE_CIDR6=fd99:220::/112
+        NODE_IP6=fd99:219::1
+        ;;
+    ipv4) CLUSTER_CIDR6='' SERVICE_CIDR6='' NODE_IP6='' ;;
+    *) echo "TERN_CLUSTER_IP_FAMILY=$IP_FAMILY: dual or ipv4" >&2; exit 1 ;;
+esac
+# The comma-separated lists the components take (IPv4 first: the primary family).
+CLUSTER_CIDRS="$CLUSTER_CIDR${CLUSTER_CIDR6:+,$CLUSTER_CIDR6}"
+SERVICE_CIDRS="$SERVICE_CIDR${SERVICE_CIDR6:+,$SERVICE_CIDR6}"
 SA_ISSUER="https://kubernetes.default.svc.cluster.local"
 PAUSE_IMAGE="localhost/tern-pause:test"
 TERN_IMAGE="${TERN_IMAGE:-ghcr.io/tern-cni/tern:0.1.0}"
@@ -82,12 +101,21 @@ wait_for() {
     done
 }
 
-# start NAME COMMAND...: runs COMMAND in the background with its log and pid under $KT/NAME.
+# start NAME COMMAND...: runs COMMAND in the background with its log and pid under $KT/NAME, with
+# no descriptor of the caller's but stdin and the log: a component outlives the run with
+# TERN_CLUSTER_KEEP=1, and one that inherited the descriptor of the caller's `flock` on the
+# host-tests lock held that lock until someone killed it (seen 2026-12-03: every later run waited).
 start() {
     local name=$1
     shift
     mkdir -p "$KT/$name"
-    "$@" >>"$KT/$name/log" 2>&1 &
+    (
+        for fd in /proc/self/fd/*; do
+            fd=${fd##*/}
+            if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+        done
+        exec "$@"
+    ) >>"$KT/$name/log" 2>&1 &
     echo $! >"$KT/$name/pid"
 }
 
@@ -134,7 +162,7 @@ start_apiserver() {
         --kubelet-certificate-authority "$d/ca.crt" --kubelet-preferred-address-types InternalIP \
         --service-account-issuer "$SA_ISSUER" --api-audiences "$SA_ISSUER" \
         --service-account-key-file "$d/$key.pub" --service-account-signing-key-file "$d/$key.key" \
-        --service-cluster-ip-range "$SERVICE_CIDR" \
+        --service-cluster-ip-range "$SERVICE_CIDRS" \
         --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
         --endpoint-reconciler-type "$reconciler" \
         --allow-privileged=true --profiling=false --v=1 "$@"
@@ -180,14 +208,16 @@ EOF
 }
 
 start_controller_manager() {
-    local d="$KT/pki"
+    local d="$KT/pki" mask=(--node-cidr-mask-size 24)
+    # the per-family flags are refused on a single-stack cluster, the plain one on a dual-stack one
+    [ -z "$CLUSTER_CIDR6" ] || mask=(--node-cidr-mask-size-ipv4 24 --node-cidr-mask-size-ipv6 64)
     start controller-manager "$K8S_BIN/kube-controller-manager" \
         --kubeconfig "$d/controller-manager.kubeconfig" \
         --authentication-kubeconfig "$d/controller-manager.kubeconfig" \
         --authorization-kubeconfig "$d/controller-manager.kubeconfig" \
         --bind-address 127.0.0.1 --secure-port 10357 --leader-elect=false \
-        --allocate-node-cidrs --cluster-cidr "$CLUSTER_CIDR" --node-cidr-mask-size 24 \
-        --service-cluster-ip-range "$SERVICE_CIDR" \
+        --allocate-node-cidrs --cluster-cidr "$CLUSTER_CIDRS" "${mask[@]}" \
+        --service-cluster-ip-range "$SERVICE_CIDRS" \
         --service-account-private-key-file "$d/${SA_KEY:-sa}.key" --root-ca-file "$d/ca.crt" \
         --use-service-account-credentials --controllers '*,-cloud-node-lifecycle' --v=1
 }
@@ -230,18 +260,24 @@ check_node_clean() {
     done
     ls -d $CNI_BIN/* $CNI_NET/* 2>/dev/null >"$KT/preexisting" || true
     nft list table inet tern_nat >/dev/null 2>&1 && touch "$KT/nat-preexisting"
+    # tern's ADD turns IPv6 forwarding on for a pod with an IPv6 address (as ptp does): `down` puts
+    # the machine's value back
+    sysctl -n net.ipv6.conf.all.forwarding >"$KT/ipv6-forwarding" 2>/dev/null || true
     return 0
 }
 
 # The node's address: kubelets refuse a loopback node IP, so the node gets one on a veth of its
-# own in the root netns (local traffic only; removed by `down`).
+# own in the root netns (local traffic only; removed by `down`), and in dual stack an IPv6 one
+# beside it (NODE_IP6, no duplicate address detection: usable at once).
 NODE_IP=10.99.219.1
+NODE_IPS="$NODE_IP${NODE_IP6:+,$NODE_IP6}"
 NODE_LINK=kt-node0
 # A test network of the node (a veth pair) for the fake Nodes of the node-routes case.
 NR_LINK=kt-nr0
 node_address() {
     ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1"
     ip addr replace "$NODE_IP/32" dev "$NODE_LINK"
+    [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/128" dev "$NODE_LINK" nodad
     ip link set "$NODE_LINK" up
     ip link set "${NODE_LINK%0}1" up
 }
@@ -355,7 +391,14 @@ nodeStatusUpdateFrequency: 5s
 YAML
     [ -z "$CLUSTER_DNS" ] || printf 'clusterDNS: [%s]\nclusterDomain: cluster.local\n' "$CLUSTER_DNS" >>"$k/config.yaml"
     start kubelet "$K8S_BIN/kubelet" --config "$k/config.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
-        --root-dir "$k/root" --hostname-override "$NODE" --node-ip "$NODE_IP" --v=1
+        --root-dir "$k/root" --hostname-override "$NODE" --node-ip "$NODE_IPS" --v=1
+}
+
+# wait_for_pod_cidrs: until the controller-manager has given the node a podCIDR of each family.
+wait_for_pod_cidrs() {
+    local want=1
+    [ -z "$CLUSTER_CIDR6" ] || want=2
+    wait_for 60 "node $NODE podCIDRs ($want)" bash -c "[ \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.spec.podCIDRs[*]}' | wc -w)\" = $want ]"
 }
 
 # --- teardown ----------------------------------------------------------------------------------
@@ -410,5 +453,8 @@ down() {
     fi
     [ ! -e "$KT/guard" ] || nft delete table inet tern_kt_guard 2>/dev/null || true
     ip -o route show | awk '/^10\.99\.21[01]\./ {print $1}' | while read -r r; do ip route del "$r" 2>/dev/null || true; done
+    ip -o -6 route show | awk '/^fd99:210:/ {print $1}' | while read -r r; do ip -6 route del "$r" 2>/dev/null || true; done
+    # IPv6 forwarding, which tern's ADD turned on for the pods' IPv6 addresses, back as it was
+    [ ! -s "$KT/ipv6-forwarding" ] || sysctl -qw net.ipv6.conf.all.forwarding="$(cat "$KT/ipv6-forwarding")" || true
     rm -rf "$KT"
 }

@@ -20,7 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 . "$ROOT/tests/cluster/lib.sh"
 
 # cluster_up: the control plane, the runtime and the kubelet (lib.sh), until the node has
-# registered and been given its podCIDR.
+# registered and been given its podCIDRs (one per family).
 cluster_up() {
     make_pki
     start_etcd
@@ -32,7 +32,7 @@ cluster_up() {
     node_address
     start_kubelet
     wait_for 120 "node $NODE registered" kubectl get node "$NODE"
-    wait_for 60 "node $NODE podCIDR" bash -c "[ -n \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.spec.podCIDR}')\" ]"
+    wait_for_pod_cidrs
 }
 
 [ "$#" -gt 0 ] || { echo "usage: node.sh up | down | vars | FUNCTION [ARG ...]" >&2; exit 2; }
@@ -52,7 +52,7 @@ case "$cmd" in
         ;;
     vars)
         for v in ROOT KT GOBIN_DIR K8S_BIN NODE NODE_IP API_PORT API CLUSTER_CIDR SERVICE_CIDR \
-            PAUSE_IMAGE TERN_IMAGE CRITEST_REGISTRY RUNTIME CRI_SOCK CNI_BIN CNI_NET NR_LINK; do
+            IP_FAMILY NODE_IP6 CLUSTER_CIDR6 SERVICE_CIDR6 PAUSE_IMAGE TERN_IMAGE CRITEST_REGISTRY RUNTIME CRI_SOCK CNI_BIN CNI_NET NR_LINK; do
             printf '%s=%s\n' "$v" "${!v}"
         done
         ;;

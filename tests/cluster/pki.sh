@@ -70,7 +70,7 @@ make_pki() {
     cert kubelet "system:node:$NODE" system:nodes
     # kube-proxy's own identity: bound to system:node-proxier by the default RBAC
     cert kube-proxy system:kube-proxy ""
-    cert kubelet-serving "system:node:$NODE" system:nodes "IP:$NODE_IP,IP:127.0.0.1,DNS:$NODE"
+    cert kubelet-serving "system:node:$NODE" system:nodes "IP:$NODE_IP,${NODE_IP6:+IP:$NODE_IP6,}IP:127.0.0.1,DNS:$NODE"
     for n in admin controller-manager scheduler kubelet kube-proxy; do kubeconfig "$n"; done
     sa_key sa
 }

@@ -12,8 +12,11 @@
 #   (v1.10.0, tools/go/plugins) after tern-tuning, as Calico's and flannel's conflists chain them,
 #   and `tern-agent install` installs them from tern's image;
 # - the guard: table inet tern_kt_guard rejects what pods send to addresses that are not the
-#   cluster's (pod range, service range, the node's address), so test traffic never leaves the
-#   machine (the host's default route and resolver are off-machine).
+#   cluster's (pod range, service range, the node's address), for IPv4 and, on the dual-stack
+#   cluster, IPv6, so test traffic never leaves the machine (the host's default routes of both
+#   families and its resolver are off-machine);
+# - dual stack unless TERN_CLUSTER_IP_FAMILY=ipv4 (tests/cluster/lib.sh): kube-proxy's clusterCIDR
+#   and NodePort addresses in both families, CoreDNS answering AAAA for dual-stack Services.
 #
 # Sourced by scripts/conformance after tests/cluster/lib.sh and tests/conformance/images.sh.
 
@@ -26,24 +29,40 @@ E2E_BIN="$GOBIN_DIR/e2e"
 # no endpoints).
 guard_up() {
     touch "$KT/guard"
+    local v6='' v6out=''
+    if [ -n "$CLUSTER_CIDR6" ]; then
+        v6="
+        ip6 saddr $CLUSTER_CIDR6 ip6 daddr { $CLUSTER_CIDR6, $NODE_IP6 } accept
+        ip6 saddr $CLUSTER_CIDR6 counter reject
+        ip6 daddr $SERVICE_CIDR6 counter reject"
+        v6out="
+        ip6 daddr $SERVICE_CIDR6 counter reject"
+    fi
     nft -f - <<NFT
 table inet tern_kt_guard {
     chain forward {
         type filter hook forward priority filter; policy accept;
         ip saddr $CLUSTER_CIDR ip daddr { $CLUSTER_CIDR, $NODE_IP } accept
         ip saddr $CLUSTER_CIDR counter reject
-        ip daddr $SERVICE_CIDR counter reject
+        ip daddr $SERVICE_CIDR counter reject$v6
     }
     chain output {
         type filter hook output priority filter; policy accept;
-        ip daddr $SERVICE_CIDR counter reject
+        ip daddr $SERVICE_CIDR counter reject$v6out
     }
 }
 NFT
 }
 
+# guard_rejected: the packets the guard's forward chain rejected from the pod ranges (both
+# families summed).
+guard_rejected() {
+    nft list chain inet tern_kt_guard forward | awk '/saddr/ && /reject/ {for (i = 1; i <= NF; i++) if ($i == "packets") s += $(i + 1)} END {print s + 0}'
+}
+
 start_kube_proxy() {
-    local k="$KT/kube-proxy"
+    local k="$KT/kube-proxy" npa="\"$NODE_IP/32\""
+    [ -z "$NODE_IP6" ] || npa+=", \"$NODE_IP6/128\""
     mkdir -p "$k"
     cat >"$k/config.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -51,8 +70,8 @@ kind: KubeProxyConfiguration
 mode: ${TERN_KUBE_PROXY_MODE:-nftables}
 clientConnection: {kubeconfig: $KT/pki/kube-proxy.kubeconfig}
 hostnameOverride: $NODE
-clusterCIDR: $CLUSTER_CIDR
-nodePortAddresses: ["$NODE_IP/32"]
+clusterCIDR: "$CLUSTER_CIDRS"
+nodePortAddresses: [$npa]
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
@@ -71,7 +90,7 @@ install_tern() {
     kubectl -n tern create configmap kubernetes-services-endpoint \
         --from-literal=KUBERNETES_SERVICE_HOST="$API_ADDR" --from-literal=KUBERNETES_SERVICE_PORT="$API_PORT"
     rm -rf "$KT/deploy" && cp -r "$ROOT/deploy" "$KT/deploy"
-    sed -i "s|TERN_CLUSTER_CIDRS: .*|TERN_CLUSTER_CIDRS: \"$CLUSTER_CIDR,$SERVICE_CIDR\"|" "$KT/deploy/configmap.yaml"
+    sed -i "s|TERN_CLUSTER_CIDRS: .*|TERN_CLUSTER_CIDRS: \"$CLUSTER_CIDRS,$SERVICE_CIDRS\"|" "$KT/deploy/configmap.yaml"
     kubectl apply -f "$KT/deploy/"
     kubectl -n tern rollout status daemonset/tern-agent --timeout=180s
     wait_for 60 "deploy/'s conflist (tern, tern-tuning, portmap, bandwidth)" bash -c "jq -e '[.plugins[].type] == [\"tern\",\"tern-tuning\",\"portmap\",\"bandwidth\"]' $CNI_NET/10-tern.conflist"
@@ -205,7 +224,7 @@ conformance_up() {
     guard_up
     start_kubelet
     wait_for 120 "node $NODE registered" kubectl get node "$NODE"
-    wait_for 60 "node $NODE podCIDR" bash -c "[ -n \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.spec.podCIDR}')\" ]"
+    wait_for_pod_cidrs
     start_kube_proxy
     install_tern
     coredns_up
@@ -219,6 +238,9 @@ smoke() {
     local name got before after
     kubectl create deployment web --image="$AGNHOST_IMAGE" --replicas=2 --port=8080 -- /agnhost netexec --http-port=8080
     kubectl expose deployment web --port=80 --target-port=8080
+    # dual stack: the Service takes an IPv6 ClusterIP too, before anyone asks for its AAAA record
+    # (CoreDNS would cache the empty answer for 30 s)
+    [ -z "$SERVICE_CIDR6" ] || kubectl patch service web -p '{"spec":{"ipFamilyPolicy":"PreferDualStack"}}'
     kubectl run client --image="$AGNHOST_IMAGE" --restart=Never --command -- /agnhost pause
     kubectl apply -f - <<YAML
 apiVersion: v1
@@ -244,17 +266,40 @@ YAML
     web_pods=$(kubectl get pods -l app=web -o name)
     grep -qx "pod/$got" <<<"$web_pods" || { echo "web Service answered '$got', not a web pod: $web_pods"; return 1; }
     echo "Deployment behind ClusterIP Service web: answered by $got"
+    if [ -n "$SERVICE_CIDR6" ]; then
+        # dual stack: CoreDNS answers the Service's AAAA record, kube-proxy forwards its IPv6
+        # ClusterIP to a web pod over IPv6
+        local ip6
+        ip6=$(kubectl get service web -o jsonpath='{.spec.clusterIPs[1]}')
+        case "$ip6" in "${SERVICE_CIDR6%%::*}:"*) ;; *) echo "web Service has no IPv6 ClusterIP in $SERVICE_CIDR6: '$ip6'"; return 1 ;; esac
+        end=$((SECONDS + 40))
+        until got=$(kubectl exec client -- dig +short AAAA web.default.svc.cluster.local) && [ "$got" = "$ip6" ]; do
+            [ "$SECONDS" -lt "$end" ] || { echo "AAAA web.default.svc.cluster.local: '$got', not $ip6"; return 1; }
+            sleep 1
+        done
+        echo "AAAA web.default.svc.cluster.local: $got"
+        end=$((SECONDS + 30))
+        until got=$(kubectl exec client -- curl -sfg --max-time 5 "http://[$ip6]/hostname"); do
+            [ "$SECONDS" -lt "$end" ] || { echo "web Service not reached at [$ip6] in 30 s"; return 1; }
+            sleep 1
+        done
+        grep -qx "pod/$got" <<<"$web_pods" || { echo "web Service at [$ip6] answered '$got', not a web pod"; return 1; }
+        echo "web Service at [$ip6]: answered by $got"
+    fi
     got=$(kubectl exec client -- nslookup kubernetes.default)
     echo "$got"
     grep -q 'Address: 10.99.220.1$' <<<"$got" || { echo "nslookup kubernetes.default: no 10.99.220.1"; return 1; }
     got=$(curl -sf --max-time 10 "http://$NODE_IP:8080/hostname")
     [ "$got" = hostport ] || { echo "hostPort 8080 at $NODE_IP answered '$got', not hostport"; return 1; }
     echo "hostPort 8080 at $NODE_IP: answered by $got"
-    before=$(nft list chain inet tern_kt_guard forward | awk '/saddr/ && /reject/ {for (i = 1; i <= NF; i++) if ($i == "packets") print $(i + 1)}')
-    if kubectl exec client -- curl -s --max-time 5 http://192.0.2.1/; then echo "a pod reached 192.0.2.1: the guard let it out"; return 1; fi
-    after=$(nft list chain inet tern_kt_guard forward | awk '/saddr/ && /reject/ {for (i = 1; i <= NF; i++) if ($i == "packets") print $(i + 1)}')
-    [ "$after" -gt "$before" ] || { echo "guard counter did not move ($before -> $after)"; return 1; }
-    echo "guard: a pod's connection to 192.0.2.1 rejected ($before -> $after packets)"
+    local off
+    for off in 192.0.2.1 ${NODE_IP6:+[2001:db8::1]}; do
+        before=$(guard_rejected)
+        if kubectl exec client -- curl -sg --max-time 5 "http://$off/"; then echo "a pod reached $off: the guard let it out"; return 1; fi
+        after=$(guard_rejected)
+        [ "$after" -gt "$before" ] || { echo "guard counter did not move for $off ($before -> $after)"; return 1; }
+        echo "guard: a pod's connection to $off rejected ($before -> $after packets)"
+    done
     kubectl delete deployment web --wait=false
     kubectl delete service web
     kubectl delete pod client hostport --wait=true --timeout=60s

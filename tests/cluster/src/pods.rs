@@ -6,7 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use base64::Engine as _;
-use ipnetwork::Ipv4Network;
+use ipnetwork::{IpNetwork, Ipv4Network};
 use serde_json::Value;
 use tern_testkit::node::NodeAudit;
 
@@ -103,6 +103,47 @@ impl Node {
         c.trim()
             .parse()
             .map_err(|e| format!("node podCIDR {c:?}: {e}"))
+    }
+
+    /// The node's podCIDRs (`spec.podCIDRs`), in the Node's order (the primary family first).
+    ///
+    /// # Errors
+    /// kubectl's, or an entry that is not a CIDR.
+    pub fn pod_cidrs(&self) -> Res<Vec<IpNetwork>> {
+        let c = self.kubectl(&[
+            "get",
+            "node",
+            &self.name,
+            "-o",
+            "jsonpath={.spec.podCIDRs[*]}",
+        ])?;
+        c.split_whitespace()
+            .map(|s| s.parse().map_err(|e| format!("node podCIDR {s:?}: {e}")))
+            .collect()
+    }
+
+    /// The node's `InternalIP` addresses (`status.addresses`), in the Node's order.
+    ///
+    /// # Errors
+    /// kubectl's, or an entry that is not an IP address.
+    pub fn internal_ips(&self) -> Res<Vec<IpAddr>> {
+        let a = self.kubectl(&[
+            "get",
+            "node",
+            &self.name,
+            "-o",
+            "jsonpath={.status.addresses[?(@.type==\"InternalIP\")].address}",
+        ])?;
+        parse_ips(&a, "node InternalIP")
+    }
+
+    /// The pod's `status.podIPs`, in the pod's order (the primary family first).
+    ///
+    /// # Errors
+    /// kubectl's, or an entry that is not an IP address.
+    pub fn pod_ips(&self, pod: &str) -> Res<Vec<IpAddr>> {
+        let ips = self.kubectl(&["get", "pod", pod, "-o", "jsonpath={.status.podIPs[*].ip}"])?;
+        parse_ips(&ips, &format!("pod {pod} podIP"))
     }
 
     /// The node's Ready condition: (`status`, `message`).
@@ -279,6 +320,20 @@ pub fn jwt_claim(token: &str, claim: &str) -> Res<i64> {
         .ok_or_else(|| format!("the token has no integer {claim} claim"))
 }
 
+/// The whitespace-separated IP addresses of `out` (a JSONPath list); `what` names them in the
+/// error.
+///
+/// # Errors
+/// An entry that is not an IP address.
+pub fn parse_ips(out: &str, what: &str) -> Res<Vec<IpAddr>> {
+    out.split_whitespace()
+        .map(|s| {
+            s.parse()
+                .map_err(|_| format!("{what} {s:?} is not an IP address"))
+        })
+        .collect()
+}
+
 /// The IPv4 interface addresses (`a.b.c.d/len`) in `ip -4 -o addr show` output.
 pub fn ipv4_interfaces(out: &str) -> Vec<Ipv4Network> {
     out.lines()
@@ -319,6 +374,16 @@ mod tests {
         assert_eq!(tok, "x.y.z");
         assert!(token_of("tokenFile: /x\n").is_none());
         assert!(token_of("user: {}\n").is_none());
+    }
+
+    #[test]
+    fn parse_ips_reads_both_families_and_refuses_garbage() {
+        let ips = parse_ips("10.99.210.5 fd99:210::5\n", "x").unwrap();
+        assert_eq!(ips.len(), 2);
+        assert!(ips[0].is_ipv4() && ips[1].is_ipv6());
+        assert!(parse_ips("", "x").unwrap().is_empty());
+        let e = parse_ips("10.99.210.5 nope", "pod p podIP").unwrap_err();
+        assert!(e.contains("pod p podIP \"nope\""), "{e}");
     }
 
     #[test]

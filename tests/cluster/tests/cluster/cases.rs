@@ -62,6 +62,11 @@ pub fn install(node: &Node) -> Res {
     ])?;
     // As an operator does: the egress NAT's cluster ranges set to this cluster's before applying.
     let (cluster, service) = (node.var("CLUSTER_CIDR"), node.var("SERVICE_CIDR"));
+    let (cluster6, service6) = (node.var("CLUSTER_CIDR6"), node.var("SERVICE_CIDR6"));
+    let mut ranges = format!("{cluster},{service}");
+    if !cluster6.is_empty() {
+        ranges.push_str(&format!(",{cluster6},{service6}"));
+    }
     let copy = node.kt.join("deploy");
     let _ = std::fs::remove_dir_all(&copy);
     std::fs::create_dir_all(&copy).map_err(|e| format!("mkdir {}: {e}", copy.display()))?;
@@ -80,7 +85,7 @@ pub fn install(node: &Node) -> Res {
                 .map(|l| match l.find("TERN_CLUSTER_CIDRS: ") {
                     Some(i) => {
                         set = true;
-                        format!("{}TERN_CLUSTER_CIDRS: \"{cluster},{service}\"", &l[..i])
+                        format!("{}TERN_CLUSTER_CIDRS: \"{ranges}\"", &l[..i])
                     }
                     None => l.to_owned(),
                 })
@@ -114,12 +119,15 @@ pub fn install(node: &Node) -> Res {
     if mode != 0o600 {
         return fail(format!("kubeconfig mode {mode:o}"));
     }
-    // The conflist's ranges are the node's podCIDR, read by the install from the real Node.
-    let cidr = node.pod_cidr()?;
+    // The conflist's ranges are the node's podCIDRs (one per family), read by the install from
+    // the real Node.
+    let cidrs = node.pod_cidrs()?;
     let conflist = node.cni_net.join("10-tern.conflist");
     let text = std::fs::read_to_string(&conflist).map_err(|e| format!("read conflist: {e}"))?;
-    if !text.contains(&format!("\"{cidr}\"")) {
-        return fail(format!("conflist lacks the node's podCIDR {cidr}: {text}"));
+    for c in &cidrs {
+        if !text.contains(&format!("\"{c}\"")) {
+            return fail(format!("conflist lacks the node's podCIDR {c}: {text}"));
+        }
     }
     // the reference plugins are the image's copies of the pinned release scripts/build-go built
     for p in ["portmap", "bandwidth"] {
@@ -131,10 +139,24 @@ pub fn install(node: &Node) -> Res {
             return fail(format!("{} is not {built}", ours.display()));
         }
     }
-    // The agent's egress NAT: this node's podCIDR masqueraded outside the cluster's ranges.
-    let rule =
-        format!("ip saddr {cidr} ip daddr != {{ {cluster}, {service}, 224.0.0.0/4 }} masquerade");
-    node.wait_for(30, "egress NAT table", || nat_table(node).contains(&rule))?;
+    // The agent's egress NAT: this node's podCIDRs masqueraded outside the cluster's ranges.
+    let cidr = node.pod_cidr()?;
+    let mut rules = vec![format!(
+        "ip saddr {cidr} ip daddr != {{ {cluster}, {service}, 224.0.0.0/4 }} masquerade"
+    )];
+    if let Some(c6) = cidrs.iter().find(|c| c.is_ipv6()) {
+        rules.push(format!(
+            "ip6 saddr {c6} ip6 daddr != {{ {cluster6}, {service6}, ff00::/8 }} masquerade"
+        ));
+    }
+    let want = if cluster6.is_empty() { 1 } else { 2 };
+    if cidrs.len() != want {
+        return fail(format!("node podCIDRs {cidrs:?}: want {want}"));
+    }
+    node.wait_for(30, "egress NAT table", || {
+        let t = nat_table(node);
+        rules.iter().all(|r| t.contains(r))
+    })?;
     node.wait_for(90, "node Ready", || node.node_ready())
 }
 

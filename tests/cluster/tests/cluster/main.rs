@@ -10,6 +10,7 @@
 //! tiers. Alone (root, after scripts/setup and scripts/build-go):
 //! `cargo test -p tern-cluster --test cluster [-- FILTER]`. TERN_CLUSTER_RUNTIME=crio runs the
 //! node on CRI-O: names `cluster-crio::NAME`, only `install` and `pods` unless `--include-ignored`.
+//! The cluster is dual stack unless TERN_CLUSTER_IP_FAMILY=ipv4 (then `dual_stack` is ignored).
 //! TERN_CLUSTER_KEEP=1 leaves the cluster running (tear down: `bash tests/cluster/node.sh down`).
 //!
 //! Bring-up and teardown are tests/cluster/node.sh (`up`, `down`); each case's commands and their
@@ -19,6 +20,7 @@ mod cases;
 mod chain;
 mod critest;
 mod day2;
+mod dual_stack;
 mod lifecycle;
 mod node_routes;
 mod rbac;
@@ -40,6 +42,7 @@ const CASES: &[Case] = &[
     ("pods", cases::pods),
     ("host_port", chain::host_port),
     ("bandwidth", chain::bandwidth),
+    ("dual_stack", dual_stack::dual_stack),
     ("critest", critest::critest),
     ("node_routes", node_routes::node_routes),
     ("rbac", rbac::rbac),
@@ -99,7 +102,9 @@ fn main() {
         .iter()
         .map(|&(name, body)| {
             let (node, up) = (Arc::clone(&node), Arc::clone(&up));
-            let ignored = node.runtime == "crio" && !CRIO_CASES.contains(&name);
+            // dual_stack needs the dual-stack cluster (TERN_CLUSTER_IP_FAMILY=ipv4 has none)
+            let ignored = (node.runtime == "crio" && !CRIO_CASES.contains(&name))
+                || (name == "dual_stack" && node.var("IP_FAMILY") != "dual");
             Trial::test(format!("{tier}::{name}"), move || {
                 let mut first = false;
                 let up = up.get_or_init(|| {
