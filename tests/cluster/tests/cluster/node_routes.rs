@@ -138,11 +138,13 @@ pub fn node_routes(node: &Node) -> Res {
     if routes.lines().count() != 2 {
         return fail(format!("tern's routes: {routes}"));
     }
+    // Read through the kubelet, which critest (the case before) restarted: until its pod manager
+    // has resynced, the log read answers NotFound (seen in a clean-clone run), so it is retried.
     let agent = node.agent_pod()?;
-    let logs = node.kubectl(&["-n", "tern", "logs", &agent, "-c", "agent"])?;
-    if !logs.contains("not on a directly connected network") {
-        return fail("nr-far not reported in the agent's log");
-    }
+    node.wait_for(60, "nr-far reported in the agent's log", || {
+        node.kubectl(&["-n", "tern", "logs", &agent, "-c", "agent"])
+            .is_ok_and(|logs| logs.contains("not on a directly connected network"))
+    })?;
 
     set_ip(node, "nr-a", "10.99.230.3")?;
     expect_route(
