@@ -234,5 +234,36 @@ fn run_with_timeout(
     })
 }
 
+/// A finished command's status, stdout and stderr as text, for a failure message.
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "status {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `cmd` and returns its output whatever the status.
+///
+/// # Panics
+/// When it cannot be started (a missing program: run scripts/setup).
+pub fn run_output(cmd: &mut Command) -> std::process::Output {
+    cmd.output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (run scripts/setup?)"))
+}
+
+/// libcni's result cache entries (file names under `/var/lib/cni/results`) that name any of the
+/// container IDs `ids`: what a runtime's DEL must have removed.
+pub fn cni_cache_entries_of(ids: &[String]) -> Vec<String> {
+    std::fs::read_dir("/var/lib/cni/results")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| ids.iter().any(|id| n.contains(id.as_str())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

@@ -206,13 +206,7 @@ fn nerdctl_run_net_tern_two_containers_and_rm_leaves_nothing() {
         .filter(|f| f.parse::<IpAddr>().is_ok())
         .collect();
     assert!(leases.is_empty(), "leases survived nerdctl rm: {leases:?}");
-    let cached: Vec<String> = std::fs::read_dir("/var/lib/cni/results")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|f| ids.iter().any(|id| f.contains(id.as_str())))
-        .collect();
+    let cached = tern_testkit::exec::cni_cache_entries_of(&ids);
     assert!(
         cached.is_empty(),
         "libcni result cache entries survived nerdctl rm: {cached:?}"

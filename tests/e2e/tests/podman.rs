@@ -200,13 +200,7 @@ fn podman_cni_backend_runs_containers_on_tern() {
         "tern state files survived podman rm: {:?}",
         pm.state_files()
     );
-    let cached: Vec<String> = std::fs::read_dir("/var/lib/cni/results")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| ids.iter().any(|id| n.contains(id.as_str())))
-        .collect();
+    let cached = tern_testkit::exec::cni_cache_entries_of(&ids);
     assert!(
         cached.is_empty(),
         "libcni result cache entries survived podman rm: {cached:?}"

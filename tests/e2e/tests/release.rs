@@ -17,7 +17,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Instant;
 
 use serde_json::Value;
@@ -31,14 +31,7 @@ const BINS: [&str; 5] = [
     "tern-agent",
 ];
 
-fn text(out: &Output) -> String {
-    format!(
-        "status {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use tern_testkit::exec::output_text as text;
 
 fn ok(cmd: &mut Command) -> String {
     let out = cmd

@@ -18,7 +18,7 @@
 use std::net::Ipv4Addr;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -58,20 +58,8 @@ pub fn go_bin(var: &str, rel: &str) -> PathBuf {
     p
 }
 
-pub fn text(out: &Output) -> String {
-    format!(
-        "status {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// Runs a command, returns its output whatever the status.
-pub fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (run scripts/setup?)"))
-}
+/// A command's output as text, and a command run whatever its status (tern_testkit::exec).
+pub use tern_testkit::exec::{output_text as text, run_output as run};
 
 /// A private containerd 2 and the nerdctl flags that point at it.
 pub struct Nerdctl {

@@ -6,7 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::{json, Value};
 use tern_testkit::exec::{bin_dir, ref_plugin_dir, workspace_root};
@@ -28,20 +28,8 @@ pub const RECEIVED: &str = "/tmp/received";
 /// Deadline for any one podman command (`timeout(1)` kills it).
 pub const PODMAN_TIMEOUT_SECS: u32 = 120;
 
-pub fn text(out: &Output) -> String {
-    format!(
-        "status {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// Runs a command, returns its output whatever the status.
-pub fn run(cmd: &mut Command) -> Output {
-    cmd.output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (run scripts/setup?)"))
-}
+/// A command's output as text, and a command run whatever its status (tern_testkit::exec).
+pub use tern_testkit::exec::{output_text as text, run_output as run};
 
 /// A private podman: its own containers.conf, storage, tmp, CNI config and plugin dirs, all under
 /// one temp dir that the drop guard removes after removing everything podman and tern made.
