@@ -10,6 +10,7 @@ use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
 use tern_kube::client::nodes::NodeEntry;
+use tern_net::netlink::format_mac;
 
 /// Why a node's podCIDR gets no route.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,7 +19,8 @@ pub struct Skipped {
     pub node: String,
     /// The podCIDR as the node spells it.
     pub cidr: String,
-    /// Stable label for the metric: `not_connected`, `no_internal_ip`, `bad_cidr`, `conflict`.
+    /// Stable label for the metric: `not_connected`, `no_internal_ip`, `bad_cidr`, `conflict`,
+    /// `no_vtep`.
     pub reason: &'static str,
     /// A sentence for the log.
     pub detail: String,
@@ -111,6 +113,150 @@ pub fn desired<'a>(
     out
 }
 
+/// This node's VTEP: the underlay address (its first InternalIP: the family the kubelet's
+/// `--node-ip` puts first) and its own podCIDR networks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vtep {
+    /// `IFLA_VXLAN_LOCAL`: the address other nodes send this node's VXLAN packets to.
+    pub local: IpAddr,
+    /// This node's podCIDR networks; their network addresses go on the device.
+    pub pod_nets: Vec<IpNetwork>,
+}
+
+fn network(cidr: &str) -> Result<IpNetwork, String> {
+    let c = cidr
+        .parse::<IpNetwork>()
+        .map_err(|e| format!("podCIDR {cidr:?}: {e}"))?;
+    IpNetwork::new(c.network(), c.prefix()).map_err(|e| format!("podCIDR {cidr:?}: {e}"))
+}
+
+/// This node's VTEP from its Node; `None` when the Node is unknown or has no InternalIP.
+pub fn vtep<'a>(self_name: &str, nodes: impl IntoIterator<Item = &'a NodeEntry>) -> Option<Vtep> {
+    let me = nodes.into_iter().find(|n| n.name == self_name)?;
+    Some(Vtep {
+        local: *me.internal_ips.first()?,
+        pod_nets: me
+            .pod_cidrs
+            .iter()
+            .filter_map(|c| network(c).ok())
+            .collect(),
+    })
+}
+
+/// One other node's VTEP, as it must appear in this node's tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// Its device's MAC (from its `tern.io/vtep-mac` annotation).
+    pub mac: [u8; 6],
+    /// Its InternalIP of the underlay's family: the FDB entry's destination.
+    pub underlay: IpAddr,
+}
+
+/// The VXLAN data path this node should have: a route per other node's podCIDR via that
+/// podCIDR's network address (on the device, onlink), a neighbour entry for that address with
+/// the node's VTEP MAC, and one FDB entry per node (its MAC → its InternalIP of the underlay's
+/// family).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VxlanDesired {
+    /// Routes (destination → (gateway, node)), as for host-gw; the gateways are the podCIDRs'
+    /// network addresses.
+    pub routes: Desired,
+    /// Neighbour entries: gateway → MAC.
+    pub neighbours: BTreeMap<IpAddr, [u8; 6]>,
+    /// Forwarding-database entries, by node name.
+    pub peers: BTreeMap<String, Peer>,
+}
+
+/// Computes the VXLAN data path for every node but `self_name`, over an underlay of
+/// `underlay_v4`'s family. Nodes are taken in name order, so a podCIDR or a MAC claimed twice
+/// resolves the same way on every node: the first name keeps it. A node without a valid
+/// `tern.io/vtep-mac` (its agent has not published one yet) is skipped as `no_vtep`; one with
+/// no InternalIP of the underlay's family as `no_internal_ip`.
+pub fn desired_vxlan<'a>(
+    self_name: &str,
+    nodes: impl IntoIterator<Item = &'a NodeEntry>,
+    underlay_v4: bool,
+) -> VxlanDesired {
+    let mut out = VxlanDesired::default();
+    let mut sorted: Vec<&NodeEntry> = nodes.into_iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    for n in sorted.into_iter().filter(|n| n.name != self_name) {
+        let skip_all = |out: &mut VxlanDesired, reason, detail: String| {
+            for cidr in &n.pod_cidrs {
+                out.routes.skipped.push(Skipped {
+                    node: n.name.clone(),
+                    cidr: cidr.clone(),
+                    reason,
+                    detail: detail.clone(),
+                });
+            }
+        };
+        let mac = match n.vtep_mac.as_deref().map(tern_net::netlink::parse_mac) {
+            Some(Ok(mac)) => mac,
+            Some(Err(e)) => {
+                skip_all(
+                    &mut out,
+                    "no_vtep",
+                    format!("annotation tern.io/vtep-mac: {e}"),
+                );
+                continue;
+            }
+            None => {
+                let d = "no tern.io/vtep-mac annotation yet (its agent publishes it)".to_owned();
+                skip_all(&mut out, "no_vtep", d);
+                continue;
+            }
+        };
+        let Some(underlay) = n
+            .internal_ips
+            .iter()
+            .copied()
+            .find(|ip| ip.is_ipv4() == underlay_v4)
+        else {
+            let fam = if underlay_v4 { "IPv4" } else { "IPv6" };
+            let d =
+                format!("node has no {fam} InternalIP, the family of this node's VXLAN underlay");
+            skip_all(&mut out, "no_internal_ip", d);
+            continue;
+        };
+        if let Some((owner, _)) = out.peers.iter().find(|(_, p)| p.mac == mac) {
+            let d = format!("VTEP MAC {} is already node {owner}'s", format_mac(&mac));
+            skip_all(&mut out, "conflict", d);
+            continue;
+        }
+        let mut routed = false;
+        for cidr in &n.pod_cidrs {
+            let skip = |reason, detail: String| Skipped {
+                node: n.name.clone(),
+                cidr: cidr.clone(),
+                reason,
+                detail,
+            };
+            let net = match network(cidr) {
+                Ok(net) => net,
+                Err(e) => {
+                    out.routes.skipped.push(skip("bad_cidr", e));
+                    continue;
+                }
+            };
+            if let Some((_, owner)) = out.routes.routes.get(&net) {
+                let detail = format!("podCIDR {net} is already routed to node {owner}");
+                out.routes.skipped.push(skip("conflict", detail));
+                continue;
+            }
+            out.routes
+                .routes
+                .insert(net, (net.network(), n.name.clone()));
+            out.neighbours.insert(net.network(), mac);
+            routed = true;
+        }
+        if routed {
+            out.peers.insert(n.name.clone(), Peer { mac, underlay });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,7 +266,104 @@ mod tests {
             name: name.into(),
             pod_cidrs: cidrs.iter().map(|s| (*s).to_owned()).collect(),
             internal_ips: ips.iter().map(|s| s.parse().unwrap()).collect(),
+            vtep_mac: None,
         }
+    }
+
+    fn vnode(name: &str, cidrs: &[&str], ips: &[&str], mac: Option<&str>) -> NodeEntry {
+        let mut n = node(name, cidrs, ips);
+        n.vtep_mac = mac.map(str::to_owned);
+        n
+    }
+
+    #[test]
+    fn vxlan_routes_every_other_node_whatever_its_subnet() {
+        let nodes = [
+            vnode(
+                "n1",
+                &["10.244.0.0/24", "fd44::/64"],
+                &["192.168.7.1", "fd07::1"],
+                Some("02:00:00:00:00:01"),
+            ),
+            // Another subnet: host-gw would skip it, VXLAN routes it, both families.
+            vnode(
+                "n2",
+                &["10.244.1.0/24", "fd44:0:0:1::/64"],
+                &["10.9.9.2", "fd09::2"],
+                Some("02:00:00:00:00:02"),
+            ),
+            vnode("n3", &["10.244.2.0/24"], &["10.9.9.3"], None),
+            vnode(
+                "n4",
+                &["10.244.3.0/24"],
+                &["fd09::4"],
+                Some("02:00:00:00:00:04"),
+            ),
+            vnode(
+                "n5",
+                &["10.244.4.0/24"],
+                &["10.9.9.5"],
+                Some("02:00:00:00:00:02"),
+            ),
+            vnode("n6", &["10.244.5.0/24"], &["10.9.9.6"], Some("nonsense")),
+            vnode(
+                "n7",
+                &["10.244.1.0/24", "bad"],
+                &["10.9.9.7"],
+                Some("02:00:00:00:00:07"),
+            ),
+        ];
+        let v = vtep("n1", &nodes).unwrap();
+        assert_eq!(v.local, "192.168.7.1".parse::<IpAddr>().unwrap());
+        assert_eq!(v.pod_nets.len(), 2);
+        let d = desired_vxlan("n1", &nodes, true);
+        let r: Vec<String> = d
+            .routes
+            .routes
+            .iter()
+            .map(|(k, (gw, n))| format!("{k} via {gw} ({n})"))
+            .collect();
+        assert_eq!(
+            r,
+            [
+                "10.244.1.0/24 via 10.244.1.0 (n2)",
+                "fd44:0:0:1::/64 via fd44:0:0:1:: (n2)",
+            ]
+        );
+        let peers: Vec<String> = d
+            .peers
+            .iter()
+            .map(|(n, p)| format!("{n} {} {}", format_mac(&p.mac), p.underlay))
+            .collect();
+        assert_eq!(peers, ["n2 02:00:00:00:00:02 10.9.9.2"]);
+        assert_eq!(d.neighbours.len(), 2);
+        assert!(d.neighbours.values().all(|m| *m == [2, 0, 0, 0, 0, 2]));
+        let reasons: Vec<(&str, &str)> = d
+            .routes
+            .skipped
+            .iter()
+            .map(|s| (s.node.as_str(), s.reason))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("n3", "no_vtep"),
+                ("n4", "no_internal_ip"),
+                ("n5", "conflict"),
+                ("n6", "no_vtep"),
+                ("n7", "conflict"),
+                ("n7", "bad_cidr"),
+            ]
+        );
+        // n7 keeps no route, so it gets no FDB entry either.
+        assert!(!d.peers.contains_key("n7"));
+        // Over an IPv6 underlay, n4 is reachable and n2 through its IPv6 InternalIP.
+        let d6 = desired_vxlan("n1", &nodes, false);
+        assert_eq!(
+            d6.peers["n2"].underlay,
+            "fd09::2".parse::<IpAddr>().unwrap()
+        );
+        assert!(d6.peers.contains_key("n4"));
     }
 
     #[test]

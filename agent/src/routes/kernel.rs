@@ -51,40 +51,61 @@ pub fn connected(h: &Handle) -> tern_net::Result<Vec<IpNetwork>> {
     Ok(out)
 }
 
-/// tern's routes in the main table: destination → gateway.
+/// One of tern's routes as the kernel has it: its gateway and output link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hop {
+    /// `RTA_GATEWAY`.
+    pub gateway: Option<IpAddr>,
+    /// `RTA_OIF`.
+    pub oif: Option<u32>,
+}
+
+/// tern's routes in the main table: destination → next hop.
 ///
 /// # Errors
 /// A route dump failed.
-pub fn installed(h: &Handle) -> tern_net::Result<BTreeMap<IpNetwork, Option<IpAddr>>> {
+pub fn installed(h: &Handle) -> tern_net::Result<BTreeMap<IpNetwork, Hop>> {
     let mut out = BTreeMap::new();
     for family in [Family::V4, Family::V6] {
         for r in h.routes(family)? {
             if r.protocol == Some(TERN_PROTOCOL) {
-                out.insert(r.dst, r.gateway);
+                out.insert(
+                    r.dst,
+                    Hop {
+                        gateway: r.gateway,
+                        oif: r.oif,
+                    },
+                );
             }
         }
     }
     Ok(out)
 }
 
-fn route(dst: IpNetwork, gw: Option<IpAddr>) -> KernelRoute {
+/// A route of tern's; with `dev`, through that link with an onlink gateway (VXLAN: the gateway
+/// is the remote podCIDR's network address, which no address of this node covers).
+fn route(dst: IpNetwork, gw: Option<IpAddr>, dev: Option<u32>) -> KernelRoute {
     let mut r = KernelRoute::new(dst);
     r.gateway = gw;
     r.protocol = Some(TERN_PROTOCOL);
+    r.oif = dev;
+    r.onlink = dev.is_some();
     r
 }
 
-/// Makes tern's routes equal `want`: adds what is missing, replaces a route whose gateway
-/// changed, removes tern's routes nothing wants. Keeps going past a failure.
+/// Makes tern's routes equal `want`: adds what is missing, replaces a route whose gateway (or,
+/// with `dev`, output link) changed, removes tern's routes nothing wants. `dev` is the VXLAN
+/// device every route goes through, `None` for host-gw (the kernel picks the uplink from the
+/// gateway). Keeps going past a failure.
 ///
 /// # Errors
 /// Only the dumps; a refused add or delete is logged and counted in [`Applied::failed`].
-pub fn reconcile(h: &Handle, want: &Desired) -> tern_net::Result<Applied> {
+pub fn reconcile(h: &Handle, want: &Desired, dev: Option<u32>) -> tern_net::Result<Applied> {
     let have = installed(h)?;
     let mut done = Applied::default();
-    for (dst, gw) in &have {
+    for (dst, hop) in &have {
         if !want.routes.contains_key(dst) {
-            match h.del_route(&route(*dst, *gw)) {
+            match h.del_route(&route(*dst, hop.gateway, None)) {
                 Ok(()) => {
                     tracing::info!(%dst, "removed the route of a node that is gone or moved");
                     done.removed += 1;
@@ -98,14 +119,14 @@ pub fn reconcile(h: &Handle, want: &Desired) -> tern_net::Result<Applied> {
     }
     for (dst, (gw, node)) in &want.routes {
         let result = match have.get(dst) {
-            Some(Some(old)) if old == gw => continue,
-            // Ours, with another gateway: replaced in place, never a gap.
-            Some(_) => h.replace_route(&route(*dst, Some(*gw))).map(|()| {
+            Some(hop) if hop.gateway == Some(*gw) && (dev.is_none() || hop.oif == dev) => continue,
+            // Ours, with another next hop: replaced in place, never a gap.
+            Some(_) => h.replace_route(&route(*dst, Some(*gw), dev)).map(|()| {
                 done.moved += 1;
                 tracing::info!(%dst, via = %gw, node, "moved the route to a node's podCIDR");
             }),
             // Not ours (or none): exclusive add, so another owner's route is never replaced.
-            None => h.add_route(&route(*dst, Some(*gw))).map(|()| {
+            None => h.add_route(&route(*dst, Some(*gw), dev)).map(|()| {
                 done.added += 1;
                 tracing::info!(%dst, via = %gw, node, "added the route to a node's podCIDR");
             }),

@@ -15,7 +15,13 @@ use prometheus_client::metrics::MetricType;
 use super::RouteStats;
 
 /// The reasons of `tern_agent_node_routes_unrouted`, always all reported.
-pub const SKIP_REASONS: [&str; 4] = ["not_connected", "no_internal_ip", "bad_cidr", "conflict"];
+pub const SKIP_REASONS: [&str; 5] = [
+    "not_connected",
+    "no_internal_ip",
+    "bad_cidr",
+    "conflict",
+    "no_vtep",
+];
 
 /// A collector over one [`RouteStats`] snapshot.
 #[derive(Debug)]
@@ -49,6 +55,28 @@ fn labelled<'a>(
     Ok(())
 }
 
+/// The VXLAN series (0 with host-gw).
+fn vxlan(e: &mut DescriptorEncoder, s: &RouteStats) -> fmt::Result {
+    gauge(
+        e,
+        "tern_agent_node_routes_vxlan_peers",
+        "With --node-routes=vxlan: other nodes with an FDB entry on tern's VXLAN device.",
+        s.vxlan_peers,
+    )?;
+    counter(
+        e,
+        "tern_agent_node_routes_vxlan_writes",
+        "With --node-routes=vxlan: neighbour and FDB entries written or removed.",
+        s.vxlan_writes,
+    )?;
+    counter(
+        e,
+        "tern_agent_node_routes_vxlan_published",
+        "With --node-routes=vxlan: times this node's VTEP MAC was written to its Node.",
+        s.vxlan_published,
+    )
+}
+
 impl Collector for RouteCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
         let s = &self.0;
@@ -71,6 +99,7 @@ impl Collector for RouteCollector {
             "1 once the first node list has been applied.",
             u64::from(s.synced),
         )?;
+        vxlan(e, s)?;
         counter(e, "tern_agent_node_routes_added", "Routes added.", s.added)?;
         counter(
             e,

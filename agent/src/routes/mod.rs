@@ -1,15 +1,17 @@
-//! `tern-agent run --node-routes`: host-gw routing between nodes. One thread lists and watches
-//! Nodes and keeps one route per other node's podCIDR, via that node's InternalIP, in this
-//! node's main table.
+//! `tern-agent run --node-routes[=host-gw|vxlan]`: routing between nodes. One thread lists and
+//! watches Nodes and keeps one route per other node's podCIDR in this node's main table: via
+//! that node's InternalIP (host-gw, nodes on one L2 segment), or through one VXLAN device with
+//! a neighbour and an FDB entry per other node (vxlan, nodes on any routed network).
 //!
-//! Files: the desired routes (`desired.rs`, pure), the kernel side (`kernel.rs`), the list and
-//! watch loop (`watch.rs`), the metrics (`metrics.rs`); this file holds the settings, the
-//! counters and starting and stopping the thread.
+//! Files: the desired routes (`desired.rs`, pure), the kernel side (`kernel.rs`; the VXLAN
+//! device, neighbours and FDB in `vxlan.rs`), the list and watch loop (`watch.rs`), the metrics
+//! (`metrics.rs`); this file holds the settings, the counters and starting and stopping the
+//! thread.
 //!
 //! Invariants: the kernel is reconciled after the first list (adding what is missing, removing
-//! tern's stale routes) and after every change; nothing but a Node's change or disappearance
-//! removes a route, so an API server that is down or a watch that breaks leaves the routes as
-//! they are.
+//! tern's stale routes and entries) and after every change; nothing but a Node's change or
+//! disappearance removes a route, so an API server that is down or a watch that breaks leaves
+//! the routes as they are.
 
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -23,6 +25,7 @@ use crate::mint::ControllerSettings;
 pub mod desired;
 pub mod kernel;
 pub mod metrics;
+pub mod vxlan;
 mod watch;
 
 pub use kernel::TERN_PROTOCOL;
@@ -30,9 +33,24 @@ pub use kernel::TERN_PROTOCOL;
 /// The flags of `tern-agent run` for node routes.
 #[derive(Debug, Clone, Args)]
 pub struct RouteArgs {
-    /// Route every other node's podCIDRs via its InternalIP (host-gw; needs list/watch nodes)
-    #[arg(long)]
-    pub node_routes: bool,
+    /// Route every other node's podCIDRs: `host-gw` (the default of a bare --node-routes) via
+    /// its InternalIP, nodes on one L2 segment; `vxlan` through a VXLAN device, nodes on any
+    /// routed network (needs list/watch nodes, and patch nodes/status for vxlan)
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "host-gw"
+    )]
+    pub node_routes: Option<RouteMode>,
+    /// The VXLAN network identifier of --node-routes=vxlan (the same on every node)
+    #[arg(long, value_name = "VNI", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16_777_215))]
+    pub vxlan_vni: u32,
+    /// The UDP port of --node-routes=vxlan (the same on every node; IANA's is 4789)
+    #[arg(long, value_name = "PORT", default_value_t = 4789, value_parser = clap::value_parser!(u16).range(1..))]
+    pub vxlan_port: u16,
     /// This node's name (the downward API's spec.nodeName), needed by --node-routes
     #[arg(long, value_name = "NAME", env = "NODE_NAME", hide_env_values = true)]
     pub node_name: Option<String>,
@@ -41,11 +59,37 @@ pub struct RouteArgs {
     pub watch_timeout: Duration,
 }
 
+/// How packets reach other nodes' pods (`--node-routes=MODE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RouteMode {
+    /// A route per podCIDR via the node's InternalIP: the nodes share one L2 segment.
+    HostGw,
+    /// A route per podCIDR through tern's VXLAN device: the nodes need only reach each other's
+    /// InternalIP over UDP.
+    Vxlan,
+}
+
+/// The data path of the route controller, with its settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// host-gw.
+    HostGw,
+    /// VXLAN: the device's VNI and UDP port.
+    Vxlan {
+        /// `IFLA_VXLAN_ID`.
+        vni: u32,
+        /// `IFLA_VXLAN_PORT`.
+        port: u16,
+    },
+}
+
 /// Settings of the route controller.
 #[derive(Debug, Clone)]
 pub struct RouteConfig {
     /// This node's `metadata.name`: its own podCIDRs get no route.
     pub node_name: String,
+    /// host-gw or VXLAN.
+    pub mode: Mode,
     /// `timeoutSeconds` of each watch.
     pub watch_timeout: Duration,
     /// Longest silence on a watch before it counts as dead (bookmarks arrive about every minute).
@@ -58,9 +102,9 @@ impl RouteConfig {
     /// # Errors
     /// `--node-routes` without a node name, or a watch timeout under 1 s.
     pub fn from_args(a: &RouteArgs) -> anyhow::Result<Option<RouteConfig>> {
-        if !a.node_routes {
+        let Some(route_mode) = a.node_routes else {
             return Ok(None);
-        }
+        };
         let Some(node_name) = a.node_name.clone().filter(|n| !n.is_empty()) else {
             anyhow::bail!(
                 "--node-routes needs --node-name or NODE_NAME (the downward API's spec.nodeName)"
@@ -69,8 +113,16 @@ impl RouteConfig {
         if a.watch_timeout < Duration::from_secs(1) {
             anyhow::bail!("--watch-timeout must be at least 1s");
         }
+        let mode = match route_mode {
+            RouteMode::HostGw => Mode::HostGw,
+            RouteMode::Vxlan => Mode::Vxlan {
+                vni: a.vxlan_vni,
+                port: a.vxlan_port,
+            },
+        };
         Ok(Some(RouteConfig {
             node_name,
+            mode,
             watch_timeout: a.watch_timeout,
             watch_idle: Duration::from_secs(180),
         }))
@@ -104,6 +156,13 @@ pub struct RouteStats {
     pub nodes: u64,
     /// Whether the first list has been reconciled.
     pub synced: bool,
+    /// With VXLAN: other nodes with a forwarding-database entry after the last reconcile.
+    pub vxlan_peers: u64,
+    /// With VXLAN: neighbour and FDB entries written or removed, since start (0 on a pass that
+    /// finds the kernel as it should be).
+    pub vxlan_writes: u64,
+    /// With VXLAN: times this node's VTEP MAC was published in its Node annotation.
+    pub vxlan_published: u64,
 }
 
 pub(crate) struct Shared {

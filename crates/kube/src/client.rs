@@ -141,7 +141,17 @@ impl Client {
     ) -> Result<Reply, KubeError> {
         let url = format!("{}{}", self.server, path);
         let auth = format!("Bearer {}", self.token.expose());
-        let result = if method == "POST" {
+        let result = if method == "PATCH" {
+            self.agent
+                .patch(&url)
+                .header("Authorization", &auth)
+                .header("Accept", "application/json")
+                .header("Content-Type", "application/strategic-merge-patch+json")
+                .config()
+                .timeout_global(Some(timeout))
+                .build()
+                .send(body.unwrap_or_default())
+        } else if method == "POST" {
             self.agent
                 .post(&url)
                 .header("Authorization", &auth)

@@ -39,6 +39,10 @@ pub const EGRESS_NAT_TABLE: &str = "tern_nat";
 /// show proto 116` lists exactly the routes tern-agent owns.
 pub const NODE_ROUTE_PROTOCOL: u8 = 116;
 
+/// tern-agent's VXLAN device (`--node-routes=vxlan`); deleting it removes its neighbour and FDB
+/// entries and every route through it.
+pub const VXLAN_DEVICE: &str = "tern.vxlan";
+
 /// What the finish removes, as `tern-agent uninstall` wrote it into the mark (camelCase JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -51,7 +55,8 @@ pub struct DrainPlan {
     pub plugins: Vec<String>,
     /// Remove the egress NAT table ([`EGRESS_NAT_FAMILY`] [`EGRESS_NAT_TABLE`]).
     pub remove_egress_nat: bool,
-    /// Remove every route with [`NODE_ROUTE_PROTOCOL`], both families.
+    /// Remove every route with [`NODE_ROUTE_PROTOCOL`], both families, and the VXLAN device
+    /// [`VXLAN_DEVICE`].
     pub remove_node_routes: bool,
 }
 
@@ -181,14 +186,33 @@ fn remove(path: &Path) -> Result<bool, DrainError> {
     }
 }
 
-/// Removes every route with [`NODE_ROUTE_PROTOCOL`] from the main table, both families; a route
-/// that vanished meanwhile counts as removed. Returns how many were removed.
+/// Removes every route with [`NODE_ROUTE_PROTOCOL`] from the main table, both families, then
+/// the VXLAN device [`VXLAN_DEVICE`] when there is one; a route that vanished meanwhile counts
+/// as removed. Returns how many routes were removed.
 ///
 /// # Errors
-/// A dump, or the first refused deletion (every route is still tried).
+/// A dump, or the first refused deletion (every route, and the device, is still tried).
 pub fn remove_node_routes(h: &Handle) -> crate::Result<u64> {
     let mut removed = 0;
     let mut first = None;
+    let removed_routes = remove_routes(h, &mut first)?;
+    removed += removed_routes;
+    match h.delete_link_by_name(VXLAN_DEVICE) {
+        Ok(true) => tracing::info!(device = VXLAN_DEVICE, "VXLAN device removed"),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(device = VXLAN_DEVICE, error = %e, "cannot remove the VXLAN device");
+            first.get_or_insert(e);
+        }
+    }
+    match first {
+        Some(e) => Err(e),
+        None => Ok(removed),
+    }
+}
+
+fn remove_routes(h: &Handle, first: &mut Option<crate::Error>) -> crate::Result<u64> {
+    let mut removed = 0;
     for family in [Family::V4, Family::V6] {
         for r in h.routes(family)? {
             if r.protocol != Some(NODE_ROUTE_PROTOCOL) {
@@ -211,10 +235,7 @@ pub fn remove_node_routes(h: &Handle) -> crate::Result<u64> {
             }
         }
     }
-    match first {
-        Some(e) => Err(e),
-        None => Ok(removed),
-    }
+    Ok(removed)
 }
 
 /// Removes the egress NAT table when it exists (`add table` + `delete table`: one transaction

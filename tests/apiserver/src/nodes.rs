@@ -217,7 +217,7 @@ pub(crate) fn stream(shared: &Shared, w: &mut impl Write, plan: &WatchPlan) {
 
 impl ApiServer {
     /// Stores a node with `spec.podCIDRs` and `status.addresses` of type `InternalIP`
-    /// (`ADDED` or `MODIFIED` for watchers).
+    /// (`ADDED` or `MODIFIED` for watchers); a node's annotations (from PATCH) are kept.
     pub fn set_node_with_ips(&self, name: &str, pod_cidrs: &[&str], internal_ips: &[&str]) {
         let mut spec = json!({});
         if let Some(first) = pod_cidrs.first() {
@@ -236,9 +236,17 @@ impl ApiServer {
             .get(name)
             .and_then(|n| n.pointer("/metadata/uid").cloned())
             .unwrap_or_else(|| json!(uuid()));
-        let node = json!({"kind": "Node", "apiVersion": "v1",
+        let mut node = json!({"kind": "Node", "apiVersion": "v1",
             "metadata": {"name": name, "uid": uid}, "spec": spec,
             "status": {"addresses": addresses}});
+        // Annotations written through PATCH stay, as a kubelet's status update keeps them.
+        if let Some(a) = s
+            .nodes
+            .get(name)
+            .and_then(|n| n.pointer("/metadata/annotations").cloned())
+        {
+            node["metadata"]["annotations"] = a;
+        }
         let kind = if s.nodes.contains_key(name) {
             "MODIFIED"
         } else {
@@ -283,6 +291,17 @@ impl ApiServer {
     /// real server sends one about every minute).
     pub fn set_bookmark_interval(&self, every: Duration) {
         self.shared.lock().bookmark_interval = every;
+    }
+
+    /// A node's `metadata.annotations[key]`, if the node and the annotation exist.
+    pub fn node_annotation(&self, name: &str, key: &str) -> Option<String> {
+        let s = self.shared.lock();
+        s.nodes
+            .get(name)?
+            .pointer("/metadata/annotations")?
+            .get(key)?
+            .as_str()
+            .map(str::to_owned)
     }
 
     /// The current resourceVersion of the node collection.

@@ -24,6 +24,11 @@ const MAX_PAGE: u64 = 64 << 20;
 /// Longest watch event line (4 MiB: one Node).
 const MAX_EVENT: usize = 4 << 20;
 
+/// The Node annotation in which `tern-agent run --node-routes=vxlan` publishes its VXLAN
+/// device's MAC (`aa:bb:cc:dd:ee:ff`), as flannel's `flannel.alpha.coreos.com/backend-data`
+/// carries its `VtepMAC`.
+pub const VTEP_MAC_ANNOTATION: &str = "tern.io/vtep-mac";
+
 /// What the route controller reads from a Node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeEntry {
@@ -33,6 +38,8 @@ pub struct NodeEntry {
     pub pod_cidrs: Vec<String>,
     /// `status.addresses[type=InternalIP].address` that parse as IP addresses, in order.
     pub internal_ips: Vec<IpAddr>,
+    /// `metadata.annotations["tern.io/vtep-mac"]` ([`VTEP_MAC_ANNOTATION`]), as written.
+    pub vtep_mac: Option<String>,
 }
 
 /// A full list: the Nodes and the `metadata.resourceVersion` to watch from.
@@ -66,6 +73,8 @@ struct RawMeta {
     resource_version: String,
     #[serde(default, rename = "continue")]
     cont: String,
+    #[serde(default)]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Default, Deserialize)]
@@ -121,7 +130,12 @@ impl RawNode {
             .filter(|a| a.kind == "InternalIP")
             .filter_map(|a| a.address.parse().ok())
             .collect();
+        let vtep_mac = self
+            .metadata
+            .annotations
+            .and_then(|mut a| a.remove(VTEP_MAC_ANNOTATION));
         let e = NodeEntry {
+            vtep_mac,
             name: self.metadata.name,
             pod_cidrs: self.spec.map(RawSpec::cidrs).unwrap_or_default(),
             internal_ips,
@@ -309,6 +323,29 @@ impl Client {
         })
     }
 
+    /// Sets one annotation on a Node through its status subresource: `PATCH
+    /// /api/v1/nodes/{name}/status` with a strategic merge patch
+    /// `{"metadata":{"annotations":{key: value}}}` (200). The status subresource keeps
+    /// `metadata` changes and drops `spec` ones, so the right it needs (`patch nodes/status`)
+    /// cannot taint, cordon or re-address a Node; flannel writes its backend annotations the
+    /// same way (`PatchStatus`).
+    ///
+    /// # Errors
+    /// [`KubeError::Forbidden`] without `patch nodes/status`, [`KubeError::NotFound`] for a
+    /// missing Node, the other status and transport errors as [`Client::get_node`].
+    pub fn annotate_node(
+        &self,
+        name: &str,
+        key: &str,
+        value: &str,
+        timeout: Duration,
+    ) -> Result<(), KubeError> {
+        let body = serde_json::json!({"metadata": {"annotations": {key: value}}});
+        let bytes = serde_json::to_vec(&body).map_err(|e| KubeError::Decode(e.to_string()))?;
+        let path = format!("/api/v1/nodes/{name}/status");
+        Self::check(self.send("PATCH", &path, Some(bytes), timeout)?, 200).map(drop)
+    }
+
     /// `GET path` answered 200: its body (at most `limit` bytes).
     fn get_body(&self, path: &str, timeout: Duration, limit: u64) -> Result<String, KubeError> {
         let url = format!("{}{}", self.server, path);
@@ -355,6 +392,12 @@ mod tests {
         assert_eq!(rv, "7");
         assert_eq!(n.pod_cidrs, ["10.244.1.0/24", "fd00:1::/64"]);
         assert_eq!(n.internal_ips.len(), 2);
+        assert_eq!(n.vtep_mac, None);
+        let annotated = r#"{"type":"MODIFIED","object":{"metadata":{"name":"n2","resourceVersion":"9","annotations":{"tern.io/vtep-mac":"0a:1b:2c:3d:4e:5f","other":"x"}}}}"#;
+        let WatchEvent::Applied(n, _) = decode_event(annotated).unwrap() else {
+            panic!()
+        };
+        assert_eq!(n.vtep_mac.as_deref(), Some("0a:1b:2c:3d:4e:5f"));
         let old = r#"{"type":"MODIFIED","object":{"metadata":{"name":"n","resourceVersion":"8"},"spec":{"podCIDR":"10.0.0.0/24"}}}"#;
         let WatchEvent::Applied(n, _) = decode_event(old).unwrap() else {
             panic!()

@@ -14,6 +14,7 @@
 mod address;
 mod link;
 mod route;
+mod vxlan;
 
 use std::cell::Cell;
 use std::os::fd::AsRawFd;
@@ -28,6 +29,7 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 pub use address::Address;
 pub use link::{format_mac, Link};
 pub use route::{KernelRoute, RouteScope};
+pub use vxlan::{parse_mac, FdbEntry, Neighbour, VxlanInfo, VxlanSpec};
 
 use crate::error::{Error, Result};
 use crate::netns::NetNs;
@@ -289,6 +291,9 @@ fn kind(msg: &RouteNetlinkMessage) -> &'static str {
         M::NewRoute(_) => "nl:RTM_NEWROUTE",
         M::DelRoute(_) => "nl:RTM_DELROUTE",
         M::GetRoute(_) => "nl:RTM_GETROUTE",
+        M::NewNeighbour(_) => "nl:RTM_NEWNEIGH",
+        M::DelNeighbour(_) => "nl:RTM_DELNEIGH",
+        M::GetNeighbour(_) => "nl:RTM_GETNEIGH",
         _ => "nl:other",
     }
 }
