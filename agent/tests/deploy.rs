@@ -10,7 +10,13 @@ use serde_json::Value;
 use tern_agent::install::{ranges_for, render, validate_tuning};
 
 fn docs() -> Vec<(String, Value)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    docs_in("deploy")
+}
+
+/// The manifests of one directory of the repository (not its subdirectories, as `kubectl apply
+/// -f DIR` reads them).
+fn docs_in(rel: &str) -> Vec<(String, Value)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(rel);
     let mut out = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -213,6 +219,30 @@ fn rbac_is_least_privilege() {
     .into_iter()
     .collect();
     assert_eq!(g, want);
+}
+
+#[test]
+fn vxlan_rbac_adds_only_patch_nodes_status() {
+    let base = grants(&docs());
+    let mut both = docs();
+    both.extend(docs_in("deploy/vxlan"));
+    let all = grants(&both);
+    let added: BTreeSet<Grant> = all["tern/tern-agent"]
+        .difference(&base["tern/tern-agent"])
+        .cloned()
+        .collect();
+    let want: BTreeSet<Grant> = [(
+        "cluster".into(),
+        String::new(),
+        "nodes/status".into(),
+        vec![],
+        "patch".into(),
+    )]
+    .into_iter()
+    .collect();
+    assert_eq!(added, want);
+    assert_eq!(all["tern/tern-cni"], base["tern/tern-cni"]);
+    assert_eq!(all.len(), base.len(), "no other subject gains anything");
 }
 
 #[test]
