@@ -533,6 +533,9 @@ fn one_segment(tag: &str) -> (TestNetns, RouterApi, Vec<NodeNs>, String) {
         hub.ip(&["link", "set", &port, "master", "br0", "up"]);
         ns.ip(&["link", "set", "eth0", "up"]);
         ns.ip(&["addr", "add", &format!("192.168.80.{i}/24"), "dev", "eth0"]);
+        // A default route, as every node has: the host veths answer the pods' ARP for their
+        // gateway 169.254.1.1 (proxy ARP) only when the node can route to it.
+        ns.ip(&["route", "add", "default", "via", "192.168.80.254"]);
         nodes.push(NodeNs {
             name: format!("node-{i}"),
             ns,
@@ -573,12 +576,20 @@ fn measure(from: &TestNetns, at: &TestNetns, to: &str, secs: u32) -> (f64, f64) 
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let out = from.exec_ok(&["iperf3", "-c", to, "-t", &secs.to_string(), "-J"]);
+    let out = from.exec(&["iperf3", "-c", to, "-t", &secs.to_string(), "-J"]);
+    // The server may linger after its one test: it is not waited for.
+    let _ = server.kill();
     let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "iperf3 to {to}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let gbits = v["end"]["sum_received"]["bits_per_second"]
         .as_f64()
-        .unwrap()
+        .unwrap_or_else(|| panic!("no throughput from iperf3: {out}"))
         / 1e9;
     let ping = from.exec_ok(&["ping", "-q", "-c", "200", "-i", "0.005", to]);
     // "rtt min/avg/max/mdev = 0.031/0.045/0.120/0.010 ms"
