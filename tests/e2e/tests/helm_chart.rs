@@ -115,7 +115,10 @@ fn helm_lint_strict_passes() {
         .unwrap();
     let text = output_text(&out);
     assert!(out.status.success(), "helm lint --strict: {text}");
-    assert!(text.contains("1 chart(s) linted, 0 chart(s) failed"), "{text}");
+    assert!(
+        text.contains("1 chart(s) linted, 0 chart(s) failed"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -152,7 +155,10 @@ fn deploy_is_the_charts_default_rendering() {
         .output()
         .unwrap();
     let text = output_text(&out);
-    assert!(!out.status.success(), "a drifted copy passed the check: {text}");
+    assert!(
+        !out.status.success(),
+        "a drifted copy passed the check: {text}"
+    );
     assert!(
         text.contains("deploy/configmap.yaml differs") && text.contains("\"mtu\": 1400"),
         "{text}"
@@ -173,7 +179,10 @@ fn defaults_render_the_deployed_chain() {
         "{c}"
     );
     assert_eq!(c["plugins"][0]["mtu"], 1500);
-    assert_eq!(c["plugins"][1]["sysctl"]["net.ipv4.tcp_keepalive_time"], "600");
+    assert_eq!(
+        c["plugins"][1]["sysctl"]["net.ipv4.tcp_keepalive_time"],
+        "600"
+    );
     assert_eq!(c["plugins"][2]["snat"], true);
     let ds = doc(&all, "DaemonSet", "tern-agent");
     for want in [
@@ -223,7 +232,10 @@ fn operator_values_reach_the_manifests() {
     let c = conflist(&all);
     assert_eq!(types(&c), ["tern", "tern-tuning", "bandwidth"], "{c}");
     assert_eq!(c["plugins"][0]["mtu"], 1450);
-    assert_eq!(c["plugins"][1]["sysctl"]["net.ipv4.tcp_keepalive_time"], "300");
+    assert_eq!(
+        c["plugins"][1]["sysctl"]["net.ipv4.tcp_keepalive_time"],
+        "300"
+    );
     let ds = doc(&all, "DaemonSet", "tern-agent");
     for want in [
         "image: registry.example/tern:0.2.0-rc1",
@@ -237,8 +249,15 @@ fn operator_values_reach_the_manifests() {
     ] {
         assert!(ds.contains(want), "the DaemonSet lacks {want:?}:\n{ds}");
     }
-    for gone in ["--node-routes", "prometheus.io/", "operator: Exists\n        -"] {
-        assert!(!ds.contains(gone), "the DaemonSet still has {gone:?}:\n{ds}");
+    for gone in [
+        "--node-routes",
+        "prometheus.io/",
+        "operator: Exists\n        -",
+    ] {
+        assert!(
+            !ds.contains(gone),
+            "the DaemonSet still has {gone:?}:\n{ds}"
+        );
     }
     assert!(!all.contains("name: tern-agent-node-routes"), "{all}");
     let nat = doc(&all, "ConfigMap", "tern-egress-nat");
@@ -268,22 +287,37 @@ fn operator_values_reach_the_manifests() {
 fn a_wrong_value_fails_with_the_keys_name() {
     let Some(helm) = helm() else { return };
     for (set, words) in [
-        ("nodeRoutes.mode=vxlan", &["nodeRoutes", "mode", "host-gw"][..]),
-        ("egressNat.clusterCidrs={10.244.0.0/33}", &["clusterCidrs"][..]),
+        (
+            "nodeRoutes.mode=vxlan",
+            &["nodeRoutes", "mode", "host-gw"][..],
+        ),
+        (
+            "egressNat.clusterCidrs={10.244.0.0/33}",
+            &["clusterCidrs"][..],
+        ),
         ("egressNat.serviceCidrs={10.96.0.0}", &["serviceCidrs"][..]),
         ("metrics.port=70000", &["metrics", "port", "maximum"][..]),
         ("metrics.address=localhost", &["metrics", "address"][..]),
         ("logLevel=verbose", &["logLevel", "info"][..]),
         ("image.pullPolicy=Sometimes", &["pullPolicy"][..]),
-        ("tuning.sysctls.kernel\\.panic=1", &["kernel.panic", "net"][..]),
-        ("referencePlugins.portmap.enabled=maybe", &["portmap", "enabled", "boolean"][..]),
+        (
+            "tuning.sysctls.kernel\\.panic=1",
+            &["kernel.panic", "net"][..],
+        ),
+        (
+            "referencePlugins.portmap.enabled=maybe",
+            &["portmap", "enabled", "boolean"][..],
+        ),
         ("egressNat.clustercidrs={10.0.0.0/8}", &["clustercidrs"][..]),
         ("mtu=70", &["mtu"][..]),
     ] {
         let err = template(&helm, &["--set", set])
             .map(|out| format!("rendered:\n{out}"))
             .expect_err(set);
-        assert!(err.contains("values don't meet the specifications of the schema"), "{set}: {err}");
+        assert!(
+            err.contains("values don't meet the specifications of the schema"),
+            "{set}: {err}"
+        );
         for w in words {
             assert!(err.contains(w), "{set}: the message lacks {w:?}: {err}");
         }
