@@ -131,14 +131,23 @@ fn plugin_inode(node: &Node) -> Res<(u64, u64)> {
 /// The case (module docs): install, upgrade, rollback, uninstall, with their checks.
 pub fn helm(node: &Node) -> Res {
     let t0 = Instant::now();
-    let lap = |what: &str| node.note(&format!("{:.1}s: {what}", t0.elapsed().as_secs_f64()));
+    // each step's time, in the case's log and on stderr (the tier's output keeps it)
+    let lap = |what: &str| {
+        let line = format!("{:.1}s: {what}", t0.elapsed().as_secs_f64());
+        node.note(&line);
+        eprintln!("[cluster] helm: {line}");
+    };
     if node.ok(&mut node.kubectl_cmd(&["-n", "tern", "get", "daemonset", "tern-agent"])) {
         return fail("tern-agent is installed already: the helm case runs after `uninstall`");
     }
     if node.cni_net.join("10-tern.conflist").exists() {
         return fail("a tern conflist is on the node: the helm case runs after `uninstall`");
     }
-    // -- install: the namespace and the API endpoint ConfigMap first, as with deploy/
+    // -- install: the namespace and the API endpoint ConfigMap first, as with deploy/ (the
+    // namespace `uninstall` deleted must be gone first)
+    node.wait_for(120, "namespace tern gone", || {
+        !node.ok(&mut node.kubectl_cmd(&["get", "namespace", "tern"]))
+    })?;
     node.kubectl(&["create", "namespace", "tern"])?;
     api_endpoint(node)?;
     let (pods, services) = cluster_ranges(node);
@@ -208,7 +217,6 @@ pub fn helm(node: &Node) -> Res {
          {received} received, longest gap {gap:.1}s"
     );
     lap(&msg);
-    eprintln!("[cluster] helm: {msg}");
     if received == 0 || gap > 2.0 {
         return fail(format!(
             "the running pods' traffic broke in the upgrade: {msg}"
