@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use tern_cluster::{fail, Node, Res};
 
 /// The files tern's DaemonSet writes on a node.
-fn node_files(node: &Node) -> Vec<std::path::PathBuf> {
+pub fn node_files(node: &Node) -> Vec<std::path::PathBuf> {
     let mut f = vec![
         node.cni_net.join("10-tern.conflist"),
         node.cni_net.join("tern-kubeconfig"),
@@ -45,28 +45,16 @@ pub fn install(node: &Node) -> Res {
     // The namespace first, on its own: the ConfigMap below must exist before the DaemonSet starts.
     let ns = deploy.join("00-namespace.yaml");
     node.kubectl(&["apply", "-f", &ns.to_string_lossy()])?;
-    // No kube-proxy here: the agent reaches the API server at its real address, as on any
-    // kube-proxy-less cluster (the DaemonSet reads this ConfigMap when it exists).
-    let port = format!(
-        "--from-literal=KUBERNETES_SERVICE_PORT={}",
-        node.var("API_PORT")
-    );
-    node.kubectl(&[
-        "-n",
-        "tern",
-        "create",
-        "configmap",
-        "kubernetes-services-endpoint",
-        "--from-literal=KUBERNETES_SERVICE_HOST=127.0.0.1",
-        &port,
-    ])?;
+    api_endpoint(node)?;
     // As an operator does: the egress NAT's cluster ranges set to this cluster's before applying.
-    let (cluster, service) = (node.var("CLUSTER_CIDR"), node.var("SERVICE_CIDR"));
-    let (cluster6, service6) = (node.var("CLUSTER_CIDR6"), node.var("SERVICE_CIDR6"));
-    let mut ranges = format!("{cluster},{service}");
-    if !cluster6.is_empty() {
-        ranges.push_str(&format!(",{cluster6},{service6}"));
-    }
+    // each family's pod range, then its service range (the order the NAT table's sets keep)
+    let (pods, services) = cluster_ranges(node);
+    let ranges: Vec<String> = pods
+        .iter()
+        .zip(&services)
+        .flat_map(|(p, s)| [p.clone(), s.clone()])
+        .collect();
+    let ranges = ranges.join(",");
     let copy = node.kt.join("deploy");
     let _ = std::fs::remove_dir_all(&copy);
     std::fs::create_dir_all(&copy).map_err(|e| format!("mkdir {}: {e}", copy.display()))?;
@@ -107,6 +95,45 @@ pub fn install(node: &Node) -> Res {
         "daemonset/tern-agent",
         "--timeout=120s",
     ])?;
+    installed(node)?;
+    nat_rules(node)?;
+    node.wait_for(90, "node Ready", || node.node_ready())
+}
+
+/// The kube-proxy-less cluster's API server address for the agent, in namespace tern (the
+/// DaemonSet reads ConfigMap kubernetes-services-endpoint when it exists).
+pub fn api_endpoint(node: &Node) -> Res {
+    let port = format!(
+        "--from-literal=KUBERNETES_SERVICE_PORT={}",
+        node.var("API_PORT")
+    );
+    node.kubectl(&[
+        "-n",
+        "tern",
+        "create",
+        "configmap",
+        "kubernetes-services-endpoint",
+        "--from-literal=KUBERNETES_SERVICE_HOST=127.0.0.1",
+        &port,
+    ])
+    .map(drop)
+}
+
+/// This cluster's (pod ranges, service ranges), IPv4 first, IPv6 when the cluster is dual stack:
+/// what an operator sets egress NAT's cluster ranges to.
+pub fn cluster_ranges(node: &Node) -> (Vec<String>, Vec<String>) {
+    let mut pods = vec![node.var("CLUSTER_CIDR").to_owned()];
+    let mut services = vec![node.var("SERVICE_CIDR").to_owned()];
+    if !node.var("CLUSTER_CIDR6").is_empty() {
+        pods.push(node.var("CLUSTER_CIDR6").to_owned());
+        services.push(node.var("SERVICE_CIDR6").to_owned());
+    }
+    (pods, services)
+}
+
+/// What the install put on the node: every file of [`node_files`], the kubeconfig mode 0600, the
+/// node's podCIDRs in the conflist, the reference plugins the pinned release's bytes.
+pub fn installed(node: &Node) -> Res {
     for f in node_files(node) {
         if !f.exists() {
             return fail(format!("{} not installed", f.display()));
@@ -139,7 +166,15 @@ pub fn install(node: &Node) -> Res {
             return fail(format!("{} is not {built}", ours.display()));
         }
     }
-    // The agent's egress NAT: this node's podCIDRs masqueraded outside the cluster's ranges.
+    Ok(())
+}
+
+/// The agent's egress NAT: this node's podCIDRs masqueraded outside the cluster's ranges (both
+/// families on a dual-stack cluster), within 30 s.
+pub fn nat_rules(node: &Node) -> Res {
+    let (cluster, service) = (node.var("CLUSTER_CIDR"), node.var("SERVICE_CIDR"));
+    let (cluster6, service6) = (node.var("CLUSTER_CIDR6"), node.var("SERVICE_CIDR6"));
+    let cidrs = node.pod_cidrs()?;
     let cidr = node.pod_cidr()?;
     let mut rules = vec![format!(
         "ip saddr {cidr} ip daddr != {{ {cluster}, {service}, 224.0.0.0/4 }} masquerade"
@@ -156,8 +191,7 @@ pub fn install(node: &Node) -> Res {
     node.wait_for(30, "egress NAT table", || {
         let t = nat_table(node);
         rules.iter().all(|r| t.contains(r))
-    })?;
-    node.wait_for(90, "node Ready", || node.node_ready())
+    })
 }
 
 pub fn pods(node: &Node) -> Res {

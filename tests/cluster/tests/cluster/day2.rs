@@ -83,17 +83,15 @@ pub fn apiserver_down(node: &Node) -> Res {
     node.delete_pods(&["pod-e"])
 }
 
-/// The DaemonSet rolled to a new image: pods running through it keep their network.
-pub fn rollout(node: &Node) -> Res {
-    node.create_pods(&["pod-r", "pod-q"])?;
-    node.wait_ready(&["pod-r", "pod-q"], 90)?;
-    let ip = node.pod_ip("pod-r")?;
+/// tern's image (scripts/image) as `<TERN_IMAGE's repository>:TAG`, imported into the node's
+/// runtime: its name.
+///
+/// # Errors
+/// scripts/image or the import failing.
+pub fn next_image(node: &Node, tag: &str) -> Res<String> {
     let image = node.var("TERN_IMAGE");
-    let next = format!(
-        "{}:rollout-test",
-        image.rsplit_once(':').map_or(image, |(r, _)| r)
-    );
-    let archive = node.kt.join("images/next.oci.tar");
+    let next = format!("{}:{tag}", image.rsplit_once(':').map_or(image, |(r, _)| r));
+    let archive = node.kt.join(format!("images/{tag}.oci.tar"));
     let archive = archive.to_string_lossy();
     let script = node.root.join("scripts/image");
     let mut build = Node::cmd("bash", &[]);
@@ -102,6 +100,15 @@ pub fn rollout(node: &Node) -> Res {
         .args(["--name", &next, "--out", &archive]);
     node.run(&mut build, None)?;
     node.sh(&["import_image", &archive, &next], &[])?;
+    Ok(next)
+}
+
+/// The DaemonSet rolled to a new image: pods running through it keep their network.
+pub fn rollout(node: &Node) -> Res {
+    node.create_pods(&["pod-r", "pod-q"])?;
+    node.wait_ready(&["pod-r", "pod-q"], 90)?;
+    let ip = node.pod_ip("pod-r")?;
+    let next = next_image(node, "rollout-test")?;
     node.kubectl(&[
         "-n",
         "tern",

@@ -272,6 +272,16 @@ pub fn uninstall(node: &Node) -> Res {
     }
     uninstall_by_hand(node)?;
     node.note(&format!("{:?}: uninstalled by hand", t0.elapsed()));
+    nothing_of_tern_left(node, "the uninstall with no tern pod left")
+}
+
+/// Nothing of tern's is left on the node (`after` names the step, for the message): no conflist,
+/// kubeconfig, uninstall mark, plugin or reference plugin tern installed (a file the node had
+/// before the tier stays, and so does the node's host-local), no egress NAT table, no tern link.
+pub fn nothing_of_tern_left(node: &Node, after: &str) -> Res {
+    let conflist = node.cni_net.join("10-tern.conflist");
+    let kubeconfig = node.cni_net.join("tern-kubeconfig");
+    let mark = node.cni_net.join("tern-uninstalling");
     let mut files = vec![conflist, kubeconfig, mark];
     files.extend(
         PLUGINS
@@ -285,7 +295,7 @@ pub fn uninstall(node: &Node) -> Res {
         let before = preexisting.lines().any(|l| Path::new(l) == f);
         if f.exists() != before {
             return fail(format!(
-                "{} {} after the uninstall with no tern pod left",
+                "{} {} after {after}",
                 f.display(),
                 if before {
                     "removed (it was on the node before tern)"
@@ -299,7 +309,7 @@ pub fn uninstall(node: &Node) -> Res {
         return fail("uninstall removed a file that is not tern's");
     }
     if nat_exists(node) {
-        return fail("the egress NAT table left after the uninstall with no tern pod left");
+        return fail(format!("the egress NAT table left after {after}"));
     }
     if !node.tern_links()?.is_empty() {
         return fail(format!("tern links left: {:?}", node.tern_links()?));

@@ -1,4 +1,5 @@
-//! The real-cluster tier: tern installed with `kubectl apply -f deploy/` on a real one-node
+//! The real-cluster tier: tern installed with `kubectl apply -f deploy/` (and, in the last case,
+//! with its Helm chart) on a real one-node
 //! Kubernetes (etcd, kube-apiserver, controller-manager, scheduler, kubelet over containerd 2's
 //! or CRI-O's CRI), pods started by the kubelet. docs/TESTING.md, "The real-cluster tier".
 //!
@@ -21,6 +22,7 @@ mod chain;
 mod critest;
 mod day2;
 mod dual_stack;
+mod helm;
 mod lifecycle;
 mod node_routes;
 mod rbac;
@@ -55,6 +57,7 @@ const CASES: &[Case] = &[
     ("rollout", day2::rollout),
     ("network_not_ready", lifecycle::network_not_ready),
     ("uninstall", lifecycle::uninstall),
+    ("helm", helm::helm),
 ];
 
 /// The cases the CRI-O node runs by default: deploy/ applied, pods wired, ping, nothing left.
@@ -73,6 +76,7 @@ const GO_BINS: &[&str] = &[
     "registry/registry",
     "plugins/portmap",
     "plugins/bandwidth",
+    "helm/helm",
 ];
 
 /// Set once `node.sh up` has been called: only then is there anything to tear down (under
