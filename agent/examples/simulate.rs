@@ -2,15 +2,16 @@
 //! refresher thread drives) with `tern-agent run`'s default settings, against an API server that
 //! grants tokens of a given lifetime and is down for 30 minutes.
 //!
-//! `cargo run -p tern-agent --example simulate [nodes] [days] [lifetime ...]`, lifetimes `1h`,
-//! `24h`, `1y-warnafter` (default: all three; 5,000 nodes, 7 days). Prints a Markdown table.
+//! `cargo run -p tern-agent --example simulate [--outage MIN] [nodes] [days] [lifetime ...]`,
+//! lifetimes `1h`, `24h`, `1y-warnafter` (default: all three; 5,000 nodes, 7 days, a 10-minute
+//! outage). Prints a Markdown table.
 //!
 //! Model: every node starts within the first 10 minutes (a DaemonSet rollout) and asks for the
 //! default lifetime (24 h). The server grants `1h` (a `--service-account-max-token-expiration=1h`
 //! cap), `24h` (as asked), or `1y-warnafter` (`status.expirationTimestamp` 3607 s ahead while the
 //! JWT stays valid for a year, as with `--service-account-extend-token-expiration`: the agent
-//! schedules from the status, the token never expires). A 30-minute outage starts on day 4 at
-//! 12:00: every request in it fails at once without `Retry-After` (connection refused, the worst
+//! schedules from the status, the token never expires). An outage (default 10 minutes) starts on
+//! day 4 at 12:00: every request in it fails at once without `Retry-After` (connection refused, the worst
 //! case for load). Requests outside it succeed at once. Plugin-triggered channel requests are not
 //! modelled (they need a 401, which an outage does not produce).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -49,6 +50,11 @@ pub struct Row {
     pub outage_peak: u32,
     /// First 5 minutes after the outage: mean per second.
     pub after_mean: f64,
+    /// First 5 minutes after the outage: busiest second.
+    pub after_peak: u32,
+    /// Least time a node's token had left when a scheduled refresh (one after a success) fell
+    /// due, from `status.expirationTimestamp` (s; start-up aside).
+    pub min_margin_s: f64,
     /// Longest wait, from the server's return, of a node that failed in the outage for its next
     /// token (s).
     pub slowest_recovery_s: f64,
@@ -56,11 +62,13 @@ pub struct Row {
     pub expired_node_s: f64,
 }
 
-/// Runs `nodes` planners for `days` (at least 5: the outage is on day 4) against `life`.
-pub fn simulate(nodes: usize, days: i64, life: &Lifetime) -> Row {
+/// Runs `nodes` planners for `days` (at least 5: the outage is on day 4) against `life`, with an
+/// outage of `outage_min` minutes.
+pub fn simulate(nodes: usize, days: i64, life: &Lifetime, outage_min: i64) -> Row {
     let policy = RunConfig::with_defaults(String::new(), String::new()).policy;
     let horizon = days * DAY;
-    let (o0, o1) = (3 * DAY + 12 * 60 * MIN, 3 * DAY + 12 * 60 * MIN + 30 * MIN);
+    let o0 = 3 * DAY + 12 * 60 * MIN;
+    let o1 = o0 + outage_min * MIN;
     let mut seeds = Rng::seeded(20_260_101);
     let mut planners: Vec<Planner> = (0..nodes)
         .map(|_| Planner::new(policy.clone(), Rng::seeded(seeds.next_u64())))
@@ -70,6 +78,7 @@ pub fn simulate(nodes: usize, days: i64, life: &Lifetime) -> Row {
     let mut failed_in_outage = vec![false; nodes];
     let mut recovered_at = vec![None::<i64>; nodes];
     let mut expired_ms = 0i64;
+    let mut min_margin_ms = i64::MAX;
     let mut heap = BinaryHeap::new();
     for n in 0..nodes {
         heap.push(Reverse(((seeds.unit() * 10.0 * MIN as f64) as i64, n)));
@@ -80,6 +89,9 @@ pub fn simulate(nodes: usize, days: i64, life: &Lifetime) -> Row {
         }
         per_second[(t / 1000) as usize] += 1;
         let now = T0 + t;
+        if let (0, Some(exp)) = (planners[n].failures(), planners[n].expiry_ms()) {
+            min_margin_ms = min_margin_ms.min(exp - now);
+        }
         let delay = if (o0..o1).contains(&t) {
             failed_in_outage[n] = true;
             planners[n].failed(now, None)
@@ -119,6 +131,8 @@ pub fn simulate(nodes: usize, days: i64, life: &Lifetime) -> Row {
         outage_mean: mean(o0, o1),
         outage_peak: peak(o0, o1),
         after_mean: mean(o1, o1 + 5 * MIN),
+        after_peak: peak(o1, o1 + 5 * MIN),
+        min_margin_s: min_margin_ms as f64 / 1000.0,
         slowest_recovery_s: recovered_at
             .iter()
             .zip(&failed_in_outage)
@@ -130,7 +144,15 @@ pub fn simulate(nodes: usize, days: i64, life: &Lifetime) -> Row {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut outage_min = 10;
+    if let Some(i) = args.iter().position(|a| a == "--outage") {
+        outage_min = args
+            .get(i + 1)
+            .and_then(|m| m.parse().ok())
+            .expect("--outage MIN: whole minutes");
+        args.drain(i..i + 2);
+    }
     let nodes: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(5000);
     let days: i64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(7);
     let all = [
@@ -159,21 +181,23 @@ fn main() {
     };
     let policy = RunConfig::with_defaults(String::new(), String::new()).policy;
     println!(
-        "{nodes} nodes, {days} days, defaults (backoff base {:?}, cap {:?}), 30-minute outage on day 4\n",
+        "{nodes} nodes, {days} days, defaults (backoff base {:?}, cap {:?}), {outage_min}-minute outage on day 4\n",
         policy.backoff_base, policy.backoff_cap
     );
-    println!("| granted lifetime | steady mean /s (busiest s) | outage mean /s (busiest s) | first 5 min after, mean /s | slowest node fresh after the server returns | node-seconds with an expired token |");
-    println!("|---|---|---|---|---|---|");
+    println!("| granted lifetime | steady mean /s (busiest s) | outage mean /s (busiest s) | first 5 min after, mean /s (busiest s) | least time left at a scheduled refresh | slowest node fresh after the server returns | node-seconds with an expired token |");
+    println!("|---|---|---|---|---|---|---|");
     for l in wanted {
-        let r = simulate(nodes, days, l);
+        let r = simulate(nodes, days, l, outage_min);
         println!(
-            "| {} | {:.2} ({}) | {:.2} ({}) | {:.2} | {:.0} s | {:.0} |",
+            "| {} | {:.2} ({}) | {:.2} ({}) | {:.2} ({}) | {:.0} s | {:.0} s | {:.0} |",
             l.name,
             r.steady_mean,
             r.steady_peak,
             r.outage_mean,
             r.outage_peak,
             r.after_mean,
+            r.after_peak,
+            r.min_margin_s,
             r.slowest_recovery_s,
             r.expired_node_s
         );

@@ -2,9 +2,12 @@
 //! to back off after a failure, and a small seeded PRNG.
 //!
 //! Invariants: no function here reads a clock or sleeps; every delay is ≥ [`MIN_DELAY`]; a
-//! success schedules the next refresh strictly before the returned expiry; a failure's delay is
+//! success schedules the next refresh strictly before the returned expiry, at most at
+//! [`REFRESH_LATEST`] of the lifetime and, when the lifetime is at least twice [`MIN_MARGIN`],
+//! with at least [`MIN_MARGIN`] left; a failure's delay is
 //! uniform in `[ceiling/2, ceiling]` (floored at [`MIN_DELAY`], never below the server's
-//! `Retry-After`), where the ceiling is `min(cap, time_left/2)` while the current token is valid
+//! `Retry-After`), where the ceiling is `min(cap, max(time_left/2, cap/8))` while the current
+//! token is valid
 //! and `min(cap, base·2^(n−1))` without one.
 
 use std::time::Duration;
@@ -12,11 +15,26 @@ use std::time::Duration;
 /// The smallest delay ever scheduled, so that no path can spin.
 pub const MIN_DELAY: Duration = Duration::from_millis(100);
 
+/// The latest point of a token's life at which a refresh is scheduled: 80 %, as the kubelet
+/// rotates projected tokens (`pkg/kubelet/token/token_manager.go`).
+pub const REFRESH_LATEST: f64 = 0.8;
+
+/// The jitter window before that point, as a share of the lifetime: a refresh falls uniformly in
+/// the tenth of the lifetime before it (70–80 % for a 1 h token), so a fleet minted together
+/// spreads out, and the mean interval stays 3/4 of the lifetime (1.85 TokenRequests/s for 5,000
+/// nodes with 1 h tokens, where one per lifetime is 1.39/s).
+pub const REFRESH_SPREAD: f64 = 0.1;
+
+/// The least time a scheduled refresh leaves before expiry (an API server outage shorter than this
+/// never lets a token expire), for every lifetime of at least twice this; a shorter lifetime
+/// keeps half of it instead. A 1 h token keeps 12–18 min.
+pub const MIN_MARGIN: Duration = Duration::from_secs(600);
+
 /// Scheduling settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     /// `CNI_TOKEN_REFRESH_DURATION`: refresh after this long (plus up to 100 % jitter) instead of
-    /// a quarter of the lifetime.
+    /// at 70–80 % of the lifetime; never later than the default's latest point.
     pub refresh_override: Option<Duration>,
     /// First backoff ceiling.
     pub backoff_base: Duration,
@@ -38,13 +56,22 @@ impl Default for Policy {
 /// Delay until the next refresh after a success.
 ///
 /// `lifetime` is the returned `status.expirationTimestamp` minus the wall-clock now (the real
-/// lifetime, after any server cap); `u` is uniform in `[0, 1)`. Default: `lifetime/4 · (1 + u)`,
-/// i.e. between a quarter and a half of the lifetime. With an override `d`: `d · (1 + u)`. Either
-/// way at most three quarters of the lifetime, so a refresh (and some retries) happen before expiry.
+/// lifetime, after any server cap); `u` is uniform in `[0, 1)`. The latest point is
+/// `min(lifetime·REFRESH_LATEST, lifetime − MIN_MARGIN)`, never below `lifetime/2`; the default
+/// delay is uniform in `(latest − lifetime·REFRESH_SPREAD, latest]`: 2,520–2,880 s for 1 h,
+/// 16.8–19.2 h for 24 h. With an override `d`: `d · (1 + u)`, at most the latest point. Either way
+/// strictly before expiry, so a refresh (and retries) happen while the token is valid.
 pub fn refresh_delay(policy: &Policy, lifetime: Duration, u: f64) -> Duration {
-    let base = policy.refresh_override.unwrap_or(lifetime / 4);
-    let jittered = base.mul_f64(1.0 + u.clamp(0.0, 1.0));
-    jittered.min(lifetime.mul_f64(0.75)).max(MIN_DELAY)
+    let u = u.clamp(0.0, 1.0);
+    let latest = lifetime
+        .mul_f64(REFRESH_LATEST)
+        .min(lifetime.saturating_sub(MIN_MARGIN))
+        .max(lifetime / 2);
+    let delay = match policy.refresh_override {
+        Some(d) => d.mul_f64(1.0 + u).min(latest),
+        None => latest.saturating_sub(lifetime.mul_f64(REFRESH_SPREAD * u)),
+    };
+    delay.max(MIN_DELAY)
 }
 
 /// Delay before retrying after the `failures`-th consecutive failure (1 for the first).
@@ -52,9 +79,10 @@ pub fn refresh_delay(policy: &Policy, lifetime: Duration, u: f64) -> Duration {
 /// `time_left` is how long the current token stays valid (`None` or zero when there is none or it
 /// expired); `retry_after` is the server's `Retry-After`; `u` is uniform in `[0, 1)`.
 ///
-/// The ceiling is `min(cap, time_left/2)` while a token is valid — there is time, so the retries
-/// are spread over it rather than rushed, and the cap bounds how long after the server's return a
-/// node waits — and `min(cap, base·2^(n−1))` without one (start-up, or expired). The delay is
+/// The ceiling is `min(cap, max(time_left/2, cap/8))` while a token is valid — there is time, so
+/// the retries are spread over it rather than rushed, the cap bounds how long after the server's
+/// return a node waits, and the floor (30 s by default) stops the halving from becoming a burst of
+/// quick retries in a token's last minute when an outage outlasts it — and `min(cap, base·2^(n−1))` without one (start-up, or expired). The delay is
 /// uniform in `[ceiling/2, ceiling]` (equal jitter: spread, yet never a burst of near-zero
 /// waits), at least [`MIN_DELAY`] and at least `retry_after`.
 pub fn backoff_delay(
@@ -65,7 +93,9 @@ pub fn backoff_delay(
     u: f64,
 ) -> Duration {
     let ceiling = match time_left.filter(|l| !l.is_zero()) {
-        Some(left) => policy.backoff_cap.min(left / 2),
+        Some(left) => policy
+            .backoff_cap
+            .min((left / 2).max(policy.backoff_cap / 8)),
         None => {
             let exp = failures.saturating_sub(1).min(30);
             policy
@@ -125,20 +155,55 @@ mod tests {
     const H: Duration = Duration::from_secs(3600);
 
     #[test]
-    fn refresh_is_a_quarter_to_a_half_of_the_real_lifetime() {
+    fn refresh_is_at_seventy_to_eighty_percent_of_the_real_lifetime() {
         let p = Policy::default();
-        assert_eq!(refresh_delay(&p, 24 * H, 0.0), 6 * H);
-        assert_eq!(
-            refresh_delay(&p, 24 * H, 0.999_999).as_secs(),
-            12 * 3600 - 1
-        );
-        // A clamped 1 h token is refreshed after 15-30 min, from the returned expiry.
-        let d = refresh_delay(&p, H, 0.5);
-        assert_eq!(d, Duration::from_secs(1350));
+        assert_eq!(refresh_delay(&p, 24 * H, 0.0), H.mul_f64(19.2));
+        assert_eq!(refresh_delay(&p, 24 * H, 0.5), H.mul_f64(18.0));
+        // A clamped 1 h token: 2,520-2,880 s after minting, from the returned expiry, so
+        // 12-18 min are left when the refresh is due.
+        assert_eq!(refresh_delay(&p, H, 0.0), Duration::from_secs(2880));
+        assert_eq!(refresh_delay(&p, H, 0.5), Duration::from_secs(2700));
         let mut rng = Rng::seeded(7);
-        for _ in 0..10_000 {
-            let d = refresh_delay(&p, H, rng.unit());
-            assert!(d >= H / 4 && d < H / 2, "{d:?}");
+        let ds: Vec<Duration> = (0..10_000)
+            .map(|_| refresh_delay(&p, H, rng.unit()))
+            .collect();
+        assert!(ds
+            .iter()
+            .all(|d| *d > Duration::from_secs(2520) && *d <= Duration::from_secs(2880)));
+        assert!(ds.iter().all(|d| H - *d >= MIN_MARGIN));
+        let mean = ds.iter().sum::<Duration>() / 10_000;
+        // 5,000 nodes over the mean interval: at most 2.0 TokenRequests/s (1.85 at 2,700 s).
+        assert!(
+            mean > Duration::from_secs(2680) && mean < Duration::from_secs(2720),
+            "{mean:?}"
+        );
+        assert!(5000.0 / mean.as_secs_f64() <= 2.0);
+        // The extended token's status (3607 s) is scheduled like any other.
+        let ext = Duration::from_secs(3607);
+        assert!(ext - refresh_delay(&p, ext, 0.0) >= MIN_MARGIN);
+    }
+
+    #[test]
+    fn short_lifetimes_keep_the_margin_or_half_of_the_lifetime() {
+        let p = Policy::default();
+        let min = Duration::from_secs(60);
+        // 40 min: 80 % would leave 8 min; the 10 min margin wins (27-30 min).
+        assert_eq!(refresh_delay(&p, 40 * min, 0.0), 30 * min);
+        assert_eq!(refresh_delay(&p, 40 * min, 1.0), 26 * min);
+        // 10 min (the API's shortest token): half of it is kept instead (4-5 min).
+        assert_eq!(refresh_delay(&p, 10 * min, 0.0), 5 * min);
+        assert_eq!(refresh_delay(&p, 10 * min, 1.0), 4 * min);
+        assert_eq!(refresh_delay(&p, Duration::ZERO, 0.0), MIN_DELAY);
+        for l in [1u32, 5, 10, 19, 20, 21, 30, 59, 60, 600, 1440] {
+            for u in [0.0, 0.3, 0.999_999] {
+                let life = l * min;
+                let d = refresh_delay(&p, life, u);
+                assert!(d < life, "{l} min, u {u}: {d:?}");
+                assert!(
+                    life - d >= MIN_MARGIN.min(life / 2),
+                    "{l} min, u {u}: {d:?}"
+                );
+            }
         }
     }
 
@@ -154,7 +219,7 @@ mod tests {
             refresh_override: Some(10 * H),
             ..Policy::default()
         };
-        assert_eq!(refresh_delay(&p, H, 0.0), H.mul_f64(0.75));
+        assert_eq!(refresh_delay(&p, H, 0.0), H.mul_f64(0.8));
         assert_eq!(refresh_delay(&p, Duration::ZERO, 0.0), MIN_DELAY);
     }
 
@@ -216,6 +281,17 @@ mod tests {
         assert_eq!(
             backoff_delay(&p, 1, left, None, 0.0),
             Duration::from_secs(25)
+        );
+        // In the token's last minute: no halving below cap/8 (a 15-30 s spacing), so an outage
+        // that outlasts the token costs a few retries per node, not a dozen.
+        let last = Some(Duration::from_secs(20));
+        assert_eq!(
+            backoff_delay(&p, 30, last, None, 1.0),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            backoff_delay(&p, 30, Some(Duration::from_millis(10)), None, 0.0),
+            Duration::from_secs(15)
         );
         // Expired (zero left): the growth from the base applies.
         assert_eq!(

@@ -15,7 +15,7 @@ use crate::args::{
 
 /// Environment of `tern-agent run` that has no flag, shown under `--help`.
 pub const RUN_ENV_HELP: &str = "environment:
-  CNI_TOKEN_REFRESH_DURATION   refresh interval instead of a quarter to a half of the lifetime
+  CNI_TOKEN_REFRESH_DURATION   refresh interval instead of 70-80 % of the lifetime
                                (e.g. 10m, 2h; at least 1m, below the token lifetime)
   TERN_LOG                     log level: error, warn, info (default), debug or trace
   TERN_LOG_FORMAT              log lines: text (default) or json

@@ -104,10 +104,15 @@ pub fn max_token_expiration(node: &Node) -> Res {
     if next >= exp {
         return fail(format!("next refresh {next} is not before expiry {exp}"));
     }
-    // the agent refreshes at a quarter to a half of the granted lifetime
-    if next - iat > lifetime / 2 + 5 {
+    // the agent refreshes at 70-80 % of the granted lifetime, at least 10 minutes before expiry
+    if next - iat > lifetime * 4 / 5 + 5 || exp - next < 600 - 5 {
         return fail(format!(
-            "next refresh {next} later than half the lifetime ({lifetime}s from {iat})"
+            "next refresh {next} later than 80 % of the lifetime ({lifetime}s from {iat}) or less than 10 min before expiry {exp}"
+        ));
+    }
+    if next - iat < lifetime * 7 / 10 - 5 {
+        return fail(format!(
+            "next refresh {next} earlier than 70 % of the lifetime ({lifetime}s from {iat})"
         ));
     }
     node.sh(&["stop_apiserver"], &[])?;
