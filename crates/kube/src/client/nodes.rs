@@ -18,11 +18,11 @@ use super::Client;
 use crate::error::KubeError;
 
 /// Items per list page (`limit`), as client-go's reflector pages.
-const PAGE: u32 = 500;
+pub(super) const PAGE: u32 = 500;
 /// Largest list page body read (64 MiB: 500 large Nodes).
-const MAX_PAGE: u64 = 64 << 20;
+pub(super) const MAX_PAGE: u64 = 64 << 20;
 /// Longest watch event line (4 MiB: one Node).
-const MAX_EVENT: usize = 4 << 20;
+pub(super) const MAX_EVENT: usize = 4 << 20;
 
 /// What the route controller reads from a Node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -276,6 +276,23 @@ impl Client {
         let path = format!(
             "/api/v1/nodes?watch=1&resourceVersion={resource_version}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}"
         );
+        let reader = self.open_stream(&path, timeout_seconds, timeout, idle)?;
+        Ok(NodeWatch {
+            reader: BufReader::new(reader),
+            line: Vec::new(),
+            idle,
+        })
+    }
+
+    /// Opens a watch stream at `path` (with its query): answered within `timeout`, each read
+    /// waiting up to `idle`, the whole lasting at most `timeout_seconds` plus `timeout`.
+    pub(super) fn open_stream(
+        &self,
+        path: &str,
+        timeout_seconds: u64,
+        timeout: Duration,
+        idle: Duration,
+    ) -> Result<Box<dyn Read + Send>, KubeError> {
         let url = format!("{}{}", self.server, path);
         let total = Duration::from_secs(timeout_seconds) + timeout;
         let resp = self
@@ -301,16 +318,16 @@ impl Client {
                 .unwrap_or_default();
             return Err(KubeError::from_response(code, &body, None));
         }
-        let reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
-        Ok(NodeWatch {
-            reader: BufReader::new(reader),
-            line: Vec::new(),
-            idle,
-        })
+        Ok(Box::new(resp.into_body().into_reader()))
     }
 
     /// `GET path` answered 200: its body (at most `limit` bytes).
-    fn get_body(&self, path: &str, timeout: Duration, limit: u64) -> Result<String, KubeError> {
+    pub(super) fn get_body(
+        &self,
+        path: &str,
+        timeout: Duration,
+        limit: u64,
+    ) -> Result<String, KubeError> {
         let url = format!("{}{}", self.server, path);
         let mut resp = self
             .agent
