@@ -110,6 +110,20 @@ impl AddrSet {
         normalize(v);
     }
 
+    /// Adds many addresses, normalizing once (what a selector's pods give).
+    pub fn add_ips(&mut self, ips: impl IntoIterator<Item = IpAddr>) {
+        for ip in ips {
+            let (v4, r) = one(ip);
+            if v4 {
+                self.v4.push(r);
+            } else {
+                self.v6.push(r);
+            }
+        }
+        normalize(&mut self.v4);
+        normalize(&mut self.v6);
+    }
+
     /// Adds every address of `other`.
     pub fn extend(&mut self, other: &AddrSet) {
         self.v4.extend_from_slice(&other.v4);
