@@ -362,9 +362,15 @@ fn a_service_is_judged_at_its_endpoint_after_dnat() {
         .unwrap()
         .unwrap();
     assert!(listed.is_some_and(|t| t.contains("hook forward priority filter + 1")));
-    n1.run_in(|| nft.apply(&ruleset::remove_script()))
+    // The uninstall's finish removes it (tern_net::drain, as tern's last DEL runs it).
+    n1.run_in(tern_net::drain::remove_network_policy)
         .unwrap()
         .unwrap();
+    let gone = n1
+        .run_in(|| nft.list_table(ruleset::FAMILY, ruleset::TABLE))
+        .unwrap()
+        .unwrap();
+    assert_eq!(gone, None);
     assert!(
         c.connects("peer", svc[0], 80),
         "the table removed: open again"

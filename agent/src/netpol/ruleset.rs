@@ -31,10 +31,8 @@ use std::fmt::Write as _;
 use super::addrs::{element, AddrSet, Range};
 use super::compile::{Allow, Plan, PortRange};
 
-/// The table's family.
-pub const FAMILY: &str = "inet";
-/// The table's name.
-pub const TABLE: &str = "tern_netpol";
+/// The table's family and name, shared with the drain's finish (which removes the table).
+pub use tern_net::drain::{NETWORK_POLICY_FAMILY as FAMILY, NETWORK_POLICY_TABLE as TABLE};
 
 /// Sizes of a rendered table (the agent's gauges).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
