@@ -297,6 +297,25 @@ fn deny_all_ingress_then_allow_one_port_both_families() {
                      "ingress": [{"ports": [{"port": "web"}]}]})]);
     c.expect("peer", "web", 81, true);
     c.expect("peer", "web", 80, false);
+
+    // Both ends isolated on one node: peer's egress and web's ingress must both allow it (an
+    // accept in the egress base chain does not skip the ingress one).
+    let both = |web_from_peer: bool| {
+        let mut p = vec![
+            json!({"podSelector": {"matchLabels": {"app": "peer"}}, "policyTypes": ["Egress"],
+            "egress": [{"to": [{"podSelector": {"matchLabels": {"app": "web"}}}], "ports": [{"port": 80}]}]}),
+        ];
+        let from = if web_from_peer { "peer" } else { "cli" };
+        p.push(json!({"podSelector": {"matchLabels": {"app": "web"}},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": from}}}]}]}));
+        p
+    };
+    c.apply(&both(true));
+    c.expect("peer", "web", 80, true);
+    c.expect("peer", "web", 81, false); // peer's egress
+    c.apply(&both(false));
+    c.expect("peer", "web", 80, false); // web's ingress
+    c.expect("cli", "web", 81, true);
 }
 
 #[test]
