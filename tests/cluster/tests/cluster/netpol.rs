@@ -16,8 +16,8 @@ spec: {podSelector: {matchLabels: {role: pol-server}}, policyTypes: [Ingress]}\n
 
 const ALLOW_80: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
 metadata: {name: pol-allow-80, namespace: default}\n\
-spec:\n  podSelector: {matchLabels: {role: pol-server}}\n  ingress:\n\
-  - from: [{podSelector: {matchLabels: {role: pol-client}}}]\n    ports: [{protocol: TCP, port: 80}]\n";
+spec: {podSelector: {matchLabels: {role: pol-server}}, ingress: [{from: [{podSelector: \
+{matchLabels: {role: pol-client}}}], ports: [{protocol: TCP, port: 80}]}]}\n";
 
 /// The agent container's readiness (JSONPath).
 const READY: &str = "jsonpath={.status.containerStatuses[0].ready}";
