@@ -12,6 +12,7 @@ pub mod install;
 pub mod kubeconfig;
 pub mod logging;
 pub mod mint;
+pub mod netpol;
 pub mod plan;
 pub mod routes;
 pub mod run;

@@ -81,6 +81,16 @@ pub struct UninstallArgs {
         action = clap::ArgAction::Set
     )]
     pub remove_node_routes: bool,
+    /// Also remove the NetworkPolicy table (inet tern_netpol) with the kubeconfig and the
+    /// plugins (true, false, 1 or 0)
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "true",
+        value_parser = crate::args::parse_bool,
+        action = clap::ArgAction::Set
+    )]
+    pub remove_network_policy: bool,
     /// Act only when this DaemonSet (in the agent's namespace) is gone or being deleted, or the
     /// agent's RBAC refuses the read (403: removed with it)
     #[arg(long, value_name = "NAME")]
@@ -184,6 +194,7 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
         plugins: parse_plugins(&a.plugins)?,
         remove_egress_nat: a.remove_egress_nat,
         remove_node_routes: a.remove_node_routes,
+        remove_network_policy: a.remove_network_policy,
     };
     plan.validate()
         .map_err(|e| anyhow::anyhow!("--conflist-name, --kubeconfig-name, --plugins: {e}"))?;

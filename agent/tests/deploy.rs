@@ -188,6 +188,49 @@ fn rbac_is_least_privilege() {
                     vec![],
                     "watch".into(),
                 ),
+                // run --network-policy: pods, namespaces, networkpolicies listed and watched.
+                (
+                    "cluster".into(),
+                    String::new(),
+                    "pods".into(),
+                    vec![],
+                    "list".into(),
+                ),
+                (
+                    "cluster".into(),
+                    String::new(),
+                    "pods".into(),
+                    vec![],
+                    "watch".into(),
+                ),
+                (
+                    "cluster".into(),
+                    String::new(),
+                    "namespaces".into(),
+                    vec![],
+                    "list".into(),
+                ),
+                (
+                    "cluster".into(),
+                    String::new(),
+                    "namespaces".into(),
+                    vec![],
+                    "watch".into(),
+                ),
+                (
+                    "cluster".into(),
+                    "networking.k8s.io".into(),
+                    "networkpolicies".into(),
+                    vec![],
+                    "list".into(),
+                ),
+                (
+                    "cluster".into(),
+                    "networking.k8s.io".into(),
+                    "networkpolicies".into(),
+                    vec![],
+                    "watch".into(),
+                ),
             ]
             .into_iter()
             .collect(),

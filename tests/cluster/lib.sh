@@ -20,7 +20,7 @@
 #   controller-manager, services 10.99.220.0/24 and fd99:220::/112, the node's addresses
 #   10.99.219.1 and fd99:219::1 (dual stack, the default; TERN_CLUSTER_IP_FAMILY=ipv4: IPv4 only);
 #   teardown removes host routes into them, tern's host veths, the agent's egress NAT table
-#   (inet tern_nat), and puts back net.ipv6.conf.all.forwarding (tern's ADD turns it on).
+#   (inet tern_nat) and NetworkPolicy table (inet tern_netpol), and puts back net.ipv6.conf.all.forwarding (tern's ADD turns it on).
 # - Cgroups go under the cgroupfs parent /tern-kube (cgroup v1 here, no systemd: cgroupfs driver
 #   everywhere); teardown removes them.
 # - No registry for the cluster's images: the pause/test image and tern's image are OCI archives
@@ -260,6 +260,7 @@ check_node_clean() {
     done
     ls -d $CNI_BIN/* $CNI_NET/* 2>/dev/null >"$KT/preexisting" || true
     nft list table inet tern_nat >/dev/null 2>&1 && touch "$KT/nat-preexisting"
+    nft list table inet tern_netpol >/dev/null 2>&1 && touch "$KT/netpol-preexisting"
     # tern's ADD turns IPv6 forwarding on for a pod with an IPv6 address (as ptp does): `down` puts
     # the machine's value back
     sysctl -n net.ipv6.conf.all.forwarding >"$KT/ipv6-forwarding" 2>/dev/null || true
@@ -444,6 +445,9 @@ down() {
     ip link del "$NODE_LINK" 2>/dev/null || true
     # the agent's egress NAT table, unless the machine had one before the run
     [ -e "$KT/nat-preexisting" ] || nft delete table inet tern_nat 2>/dev/null || true
+    # and its NetworkPolicy table: it outlives the agent by design, and its verdict maps name this
+    # run's pod addresses, which the next run's pods may get
+    [ -e "$KT/netpol-preexisting" ] || nft delete table inet tern_netpol 2>/dev/null || true
     ip link del "$NR_LINK" 2>/dev/null || true
     # kube-proxy's tables (it leaves them when stopped) and the guard, when this tier made them
     if [ -d "$KT/kube-proxy" ]; then

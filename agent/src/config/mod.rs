@@ -67,6 +67,8 @@ pub struct RunConfig {
     pub routes: Option<crate::routes::RouteConfig>,
     /// Egress NAT (`--egress-nat`); `None` when off.
     pub egress: Option<crate::egress::EgressConfig>,
+    /// NetworkPolicy (`--network-policy`); `None` when off.
+    pub netpol: Option<crate::netpol::NetpolConfig>,
 }
 
 impl RunConfig {
@@ -119,6 +121,7 @@ impl RunConfig {
             channel_read_timeout: Duration::from_secs(2),
             routes: None,
             egress: None,
+            netpol: None,
         }
     }
 }

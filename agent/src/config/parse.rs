@@ -78,6 +78,9 @@ pub struct RunArgs {
     /// Egress NAT.
     #[command(flatten)]
     pub egress: crate::egress::EgressArgs,
+    /// NetworkPolicy.
+    #[command(flatten)]
+    pub netpol: crate::netpol::NetpolArgs,
 }
 
 /// Parses `--metrics-address` (or `TERN_METRICS_ADDRESS`): an IP address and a port, IPv6 in
@@ -124,6 +127,11 @@ impl RunConfig {
         c.routes = crate::routes::RouteConfig::from_args(&a.routes)?;
         c.egress =
             crate::egress::EgressConfig::from_args(&a.egress, a.routes.node_name.as_deref())?;
+        c.netpol = crate::netpol::NetpolConfig::from_args(
+            &a.netpol,
+            a.routes.node_name.as_deref(),
+            a.routes.watch_timeout,
+        )?;
         if let Some(v) = env(REFRESH_ENV).filter(|v| !v.is_empty()) {
             c.policy.refresh_override =
                 Some(parse_duration(&v).map_err(|e| anyhow::anyhow!("{REFRESH_ENV}: {e}"))?);

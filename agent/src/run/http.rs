@@ -81,7 +81,13 @@ async fn metrics_text(
     let snap = lock(&s.snap).clone();
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        metrics::render(snap, &s.latency, s.routes.as_ref().map(|f| f()), &s.verbs),
+        metrics::render(
+            snap,
+            &s.latency,
+            s.routes.as_ref().map(|f| f()),
+            s.netpol.as_ref().map(|f| f()),
+            &s.verbs,
+        ),
     )
 }
 

@@ -137,11 +137,13 @@ struct BuildLabels {
 
 /// The metrics text (OpenMetrics, which Prometheus reads): `tern_build_info`, the plugins' verb
 /// families, the agent's state in `snap`, the TokenRequest latency histogram and, with
-/// `--node-routes`, the route controller's state.
+/// `--node-routes`, the route controller's state and, with `--network-policy`, the
+/// NetworkPolicy controller's.
 pub fn render(
     snap: Snapshot,
     latency: &Histogram,
     routes: Option<crate::routes::RouteStats>,
+    netpol: Option<crate::netpol::NetpolStats>,
     verbs: &super::verbs::VerbMetrics,
 ) -> String {
     let mut registry = Registry::default();
@@ -156,6 +158,9 @@ pub fn render(
     registry.register_collector(Box::new(SnapshotCollector(snap, latency.clone())));
     if let Some(r) = routes {
         registry.register_collector(Box::new(crate::routes::metrics::RouteCollector(r)));
+    }
+    if let Some(n) = netpol {
+        registry.register_collector(Box::new(crate::netpol::metrics::NetpolCollector(n)));
     }
     let mut out = String::new();
     // Writing to a String cannot fail.

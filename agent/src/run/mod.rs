@@ -91,11 +91,14 @@ struct Shared {
     heartbeat: Mutex<Instant>,
     /// The route controller's counters, with `--node-routes`.
     routes: Option<RouteStatsFn>,
+    /// The NetworkPolicy controller's counters, with `--network-policy`.
+    netpol: Option<NetpolStatsFn>,
     /// The plugins' verb counts and durations.
     verbs: verbs::VerbMetrics,
 }
 
 type RouteStatsFn = Arc<dyn Fn() -> crate::routes::RouteStats + Send + Sync>;
+type NetpolStatsFn = Arc<dyn Fn() -> crate::netpol::NetpolStats + Send + Sync>;
 
 /// Upper bounds of the TokenRequest latency buckets (seconds), up to the default request deadline.
 const LATENCY_BUCKETS: [f64; 11] = [
@@ -120,6 +123,38 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The node controllers `cfg` turns on: node routes, egress NAT, NetworkPolicy.
+fn start_controllers(cfg: &RunConfig) -> anyhow::Result<Controllers> {
+    let routes = match cfg.routes.clone() {
+        Some(rc) => Some(crate::routes::RouteController::start(
+            cfg.controller_settings(),
+            rc,
+        )?),
+        None => None,
+    };
+    let egress = match cfg.egress.clone() {
+        Some(ec) => Some(crate::egress::EgressNat::start(
+            cfg.controller_settings(),
+            ec,
+        )?),
+        None => None,
+    };
+    let netpol = match cfg.netpol.clone() {
+        Some(nc) => Some(crate::netpol::NetpolController::start(
+            cfg.controller_settings(),
+            nc,
+        )?),
+        None => None,
+    };
+    Ok((routes, egress, netpol))
+}
+
+type Controllers = (
+    Option<crate::routes::RouteController>,
+    Option<crate::egress::EgressNat>,
+    Option<crate::netpol::NetpolController>,
+);
+
 /// A running agent. Dropping it without [`Agent::shutdown`] leaves its threads running.
 pub struct Agent {
     shared: Arc<Shared>,
@@ -130,6 +165,7 @@ pub struct Agent {
     routes: Option<crate::routes::RouteController>,
     verb_receiver: verbs::VerbReceiver,
     egress: Option<crate::egress::EgressNat>,
+    netpol: Option<crate::netpol::NetpolController>,
 }
 
 impl Agent {
@@ -157,20 +193,7 @@ impl Agent {
             .transpose()?;
         let verb_metrics = verbs::VerbMetrics::default();
         let verb_receiver = verbs::VerbReceiver::start(&cfg.metrics_socket, verb_metrics.clone())?;
-        let routes = match cfg.routes.clone() {
-            Some(rc) => Some(crate::routes::RouteController::start(
-                cfg.controller_settings(),
-                rc,
-            )?),
-            None => None,
-        };
-        let egress = match cfg.egress.clone() {
-            Some(ec) => Some(crate::egress::EgressNat::start(
-                cfg.controller_settings(),
-                ec,
-            )?),
-            None => None,
-        };
+        let (routes, egress, netpol) = start_controllers(&cfg)?;
         let shared = Arc::new(Shared {
             cfg,
             clock,
@@ -193,6 +216,9 @@ impl Agent {
             routes: routes
                 .as_ref()
                 .map(crate::routes::RouteController::stats_source),
+            netpol: netpol
+                .as_ref()
+                .map(crate::netpol::NetpolController::stats_source),
             verbs: verb_metrics,
         });
         info!(
@@ -236,6 +262,7 @@ impl Agent {
             routes,
             verb_receiver,
             egress,
+            netpol,
         })
     }
 
@@ -261,14 +288,17 @@ impl Agent {
             .map(crate::routes::RouteController::stats)
     }
 
-    /// Stops every thread, removes the socket, and waits for them; routes and the egress NAT
-    /// table stay.
+    /// Stops every thread, removes the socket, and waits for them; routes, the egress NAT
+    /// table and the NetworkPolicy table stay.
     pub fn shutdown(self) {
         if let Some(r) = self.routes {
             r.stop();
         }
         if let Some(e) = self.egress {
             e.stop();
+        }
+        if let Some(n) = self.netpol {
+            n.stop();
         }
         self.shared.stop.store(true, Ordering::SeqCst);
         {

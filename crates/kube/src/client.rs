@@ -21,6 +21,7 @@ use crate::types::{
 };
 
 pub mod nodes;
+pub mod objects;
 
 /// Largest response body read (1 MiB); a Pod or TokenRequest is far smaller.
 const MAX_BODY: u64 = 1 << 20;

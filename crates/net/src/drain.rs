@@ -34,6 +34,11 @@ pub const EGRESS_NAT_FAMILY: &str = "inet";
 /// tern-agent's egress NAT table: its name.
 pub const EGRESS_NAT_TABLE: &str = "tern_nat";
 
+/// tern-agent's NetworkPolicy table: its family.
+pub const NETWORK_POLICY_FAMILY: &str = "inet";
+/// tern-agent's NetworkPolicy table: its name.
+pub const NETWORK_POLICY_TABLE: &str = "tern_netpol";
+
 /// tern's routing protocol number (`rtm_protocol`) for the node routes: not in iproute2's
 /// `rt_protos` nor used by the common CNIs (Calico's 80, BIRD's 12, zebra's 11), so `ip route
 /// show proto 116` lists exactly the routes tern-agent owns.
@@ -58,6 +63,10 @@ pub struct DrainPlan {
     /// Remove every route with [`NODE_ROUTE_PROTOCOL`], both families, and the VXLAN device
     /// [`VXLAN_DEVICE`].
     pub remove_node_routes: bool,
+    /// Remove the NetworkPolicy table ([`NETWORK_POLICY_FAMILY`] [`NETWORK_POLICY_TABLE`]);
+    /// absent in a mark written before it existed: false.
+    #[serde(default)]
+    pub remove_network_policy: bool,
 }
 
 /// Why a finish could not be done (each step is still tried; the mark stays).
@@ -250,6 +259,17 @@ pub fn remove_egress_nat() -> Result<(), NftError> {
     ))
 }
 
+/// Removes the NetworkPolicy table when it exists (one transaction, as [`remove_egress_nat`]).
+/// Its pods are gone by then (the finish runs after the last DEL): nothing is opened to anyone.
+///
+/// # Errors
+/// As [`remove_egress_nat`].
+pub fn remove_network_policy() -> Result<(), NftError> {
+    Nft::find()?.apply(&format!(
+        "add table {NETWORK_POLICY_FAMILY} {NETWORK_POLICY_TABLE}\ndelete table {NETWORK_POLICY_FAMILY} {NETWORK_POLICY_TABLE}\n"
+    ))
+}
+
 /// Removes all that `plan` names: [`release`], then the conflist from `conf_dir` and the plugins
 /// from `bin_dir` (the mark is the caller's). Every step is tried. Only once no sandbox of the
 /// node's runtime is left: a runtime's DEL needs the conflist and the plugins.
@@ -276,8 +296,8 @@ pub fn remove_installed(
     }
 }
 
-/// Removes what no DEL needs: the kubeconfig from `conf_dir`, and the egress NAT table and the
-/// node routes when the plan asks. Every step is tried.
+/// Removes what no DEL needs: the kubeconfig from `conf_dir`, and the egress NAT table, the
+/// NetworkPolicy table and the node routes when the plan asks. Every step is tried.
 ///
 /// # Errors
 /// The first step that failed (the others are logged).
@@ -296,6 +316,16 @@ pub fn release(plan: &DrainPlan, conf_dir: &Path) -> Result<(), DrainError> {
             tracing::info!(
                 table = EGRESS_NAT_TABLE,
                 "egress NAT table removed (if there was one)"
+            );
+        }
+        keep(removed.map_err(DrainError::from));
+    }
+    if plan.remove_network_policy {
+        let removed = remove_network_policy();
+        if removed.is_ok() {
+            tracing::info!(
+                table = NETWORK_POLICY_TABLE,
+                "NetworkPolicy table removed (if there was one)"
             );
         }
         keep(removed.map_err(DrainError::from));

@@ -219,7 +219,7 @@ fn operator_values_reach_the_manifests() {
             "--set",
             "nodeRoutes.mode=none,metrics.address=::,metrics.port=9500,metrics.scrapeAnnotations=false",
             "--set",
-            "referencePlugins.portmap.enabled=false,logLevel=debug,mtu=1450",
+            "referencePlugins.portmap.enabled=false,logLevel=debug,mtu=1450,networkPolicy.enabled=false",
             "--set",
             "tuning.sysctls.net\\.ipv4\\.tcp_keepalive_time=300",
             "--set",
@@ -251,6 +251,7 @@ fn operator_values_reach_the_manifests() {
     }
     for gone in [
         "--node-routes",
+        "--network-policy",
         "prometheus.io/",
         "operator: Exists\n        -",
     ] {
@@ -260,6 +261,7 @@ fn operator_values_reach_the_manifests() {
         );
     }
     assert!(!all.contains("name: tern-agent-node-routes"), "{all}");
+    assert!(!all.contains("name: tern-agent-network-policy"), "{all}");
     let nat = doc(&all, "ConfigMap", "tern-egress-nat");
     assert!(
         nat.contains(r#"TERN_CLUSTER_CIDRS: "10.1.0.0/16,fd00:1::/56,10.2.0.0/16""#),

@@ -18,11 +18,11 @@ use super::Client;
 use crate::error::KubeError;
 
 /// Items per list page (`limit`), as client-go's reflector pages.
-const PAGE: u32 = 500;
+pub(super) const PAGE: u32 = 500;
 /// Largest list page body read (64 MiB: 500 large Nodes).
-const MAX_PAGE: u64 = 64 << 20;
+pub(super) const MAX_PAGE: u64 = 64 << 20;
 /// Longest watch event line (4 MiB: one Node).
-const MAX_EVENT: usize = 4 << 20;
+pub(super) const MAX_EVENT: usize = 4 << 20;
 
 /// The Node annotation in which `tern-agent run --node-routes=vxlan` publishes its VXLAN
 /// device's MAC (`aa:bb:cc:dd:ee:ff`), as flannel's `flannel.alpha.coreos.com/backend-data`
@@ -290,6 +290,23 @@ impl Client {
         let path = format!(
             "/api/v1/nodes?watch=1&resourceVersion={resource_version}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}"
         );
+        let reader = self.open_stream(&path, timeout_seconds, timeout, idle)?;
+        Ok(NodeWatch {
+            reader: BufReader::new(reader),
+            line: Vec::new(),
+            idle,
+        })
+    }
+
+    /// Opens a watch stream at `path` (with its query): answered within `timeout`, each read
+    /// waiting up to `idle`, the whole lasting at most `timeout_seconds` plus `timeout`.
+    pub(super) fn open_stream(
+        &self,
+        path: &str,
+        timeout_seconds: u64,
+        timeout: Duration,
+        idle: Duration,
+    ) -> Result<Box<dyn Read + Send>, KubeError> {
         let url = format!("{}{}", self.server, path);
         let total = Duration::from_secs(timeout_seconds) + timeout;
         let resp = self
@@ -315,12 +332,7 @@ impl Client {
                 .unwrap_or_default();
             return Err(KubeError::from_response(code, &body, None));
         }
-        let reader: Box<dyn Read + Send> = Box::new(resp.into_body().into_reader());
-        Ok(NodeWatch {
-            reader: BufReader::new(reader),
-            line: Vec::new(),
-            idle,
-        })
+        Ok(Box::new(resp.into_body().into_reader()))
     }
 
     /// Sets one annotation on a Node through its status subresource: `PATCH
@@ -347,7 +359,12 @@ impl Client {
     }
 
     /// `GET path` answered 200: its body (at most `limit` bytes).
-    fn get_body(&self, path: &str, timeout: Duration, limit: u64) -> Result<String, KubeError> {
+    pub(super) fn get_body(
+        &self,
+        path: &str,
+        timeout: Duration,
+        limit: u64,
+    ) -> Result<String, KubeError> {
         let url = format!("{}{}", self.server, path);
         let mut resp = self
             .agent

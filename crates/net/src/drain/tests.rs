@@ -11,7 +11,17 @@ fn plan() -> DrainPlan {
         plugins: vec!["tern".into(), "tern-tuning".into()],
         remove_egress_nat: false,
         remove_node_routes: false,
+        remove_network_policy: false,
     }
+}
+
+#[test]
+fn a_mark_from_before_the_network_policy_table_still_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = r#"{"conflist":"10-tern.conflist","kubeconfig":"tern-kubeconfig","plugins":["tern"],"removeEgressNat":true,"removeNodeRoutes":true}"#;
+    std::fs::write(dir.path().join(MARK), old).unwrap();
+    let p = DrainPlan::read_mark(dir.path()).unwrap().unwrap();
+    assert!(p.remove_egress_nat && !p.remove_network_policy);
 }
 
 #[test]

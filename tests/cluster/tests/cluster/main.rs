@@ -24,6 +24,7 @@ mod day2;
 mod dual_stack;
 mod helm;
 mod lifecycle;
+mod netpol;
 mod node_routes;
 mod rbac;
 mod tokens;
@@ -47,6 +48,7 @@ const CASES: &[Case] = &[
     ("dual_stack", dual_stack::dual_stack),
     ("critest", critest::critest),
     ("node_routes", node_routes::node_routes),
+    ("network_policy", netpol::network_policy),
     ("rbac", rbac::rbac),
     ("sandbox_recreated", day2::sandbox_recreated),
     ("token_revoked", tokens::token_revoked),

@@ -44,6 +44,9 @@ pub fn rbac(node: &Node) -> Res {
         ("yes", "tern-agent", "get", "nodes", "", n, ""),
         ("yes", "tern-cni", "get", "pods", "default", "", ""),
         ("yes", "tern-cni", "get", "nodes", "", n, ""),
+        ("yes", "tern-agent", "watch", "pods", "", "", ""),
+        ("yes", "tern-agent", "list", "namespaces", "", "", ""),
+        ("yes", "tern-agent", "watch", "networkpolicies.networking.k8s.io", "", "", ""),
         // what it must not do
         ("no", "tern-agent", "create", "serviceaccounts", "tern", "tern-agent", "token"),
         ("no", "tern-agent", "create", "serviceaccounts", "kube-system", "default", "token"),
@@ -52,6 +55,8 @@ pub fn rbac(node: &Node) -> Res {
         ("no", "tern-agent", "update", "nodes", "", n, ""),
         ("no", "tern-agent", "patch", "nodes", "", n, ""),
         ("no", "tern-agent", "delete", "pods", "default", "", ""),
+        ("no", "tern-agent", "create", "networkpolicies.networking.k8s.io", "default", "", ""),
+        ("no", "tern-agent", "get", "pods", "default", "", ""),
         ("no", "tern-cni", "create", "serviceaccounts", "tern", "tern-cni", "token"),
         ("no", "tern-cni", "get", "secrets", "tern", "", ""),
         ("no", "tern-cni", "update", "pods", "default", "", ""),

@@ -1,0 +1,251 @@
+//! The NetworkPolicy controller's settings, state and threads: three watchers (`watch.rs`) keep
+//! Pods, Namespaces and NetworkPolicies in a [`Store`]; one syncer (`sync.rs`) compiles and
+//! replaces the table when the store changed, and restores it when someone else changed it.
+//!
+//! Invariants: nothing is applied before all three kinds have been listed once (a restarted
+//! agent leaves the previous table in force until it knows the whole cluster: no gap, no
+//! opening); stopping the agent leaves the table (isolated pods stay isolated while the agent
+//! or the API server is down).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use tern_net::nft::Nft;
+
+use super::model::{Namespace, Pod, Policy};
+use crate::args::{parse_bool, parse_duration};
+use crate::mint::ControllerSettings;
+
+/// The flags of `tern-agent run` for NetworkPolicy.
+#[derive(Debug, Clone, Args)]
+pub struct NetpolArgs {
+    /// Enforce NetworkPolicy for this node's pods in an nftables table, inet tern_netpol (needs
+    /// list/watch pods, namespaces, networkpolicies and --node-name; false when another
+    /// enforcer runs; true, false, 1 or 0)
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "false",
+        value_parser = parse_bool,
+        action = clap::ArgAction::Set,
+        env = "TERN_NETWORK_POLICY"
+    )]
+    pub network_policy: bool,
+    /// How often the NetworkPolicy table is compared with what was applied, and restored
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub network_policy_resync: Duration,
+}
+
+/// Settings of the NetworkPolicy controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetpolConfig {
+    /// This node's name: the pods whose rules it keeps.
+    pub node_name: String,
+    /// The drift check period.
+    pub resync: Duration,
+    /// `timeoutSeconds` of each watch.
+    pub watch_timeout: Duration,
+    /// Longest silence on a watch before it counts as dead.
+    pub watch_idle: Duration,
+}
+
+impl NetpolConfig {
+    /// The settings from the flags; `None` without `--network-policy`.
+    ///
+    /// # Errors
+    /// `--network-policy` without a node name, or a resync under 100 ms.
+    pub fn from_args(
+        a: &NetpolArgs,
+        node_name: Option<&str>,
+        watch_timeout: Duration,
+    ) -> anyhow::Result<Option<Self>> {
+        if !a.network_policy {
+            return Ok(None);
+        }
+        let Some(node) = node_name.filter(|n| !n.is_empty()) else {
+            anyhow::bail!("--network-policy needs --node-name or NODE_NAME (the downward API's spec.nodeName)");
+        };
+        if a.network_policy_resync < Duration::from_millis(100) {
+            anyhow::bail!("--network-policy-resync must be at least 100ms");
+        }
+        Ok(Some(NetpolConfig {
+            node_name: node.to_owned(),
+            resync: a.network_policy_resync,
+            watch_timeout,
+            watch_idle: Duration::from_secs(180),
+        }))
+    }
+}
+
+/// The kinds watched, in the store's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `/api/v1/pods`.
+    Pods,
+    /// `/api/v1/namespaces`.
+    Namespaces,
+    /// `/apis/networking.k8s.io/v1/networkpolicies`.
+    Policies,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 3] = [Kind::Pods, Kind::Namespaces, Kind::Policies];
+
+    /// The collection's path.
+    pub fn collection(self) -> &'static str {
+        match self {
+            Kind::Pods => "/api/v1/pods",
+            Kind::Namespaces => "/api/v1/namespaces",
+            Kind::Policies => "/apis/networking.k8s.io/v1/networkpolicies",
+        }
+    }
+
+    /// A short name for logs and metric labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Pods => "pods",
+            Kind::Namespaces => "namespaces",
+            Kind::Policies => "networkpolicies",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What the watchers know, keyed by `namespace/name` (`name` for Namespaces).
+#[derive(Debug, Default)]
+pub struct Store {
+    /// Pods.
+    pub pods: BTreeMap<String, Pod>,
+    /// Namespaces.
+    pub namespaces: BTreeMap<String, Namespace>,
+    /// NetworkPolicies.
+    pub policies: BTreeMap<String, Policy>,
+    /// Which kinds have been listed at least once.
+    pub listed: [bool; 3],
+    /// Bumped on every change.
+    pub generation: u64,
+}
+
+impl Store {
+    /// Whether every kind has been listed.
+    pub fn synced(&self) -> bool {
+        self.listed.iter().all(|l| *l)
+    }
+
+    /// Marks `kind` listed.
+    pub fn mark_listed(&mut self, kind: Kind) {
+        self.listed[kind.index()] = true;
+        self.generation += 1;
+    }
+}
+
+/// Counters and gauges of the controller (what `/metrics` renders).
+#[derive(Debug, Clone, Default)]
+pub struct NetpolStats {
+    /// Whether the table has been applied after a full sync.
+    pub synced: bool,
+    /// Tables applied.
+    pub applies: u64,
+    /// Tables the kernel refused.
+    pub apply_errors: u64,
+    /// Tables restored after someone else changed them.
+    pub restores: u64,
+    /// Objects that did not parse, by kind.
+    pub decode_errors: BTreeMap<&'static str, u64>,
+    /// API errors by cause.
+    pub api_errors: BTreeMap<&'static str, u64>,
+    /// Duration of the last sync (compile + nft), seconds.
+    pub last_sync_seconds: f64,
+    /// Sum of every sync's duration, seconds, and their count (a summary).
+    pub sync_seconds_sum: f64,
+    /// Syncs made.
+    pub syncs: u64,
+    /// The table's size after the last apply.
+    pub size: super::ruleset::Size,
+    /// Policies selecting at least one pod of this node.
+    pub policies: u64,
+}
+
+pub(crate) struct Shared {
+    pub(crate) run: ControllerSettings,
+    pub(crate) cfg: NetpolConfig,
+    pub(crate) store: Mutex<Store>,
+    pub(crate) stats: Mutex<NetpolStats>,
+    pub(crate) stop: crate::stop_signal::StopSignal,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
+        lock(&self.store)
+    }
+
+    pub(crate) fn stats(&self) -> MutexGuard<'_, NetpolStats> {
+        lock(&self.stats)
+    }
+}
+
+/// The running controller.
+pub struct NetpolController {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl NetpolController {
+    /// Finds the nft tool and starts the watchers and the syncer.
+    ///
+    /// # Errors
+    /// The nft tool is missing (the agent then refuses to start), or a thread cannot start.
+    pub fn start(run: ControllerSettings, cfg: NetpolConfig) -> anyhow::Result<NetpolController> {
+        let nft = Nft::find().context("--network-policy")?;
+        let shared = Arc::new(Shared {
+            run,
+            cfg,
+            store: Mutex::new(Store::default()),
+            stats: Mutex::new(NetpolStats::default()),
+            stop: crate::stop_signal::StopSignal::default(),
+        });
+        let mut threads = Vec::new();
+        for kind in Kind::ALL {
+            let s = Arc::clone(&shared);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("netpol-{}", kind.label()))
+                    .spawn(move || super::watch::run(&s, kind))?,
+            );
+        }
+        let s = Arc::clone(&shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name("netpol-sync".into())
+                .spawn(move || super::sync::run(&s, &nft))?,
+        );
+        Ok(NetpolController { shared, threads })
+    }
+
+    /// A handle for the metrics endpoint.
+    pub fn stats_source(&self) -> Arc<dyn Fn() -> NetpolStats + Send + Sync> {
+        let s = Arc::clone(&self.shared);
+        Arc::new(move || s.stats().clone())
+    }
+
+    /// Stops the threads; the table stays. A watcher blocked on an open watch is not waited
+    /// for (it ends at its next event or deadline).
+    pub fn stop(self) {
+        self.shared.stop.stop();
+        if let Some(sync) = self.threads.into_iter().last() {
+            let _ = sync.join();
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The NetworkPolicy controller's metrics, encoded from a [`NetpolStats`] at scrape time
+//! (`tern_agent_network_policy_*`).
+//!
+//! Invariant: rendered only when `--network-policy` is on.
+
+use std::fmt;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+
+use super::controller::NetpolStats;
+
+/// A collector over one [`NetpolStats`] snapshot.
+#[derive(Debug)]
+pub struct NetpolCollector(pub NetpolStats);
+
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+    let v = i64::try_from(v).unwrap_or(i64::MAX);
+    ConstGauge::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
+}
+
+fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
+    ConstCounter::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+fn by_label<'a>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: impl IntoIterator<Item = (&'a str, u64)>,
+) -> fmt::Result {
+    let mut family = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (k, v) in values {
+        ConstCounter::new(v).encode(family.encode_family(&[(label, k)])?)?;
+    }
+    Ok(())
+}
+
+impl Collector for NetpolCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let s = &self.0;
+        let e = &mut enc;
+        gauge(e, "tern_agent_network_policy_synced", "1 once the table was applied after a full list of Pods, Namespaces and NetworkPolicies.", u64::from(s.synced))?;
+        gauge(
+            e,
+            "tern_agent_network_policy_rules",
+            "Rules in the per-pod chains of inet tern_netpol.",
+            s.size.rules,
+        )?;
+        gauge(
+            e,
+            "tern_agent_network_policy_set_elements",
+            "Elements of the table's sets and verdict maps.",
+            s.size.elements,
+        )?;
+        gauge(
+            e,
+            "tern_agent_network_policy_isolated_pods",
+            "Pods of this node some NetworkPolicy isolates.",
+            s.size.pods,
+        )?;
+        gauge(
+            e,
+            "tern_agent_network_policy_policies",
+            "NetworkPolicies selecting a pod of this node.",
+            s.policies,
+        )?;
+        ConstGauge::new(s.last_sync_seconds).encode(e.encode_descriptor(
+            "tern_agent_network_policy_last_sync_seconds",
+            "Duration of the last sync (compile and one nft transaction).",
+            None,
+            MetricType::Gauge,
+        )?)?;
+        ConstCounter::new(s.sync_seconds_sum).encode(e.encode_descriptor(
+            "tern_agent_network_policy_sync_seconds",
+            "Time spent in syncs (compile and one nft transaction), seconds.",
+            None,
+            MetricType::Counter,
+        )?)?;
+        counter(e, "tern_agent_network_policy_syncs", "Syncs made.", s.syncs)?;
+        counter(
+            e,
+            "tern_agent_network_policy_applies",
+            "Tables applied.",
+            s.applies,
+        )?;
+        counter(
+            e,
+            "tern_agent_network_policy_apply_errors",
+            "Tables the kernel refused (the previous one stayed).",
+            s.apply_errors,
+        )?;
+        counter(
+            e,
+            "tern_agent_network_policy_restores",
+            "Tables restored after someone else changed them.",
+            s.restores,
+        )?;
+        by_label(
+            e,
+            "tern_agent_network_policy_api_errors",
+            "API errors of the watches, by cause.",
+            "cause",
+            s.api_errors.iter().map(|(k, v)| (*k, *v)),
+        )?;
+        by_label(
+            e,
+            "tern_agent_network_policy_decode_errors",
+            "Objects that could not be read, by kind.",
+            "kind",
+            s.decode_errors.iter().map(|(k, v)| (*k, *v)),
+        )?;
+        Ok(())
+    }
+}

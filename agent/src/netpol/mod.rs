@@ -1,0 +1,22 @@
+//! `tern-agent run --network-policy`: NetworkPolicy enforced in the kernel by one nftables table,
+//! `inet tern_netpol`, on the forward path of this node's pods.
+//!
+//! Files: what the compiler reads (`model.rs`: Pods, Namespaces, NetworkPolicies from their
+//! API JSON, label selectors), address sets with `except` cut out (`addrs.rs`), the compiler
+//! (`compile.rs`: per local pod, what it may receive and send), the table and the script that
+//! replaces it in one transaction (`ruleset.rs`). All four are pure. The controller
+//! (`controller.rs`: flags, settings, store, threads), its watchers (`watch.rs`), the syncer
+//! (`sync.rs`) and the metrics (`metrics.rs`) run them in the agent.
+
+pub mod addrs;
+pub mod compile;
+pub mod controller;
+pub mod metrics;
+pub mod model;
+pub mod ruleset;
+mod sync;
+mod watch;
+
+pub use compile::{compile, Plan, World};
+pub use controller::{NetpolArgs, NetpolConfig, NetpolController, NetpolStats};
+pub use ruleset::{FAMILY, TABLE};

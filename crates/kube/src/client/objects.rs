@@ -1,0 +1,245 @@
+//! Listing and watching any collection as raw JSON objects (`GET <collection>`, `?watch=1`):
+//! what the NetworkPolicy controller reads (`/api/v1/pods`, `/api/v1/namespaces`,
+//! `/apis/networking.k8s.io/v1/networkpolicies`), on the same blocking client, pages, deadlines
+//! and 410 handling as the Node watch (`nodes.rs`), the objects left for the caller to read.
+//!
+//! Invariants: as `nodes.rs` — a list follows `metadata.continue` to the last page; a watch
+//! reads one event line at a time under a per-read deadline; 410 is [`ObjectEvent::Gone`].
+
+use std::io::{BufRead, BufReader, Read};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::nodes::{MAX_EVENT, MAX_PAGE, PAGE};
+use super::Client;
+use crate::error::KubeError;
+
+/// A full list: the objects and the `metadata.resourceVersion` to watch from.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectList {
+    /// Every object, as the API server sent it.
+    pub items: Vec<serde_json::Value>,
+    /// The list's resourceVersion.
+    pub resource_version: String,
+}
+
+/// One watch event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectEvent {
+    /// `ADDED` or `MODIFIED`: the object as it now is.
+    Applied(serde_json::Value),
+    /// `DELETED`: the object's last state.
+    Deleted(serde_json::Value),
+    /// `BOOKMARK`: nothing changed up to this resourceVersion.
+    Bookmark(String),
+    /// `ERROR` with code 410: the resourceVersion is too old; list again.
+    Gone,
+}
+
+/// `metadata.namespace` + `/` + `metadata.name` of an object (`name` alone when cluster-scoped).
+pub fn key_of(v: &serde_json::Value) -> String {
+    let m = &v["metadata"];
+    let name = m["name"].as_str().unwrap_or_default();
+    match m["namespace"].as_str() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{name}"),
+        _ => name.to_owned(),
+    }
+}
+
+/// `metadata.resourceVersion` of an object.
+pub fn resource_version_of(v: &serde_json::Value) -> String {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[derive(Deserialize)]
+struct RawEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    object: serde_json::Value,
+}
+
+/// Decodes one watch line (`{"type":..,"object":..}`).
+///
+/// # Errors
+/// [`KubeError::Decode`] for a line that is not an event or of an unknown type; an `ERROR` other
+/// than 410 becomes that status's error.
+pub fn decode_object_event(line: &str) -> Result<ObjectEvent, KubeError> {
+    let raw: RawEvent =
+        serde_json::from_str(line).map_err(|e| KubeError::Decode(format!("watch event: {e}")))?;
+    match raw.kind.as_str() {
+        "ADDED" | "MODIFIED" => Ok(ObjectEvent::Applied(raw.object)),
+        "DELETED" => Ok(ObjectEvent::Deleted(raw.object)),
+        "BOOKMARK" => Ok(ObjectEvent::Bookmark(resource_version_of(&raw.object))),
+        "ERROR" => {
+            let code = raw.object["code"]
+                .as_u64()
+                .and_then(|c| u16::try_from(c).ok())
+                .unwrap_or(500);
+            if code == 410 {
+                Ok(ObjectEvent::Gone)
+            } else {
+                Err(KubeError::from_response(
+                    code,
+                    &raw.object.to_string(),
+                    None,
+                ))
+            }
+        }
+        other => Err(KubeError::Decode(format!("watch event type {other:?}"))),
+    }
+}
+
+/// An open watch of a collection.
+pub struct ObjectWatch {
+    reader: BufReader<Box<dyn Read + Send>>,
+    line: Vec<u8>,
+    idle: Duration,
+}
+
+impl std::fmt::Debug for ObjectWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectWatch").finish_non_exhaustive()
+    }
+}
+
+impl ObjectWatch {
+    /// Reads the next event; `Ok(None)` at the end of the stream.
+    ///
+    /// # Errors
+    /// [`KubeError::Timeout`] when nothing arrived within the per-read deadline, transport
+    /// errors, and [`decode_object_event`]'s errors.
+    pub fn next_event(&mut self) -> Result<Option<ObjectEvent>, KubeError> {
+        loop {
+            self.line.clear();
+            let n = (&mut self.reader)
+                .take(MAX_EVENT as u64 + 1)
+                .read_until(b'\n', &mut self.line)
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                        KubeError::Timeout(self.idle)
+                    }
+                    _ => KubeError::Connect(format!("watch stream: {e}")),
+                })?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if self.line.len() > MAX_EVENT {
+                return Err(KubeError::Decode(format!(
+                    "watch event over {MAX_EVENT} bytes"
+                )));
+            }
+            let text = String::from_utf8_lossy(&self.line);
+            if text.trim().is_empty() {
+                continue;
+            }
+            return decode_object_event(text.trim()).map(Some);
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawList {
+    metadata: RawListMeta,
+    #[serde(default)]
+    items: Vec<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawListMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default, rename = "continue")]
+    cont: String,
+}
+
+impl Client {
+    /// Lists every object of `collection` (a path such as `/api/v1/pods`), page by page
+    /// (`limit=500`, following `metadata.continue`), each page under `timeout`.
+    ///
+    /// # Errors
+    /// As [`Client::list_nodes`].
+    pub fn list_objects(
+        &self,
+        collection: &str,
+        timeout: Duration,
+    ) -> Result<ObjectList, KubeError> {
+        let mut out = ObjectList::default();
+        let mut cont = String::new();
+        loop {
+            let mut path = format!("{collection}?limit={PAGE}");
+            if !cont.is_empty() {
+                path.push_str(&format!("&continue={cont}"));
+            }
+            let body = self.get_body(&path, timeout, MAX_PAGE)?;
+            let page: RawList = serde_json::from_str(&body)
+                .map_err(|e| KubeError::Decode(format!("{collection} list: {e}")))?;
+            out.items.extend(page.items);
+            out.resource_version = page.metadata.resource_version;
+            if page.metadata.cont.is_empty() {
+                return Ok(out);
+            }
+            cont = page.metadata.cont;
+        }
+    }
+
+    /// Watches `collection` from `resource_version`, with bookmarks; deadlines as
+    /// [`Client::watch_nodes`].
+    ///
+    /// # Errors
+    /// As [`Client::watch_nodes`].
+    pub fn watch_objects(
+        &self,
+        collection: &str,
+        resource_version: &str,
+        timeout_seconds: u64,
+        timeout: Duration,
+        idle: Duration,
+    ) -> Result<ObjectWatch, KubeError> {
+        let path = format!(
+            "{collection}?watch=1&resourceVersion={resource_version}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}"
+        );
+        let reader = self.open_stream(&path, timeout_seconds, timeout, idle)?;
+        Ok(ObjectWatch {
+            reader: BufReader::new(reader),
+            line: Vec::new(),
+            idle,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_keys_and_versions() {
+        let line = r#"{"type":"ADDED","object":{"kind":"Pod","metadata":{"namespace":"x","name":"p","resourceVersion":"7"}}}"#;
+        let ObjectEvent::Applied(v) = decode_object_event(line).unwrap() else {
+            panic!()
+        };
+        assert_eq!(key_of(&v), "x/p");
+        assert_eq!(resource_version_of(&v), "7");
+        let ns = serde_json::json!({"metadata": {"name": "kube-system"}});
+        assert_eq!(key_of(&ns), "kube-system");
+        let bm =
+            r#"{"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"12"}}}"#;
+        assert_eq!(
+            decode_object_event(bm).unwrap(),
+            ObjectEvent::Bookmark("12".into())
+        );
+        let gone = r#"{"type":"ERROR","object":{"kind":"Status","code":410}}"#;
+        assert_eq!(decode_object_event(gone).unwrap(), ObjectEvent::Gone);
+        let del = r#"{"type":"DELETED","object":{"metadata":{"name":"n"}}}"#;
+        assert!(matches!(
+            decode_object_event(del).unwrap(),
+            ObjectEvent::Deleted(_)
+        ));
+        assert!(decode_object_event(r#"{"type":"ERROR","object":{"code":403}}"#).is_err());
+        assert!(decode_object_event(r#"{"type":"HUH","object":{}}"#).is_err());
+    }
+}
