@@ -1,5 +1,6 @@
 # tests/conformance/images.sh — the images Kubernetes' e2e networking specs run, made here under
-# their exact upstream names (no registry is reachable) and imported into the node's containerd.
+# their exact upstream names (no registry is reachable) and imported into the node's runtime (containerd,
+# or CRI-O's storage when TERN_CLUSTER_RUNTIME=crio).
 #
 # Sourced by tests/conformance/lib.sh (after tests/cluster/lib.sh: uses its ROOT, KT, GOBIN_DIR,
 # log and import_image).
@@ -16,6 +17,8 @@
 #   second to run.
 # - pause:3.10.1 (pause *containers* of "Service endpoints latency") is the tier's busybox image
 #   whose entrypoint sleeps (scripts/image --busybox); the sandbox image stays the tier's own.
+# - busybox:1.37.0-1 ([sig-node] Sysctls: its containers run /bin/sysctl as their command) is that
+#   same busybox-static image, tagged: every busybox applet is linked under /bin.
 # - coredns:v1.12.1 holds only /coredns, the static binary `scripts/build-go coredns` builds.
 # The agnhost archive is cached under $TERN_GO_CACHE/images, keyed by the package list and the
 # agnhost binary's build stamp (mmdebstrap takes about 70 s).
@@ -25,6 +28,7 @@ DNSUTILS_IMAGE=registry.k8s.io/e2e-test-images/jessie-dnsutils:1.7
 NGINX_IMAGE=registry.k8s.io/e2e-test-images/nginx:1.14-4
 E2E_PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 COREDNS_IMAGE=registry.k8s.io/coredns/coredns:v1.12.1
+BUSYBOX_IMAGE=registry.k8s.io/e2e-test-images/busybox:1.37.0-1
 AGNHOST_PACKAGES=curl,netcat-openbsd,bind9-dnsutils,iproute2,hostname,bash,iputils-ping,procps,iperf
 IMAGE_CACHE="${TERN_GO_CACHE:-/var/cache/tern-build}/images"
 
@@ -59,15 +63,21 @@ agnhost_archive() {
     echo "$out"
 }
 
+# tag_image SRC DST: the image SRC in the node's store also named DST.
+tag_image() {
+    if [ "$RUNTIME" = crio ]; then crio_podman tag "$1" "$2" >&2; else ctr -n k8s.io images tag --force "$1" "$2" >&2; fi
+}
+
 # conformance_images: the e2e images and CoreDNS's, imported into the node's store.
 conformance_images() {
     local img="$KT/images" a work
     mkdir -p "$img"
     a=$(agnhost_archive)
     import_image "$a" "$AGNHOST_IMAGE"
-    for n in "$DNSUTILS_IMAGE" "$NGINX_IMAGE"; do ctr -n k8s.io images tag --force "$AGNHOST_IMAGE" "$n" >&2; done
+    for n in "$DNSUTILS_IMAGE" "$NGINX_IMAGE"; do tag_image "$AGNHOST_IMAGE" "$n"; done
     bash "$ROOT/scripts/image" --busybox --name "$E2E_PAUSE_IMAGE" --out "$img/e2e-pause.oci.tar" >&2
     import_image "$img/e2e-pause.oci.tar" "$E2E_PAUSE_IMAGE"
+    tag_image "$E2E_PAUSE_IMAGE" "$BUSYBOX_IMAGE"
     work=$(mktemp -d)
     install -D -m 0755 "$GOBIN_DIR/coredns/coredns" "$work/coredns"
     mkdir -p "$work/etc/coredns" "$work/tmp"
