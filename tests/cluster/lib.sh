@@ -7,7 +7,7 @@
 #
 # Invariants:
 # - Every component listens on loopback only, on ports no default install uses (etcd 23790/23800,
-#   apiserver 16443, kubelet 10350, controller-manager 10357, scheduler 10359); the one exception
+#   apiserver 16443, kubelet 10350 (on the node's address), controller-manager 10357, scheduler 10359); the one exception
 #   is tern-agent's /metrics on 0.0.0.0:9413, as deploy/ (applied as it is) sets it.
 #   TERN_CLUSTER_API_ADDR=10.99.219.1 (the node's address; scripts/conformance sets it) makes the
 #   API server bind and advertise that address with the lease endpoint reconciler, as operators
@@ -38,6 +38,9 @@ K8S_BIN="${TERN_K8S_BIN:-$GOBIN_DIR/kubernetes}"
 NODE=tern-node
 API_PORT=16443
 API_ADDR="${TERN_CLUSTER_API_ADDR:-127.0.0.1}"
+# The kubelet's port on the node's address (TERN_CLUSTER_KUBELET_PORT; scripts/conformance sets the
+# standard 10250, which "Proxy ... on node with explicit kubelet port" hard-codes).
+KUBELET_PORT="${TERN_CLUSTER_KUBELET_PORT:-10350}"
 API="https://$API_ADDR:$API_PORT"
 CLUSTER_DNS="${TERN_CLUSTER_DNS:-}"
 CLUSTER_CIDR=10.99.210.0/23
@@ -364,7 +367,7 @@ start_kubelet() {
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $NODE_IP
-port: 10350
+port: $KUBELET_PORT
 healthzBindAddress: 127.0.0.1
 healthzPort: 10348
 readOnlyPort: 0

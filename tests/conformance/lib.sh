@@ -304,3 +304,46 @@ YAML
     kubectl delete service web
     kubectl delete pod client hostport --wait=true --timeout=60s
 }
+
+# sysctl_precedence: which value a pod sees when its securityContext sets a sysctl that deploy/'s
+# tern-tuning also sets (net.ipv4.tcp_keepalive_time): the pod's own, and tern-tuning's for the
+# keys the pod leaves alone. Pod `tuned` sets tcp_keepalive_time 300 (a safe sysctl, allowed by
+# every kubelet), pod `plain` sets nothing; each reads the values back from its own netns.
+sysctl_precedence() {
+    local conf key want_time want_intvl got
+    conf="$CNI_NET/10-tern.conflist"
+    want_time=$(jq -r '.plugins[] | select(.type == "tern-tuning") | .sysctl["net.ipv4.tcp_keepalive_time"]' "$conf")
+    want_intvl=$(jq -r '.plugins[] | select(.type == "tern-tuning") | .sysctl["net.ipv4.tcp_keepalive_intvl"]' "$conf")
+    [ "$want_time" != null ] && [ "$want_intvl" != null ] || { echo "$conf: tern-tuning sets no tcp_keepalive_time/intvl"; return 1; }
+    echo "tern-tuning's conflist: tcp_keepalive_time $want_time, tcp_keepalive_intvl $want_intvl (runtime $RUNTIME)"
+    kubectl apply -f - <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: tuned, namespace: default}
+spec:
+  securityContext:
+    sysctls: [{name: net.ipv4.tcp_keepalive_time, value: "300"}]
+  containers: [{name: c, image: $AGNHOST_IMAGE, args: [pause]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: plain, namespace: default}
+spec:
+  containers: [{name: c, image: $AGNHOST_IMAGE, args: [pause]}]
+YAML
+    kubectl wait --for=condition=Ready pod/tuned pod/plain --timeout=120s
+    local rc=0
+    for key in tcp_keepalive_time tcp_keepalive_intvl; do
+        got=$(kubectl exec plain -- cat "/proc/sys/net/ipv4/$key")
+        echo "pod plain (no sysctls): $key $got"
+        [ "$got" = "$([ $key = tcp_keepalive_time ] && echo "$want_time" || echo "$want_intvl")" ] || { echo "  expected tern-tuning's value"; rc=1; }
+    done
+    got=$(kubectl exec tuned -- cat /proc/sys/net/ipv4/tcp_keepalive_time)
+    echo "pod tuned (securityContext tcp_keepalive_time 300): tcp_keepalive_time $got"
+    [ "$got" = 300 ] || { echo "  expected the pod's own 300: tern-tuning's $want_time overwrote it"; rc=1; }
+    got=$(kubectl exec tuned -- cat /proc/sys/net/ipv4/tcp_keepalive_intvl)
+    echo "pod tuned: tcp_keepalive_intvl $got (not set by the pod)"
+    [ "$got" = "$want_intvl" ] || { echo "  expected tern-tuning's $want_intvl"; rc=1; }
+    kubectl delete pod tuned plain --wait=true --timeout=60s
+    return "$rc"
+}
