@@ -29,7 +29,7 @@ const AFTER_HELP: &str = "flags of each subcommand, with defaults and environmen
     after_help = AFTER_HELP,
     arg_required_else_help = true,
     disable_help_subcommand = true,
-    version
+    version = tern_node::version::version()
 )]
 pub struct Cli {
     /// What to do.

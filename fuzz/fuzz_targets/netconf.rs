@@ -36,8 +36,8 @@ fn plan(conf: &tern_cni::NetConf, args: &tern_cni::CniArgs, ifname: &str) -> Res
 }
 
 impl Plugin for Validator {
-    fn about(&self) -> &str {
-        "tern fuzz validator"
+    fn about(&self) -> String {
+        "tern fuzz validator".into()
     }
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
         plan(&input.config, &input.args, input.ifname.as_str())?;

@@ -131,7 +131,7 @@ impl Collector for SnapshotCollector {
 /// Labels of `tern_build_info`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
-    /// tern's version (the workspace's `version`).
+    /// tern's version as the binary's stamp holds it ([`tern_node::version::version`]).
     version: &'static str,
 }
 
@@ -151,7 +151,7 @@ pub fn render(
         "tern_build",
         "The running tern-agent's build: its version as a label, value 1.",
         Info::new(BuildLabels {
-            version: env!("CARGO_PKG_VERSION"),
+            version: tern_node::version::version(),
         }),
     );
     verbs.register(&mut registry);

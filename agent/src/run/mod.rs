@@ -230,7 +230,7 @@ impl Agent {
             listen = %http_addr,
             metrics_address = ?metrics_addr,
             metrics_socket = %shared.cfg.metrics_socket.display(),
-            version = env!("CARGO_PKG_VERSION"),
+            version = tern_node::version::version(),
             "tern-agent starting"
         );
         let mut threads = Vec::new();

@@ -93,8 +93,10 @@ pub struct GcInput {
 
 /// A CNI plugin: one handler per verb. VERSION is answered by the dispatcher.
 pub trait Plugin {
-    /// One line about the plugin, printed to stderr when run without `CNI_COMMAND`.
-    fn about(&self) -> &str;
+    /// One line about the plugin, printed to stderr when run without `CNI_COMMAND` and to stdout
+    /// by `--version`: its name, the version its binary reports ([`tern_node::version::version`],
+    /// which `scripts/image --version` can rewrite) and what it does.
+    fn about(&self) -> String;
 
     /// The name this plugin's verb reports carry (one of [`tern_node::report::PLUGINS`]); `None`,
     /// the default, sends none. See [`tern_node::report`].

@@ -179,8 +179,8 @@ fn a_large_stdin_is_written_while_stdout_is_read() {
 struct Echo;
 
 impl Plugin for Echo {
-    fn about(&self) -> &str {
-        "echo"
+    fn about(&self) -> String {
+        "echo".into()
     }
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
         let mut r = CniResult::default();

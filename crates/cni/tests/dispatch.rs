@@ -18,8 +18,8 @@ struct Recorder {
 }
 
 impl Plugin for Recorder {
-    fn about(&self) -> &str {
-        "recorder: a test plugin"
+    fn about(&self) -> String {
+        "recorder: a test plugin".into()
     }
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
         self.calls

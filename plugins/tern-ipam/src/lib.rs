@@ -25,11 +25,10 @@ pub use error::IpamError;
 pub struct TernIpam;
 
 impl Plugin for TernIpam {
-    fn about(&self) -> &str {
-        concat!(
-            "tern-ipam ",
-            env!("CARGO_PKG_VERSION"),
-            ": host-local-compatible IPAM with GC and STATUS"
+    fn about(&self) -> String {
+        format!(
+            "tern-ipam {}: host-local-compatible IPAM with GC and STATUS",
+            tern_node::version::version()
         )
     }
 

@@ -41,11 +41,10 @@ impl Default for TuningPlugin {
 }
 
 impl Plugin for TuningPlugin {
-    fn about(&self) -> &str {
-        concat!(
-            "tern-tuning ",
-            env!("CARGO_PKG_VERSION"),
-            ": allowlisted network-namespace sysctls and link attributes (CNI meta plugin)"
+    fn about(&self) -> String {
+        format!(
+            "tern-tuning {}: allowlisted network-namespace sysctls and link attributes (CNI meta plugin)",
+            tern_node::version::version()
         )
     }
 

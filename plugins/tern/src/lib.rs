@@ -29,11 +29,10 @@ use tern_cni::{AddInput, CheckInput, CniResult, DelInput, Error, GcInput, Plugin
 pub struct Tern;
 
 impl Plugin for Tern {
-    fn about(&self) -> &str {
-        concat!(
-            "tern ",
-            env!("CARGO_PKG_VERSION"),
-            ": routed veth pod networking"
+    fn about(&self) -> String {
+        format!(
+            "tern {}: routed veth pod networking",
+            tern_node::version::version()
         )
     }
 

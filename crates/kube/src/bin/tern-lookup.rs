@@ -24,7 +24,7 @@ fn give_up_after(limit: std::time::Duration) {
 
 fn main() {
     if std::env::args_os().nth(1).is_some_and(|a| a == "--version") {
-        println!("tern-lookup {}", env!("CARGO_PKG_VERSION"));
+        println!("tern-lookup {}", tern_node::version::version());
         return;
     }
     let mut input = Vec::new();

@@ -84,11 +84,12 @@ pub fn apiserver_down(node: &Node) -> Res {
 }
 
 /// tern's image (scripts/image) as `<TERN_IMAGE's repository>:TAG`, imported into the node's
-/// runtime: its name.
+/// runtime: its name. With `version`, its binaries report that version (`scripts/image
+/// --version`: the same release build, the version stamp rewritten in the image's copies).
 ///
 /// # Errors
 /// scripts/image or the import failing.
-pub fn next_image(node: &Node, tag: &str) -> Res<String> {
+pub fn next_image(node: &Node, tag: &str, version: Option<&str>) -> Res<String> {
     let image = node.var("TERN_IMAGE");
     let next = format!("{}:{tag}", image.rsplit_once(':').map_or(image, |(r, _)| r));
     let archive = node.kt.join(format!("images/{tag}.oci.tar"));
@@ -98,6 +99,9 @@ pub fn next_image(node: &Node, tag: &str) -> Res<String> {
     build
         .arg(&script)
         .args(["--name", &next, "--out", &archive]);
+    if let Some(v) = version {
+        build.args(["--version", v]);
+    }
     node.run(&mut build, None)?;
     node.sh(&["import_image", &archive, &next], &[])?;
     Ok(next)
@@ -108,7 +112,7 @@ pub fn rollout(node: &Node) -> Res {
     node.create_pods(&["pod-r", "pod-q"])?;
     node.wait_ready(&["pod-r", "pod-q"], 90)?;
     let ip = node.pod_ip("pod-r")?;
-    let next = next_image(node, "rollout-test")?;
+    let next = next_image(node, "rollout-test", None)?;
     node.kubectl(&[
         "-n",
         "tern",

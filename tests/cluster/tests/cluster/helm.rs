@@ -1,8 +1,10 @@
 //! `helm`: tern's chart (deploy/helm/tern) through its lifecycle on the tier's cluster, after
 //! `uninstall` left the node without tern: `helm install` (the node turns Ready, pods wired),
-//! `helm upgrade` to a second image (the running pods keep their addresses and their traffic, the
-//! gap measured; a new pod starts with the binaries the new agent pod installed; the kubeconfig's
-//! token stays valid), `helm rollback` to the first revision, and the uninstall
+//! `helm upgrade` to a second image whose binaries report another version, [`UPGRADE_VERSION`]
+//! (the running pods keep their addresses and their traffic, the gap measured; the node's plugins
+//! and the running agent report the new version, and a new pod starts with those plugins; the
+//! kubeconfig's token stays valid), `helm rollback` to the first revision (the first version
+//! again), and the uninstall
 //! (deploy/README.md, "Helm"): the DaemonSet deleted first with `--cascade=foreground` so its
 //! preStop hook drains the node with valid credentials, then `helm uninstall`; nothing of tern's
 //! is left on the node ([`crate::lifecycle::nothing_of_tern_left`], the `uninstall` case's check)
@@ -19,6 +21,10 @@ use tern_cluster::{fail, Node, Res};
 use crate::cases::{api_endpoint, cluster_ranges, installed, nat_rules};
 use crate::day2::next_image;
 use crate::lifecycle::nothing_of_tern_left;
+
+/// The version the upgrade's image reports: the same release build as the first image, its
+/// version stamp rewritten by `scripts/image --version` (crates/node/src/version.rs).
+const UPGRADE_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+upgrade");
 
 /// Interval of the ping that measures the upgrade's gap, in seconds (busybox ping `-i`).
 const PING_INTERVAL: f64 = 0.2;
@@ -128,6 +134,50 @@ fn plugin_inode(node: &Node) -> Res<(u64, u64)> {
         .map_err(|e| format!("stat {}: {e}", p.display()))
 }
 
+/// Checks that the plugins `tern-agent install` put in the node's CNI bin directory and the
+/// running agent (its `tern_build_info` on 127.0.0.1:9412, waited for up to 30 s) report `want`.
+///
+/// # Errors
+/// The first binary that reports another version, with what it printed.
+fn reports_version(node: &Node, want: &str) -> Res {
+    for b in ["tern", "tern-tuning", "tern-ipam", "tern-lookup"] {
+        let path = node.cni_bin.join(b);
+        let out = node.run(Command::new(&path).arg("--version"), None)?;
+        let first = out.lines().next().unwrap_or_default();
+        if first != format!("{b} {want}") && !first.starts_with(&format!("{b} {want}: ")) {
+            return fail(format!(
+                "{} --version printed {first:?}, not version {want}",
+                path.display()
+            ));
+        }
+    }
+    let info = format!("tern_build_info{{version=\"{want}\"}} 1");
+    let build_info = || {
+        node.run(
+            &mut Node::cmd("curl", &["-sf", "http://127.0.0.1:9412/metrics"]),
+            None,
+        )
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("tern_build_info"))
+                .map(str::to_owned)
+        })
+    };
+    if node
+        .wait_for(30, &format!("the agent's {info}"), || {
+            build_info().as_deref() == Some(info.as_str())
+        })
+        .is_err()
+    {
+        return fail(format!(
+            "the running agent reports {:?}, not {info}",
+            build_info()
+        ));
+    }
+    Ok(())
+}
+
 /// The case (module docs): install, upgrade, rollback, uninstall, with their checks.
 pub fn helm(node: &Node) -> Res {
     let t0 = Instant::now();
@@ -189,7 +239,9 @@ pub fn helm(node: &Node) -> Res {
     lap("pods wired");
 
     // -- upgrade to a second image, a ping from pod-h1 to pod-h2 running throughout
-    let next = next_image(node, "helm-upgrade")?;
+    let first_version = env!("CARGO_PKG_VERSION");
+    reports_version(node, first_version)?;
+    let next = next_image(node, "helm-upgrade", Some(UPGRADE_VERSION))?;
     let next_tag = next.rsplit_once(':').map_or("", |(_, t)| t);
     let token_before = node.cni_token()?;
     let inode_before = plugin_inode(node)?;
@@ -237,6 +289,7 @@ pub fn helm(node: &Node) -> Res {
     if plugin_inode(node)? == inode_before {
         return fail("the upgrade's install left the old /opt/cni/bin/tern in place");
     }
+    reports_version(node, UPGRADE_VERSION)?;
     node.create_pods(&["pod-h3"])?;
     node.wait_ready(&["pod-h3"], 90)?;
     let ip3 = node.pod_ip("pod-h3")?;
@@ -265,6 +318,7 @@ pub fn helm(node: &Node) -> Res {
             agent_image(node)?
         ));
     }
+    reports_version(node, first_version)?;
     let history = run_helm(node, &["history", "tern", "-o", "json"])?;
     let revisions = serde_json::from_str::<serde_json::Value>(&history)
         .ok()
