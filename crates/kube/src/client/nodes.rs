@@ -7,22 +7,17 @@
 //! silent connection ends instead of hanging; "resource version too old" arrives either as HTTP
 //! 410 or as an `ERROR` event carrying a `Status` with code 410 (the watch cache's way) and is
 //! reported as [`WatchEvent::Gone`] / [`KubeError::UnexpectedStatus`] with code 410 alike.
+//! The paging, the event lines and the event envelope are the generic ones of `objects.rs`.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::IpAddr;
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::objects::{decode_envelope, EventKind, EventLines};
 use super::Client;
 use crate::error::KubeError;
-
-/// Items per list page (`limit`), as client-go's reflector pages.
-pub(super) const PAGE: u32 = 500;
-/// Largest list page body read (64 MiB: 500 large Nodes).
-pub(super) const MAX_PAGE: u64 = 64 << 20;
-/// Longest watch event line (4 MiB: one Node).
-pub(super) const MAX_EVENT: usize = 4 << 20;
 
 /// The Node annotation in which `tern-agent run --node-routes=vxlan` publishes its VXLAN
 /// device's MAC (`aa:bb:cc:dd:ee:ff`), as flannel's `flannel.alpha.coreos.com/backend-data`
@@ -71,8 +66,6 @@ struct RawMeta {
     name: String,
     #[serde(default)]
     resource_version: String,
-    #[serde(default, rename = "continue")]
-    cont: String,
     #[serde(default)]
     annotations: Option<std::collections::BTreeMap<String, String>>,
 }
@@ -144,64 +137,29 @@ impl RawNode {
     }
 }
 
-#[derive(Deserialize)]
-struct RawList {
-    metadata: RawMeta,
-    #[serde(default)]
-    items: Vec<RawNode>,
-}
-
-#[derive(Deserialize)]
-struct RawEvent {
-    #[serde(rename = "type")]
-    kind: String,
-    object: serde_json::Value,
-}
-
 /// Decodes one watch line (`{"type":..,"object":..}`).
 ///
 /// # Errors
 /// [`KubeError::Decode`] for a line that is not an event, an unknown type, or an `ERROR` that is
 /// not a 410; an `ERROR` with another code becomes that status's error.
 pub fn decode_event(line: &str) -> Result<WatchEvent, KubeError> {
-    let raw: RawEvent =
-        serde_json::from_str(line).map_err(|e| KubeError::Decode(format!("watch event: {e}")))?;
-    let node = |v: serde_json::Value| {
-        serde_json::from_value::<RawNode>(v)
-            .map(RawNode::entry)
-            .map_err(|e| KubeError::Decode(format!("watch event object: {e}")))
+    let Some((kind, object)) = decode_envelope(line)? else {
+        return Ok(WatchEvent::Gone);
     };
-    match raw.kind.as_str() {
-        "ADDED" | "MODIFIED" => node(raw.object).map(|(n, rv)| WatchEvent::Applied(n, rv)),
-        "DELETED" => node(raw.object).map(|(n, rv)| WatchEvent::Deleted(n, rv)),
-        "BOOKMARK" => node(raw.object).map(|(_, rv)| WatchEvent::Bookmark(rv)),
-        "ERROR" => {
-            let code = raw
-                .object
-                .get("code")
-                .and_then(serde_json::Value::as_u64)
-                .and_then(|c| u16::try_from(c).ok())
-                .unwrap_or(500);
-            if code == 410 {
-                Ok(WatchEvent::Gone)
-            } else {
-                Err(KubeError::from_response(
-                    code,
-                    &raw.object.to_string(),
-                    None,
-                ))
-            }
-        }
-        other => Err(KubeError::Decode(format!("watch event type {other:?}"))),
-    }
+    let (node, rv) = serde_json::from_value::<RawNode>(object)
+        .map(RawNode::entry)
+        .map_err(|e| KubeError::Decode(format!("watch event object: {e}")))?;
+    Ok(match kind {
+        EventKind::Applied => WatchEvent::Applied(node, rv),
+        EventKind::Deleted => WatchEvent::Deleted(node, rv),
+        EventKind::Bookmark => WatchEvent::Bookmark(rv),
+    })
 }
 
 /// An open watch: [`NodeWatch::next_event`] until it returns `Ok(None)` (the server ended the
 /// stream, e.g. at `timeoutSeconds`).
 pub struct NodeWatch {
-    reader: BufReader<Box<dyn Read + Send>>,
-    line: Vec<u8>,
-    idle: Duration,
+    lines: EventLines,
 }
 
 impl std::fmt::Debug for NodeWatch {
@@ -217,31 +175,7 @@ impl NodeWatch {
     /// [`KubeError::Timeout`] when nothing arrived within the per-read deadline, transport
     /// errors, and [`decode_event`]'s errors.
     pub fn next_event(&mut self) -> Result<Option<WatchEvent>, KubeError> {
-        loop {
-            self.line.clear();
-            let n = (&mut self.reader)
-                .take(MAX_EVENT as u64 + 1)
-                .read_until(b'\n', &mut self.line)
-                .map_err(|e| match e.kind() {
-                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                        KubeError::Timeout(self.idle)
-                    }
-                    _ => KubeError::Connect(format!("watch stream: {e}")),
-                })?;
-            if n == 0 {
-                return Ok(None);
-            }
-            if self.line.len() > MAX_EVENT {
-                return Err(KubeError::Decode(format!(
-                    "watch event over {MAX_EVENT} bytes"
-                )));
-            }
-            let text = String::from_utf8_lossy(&self.line);
-            if text.trim().is_empty() {
-                continue;
-            }
-            return decode_event(text.trim()).map(Some);
-        }
+        self.lines.next(decode_event)
     }
 }
 
@@ -253,24 +187,12 @@ impl Client {
     /// As [`Client::get_node`]; 410 (a continue token expired mid-list) as
     /// [`KubeError::UnexpectedStatus`] with code 410.
     pub fn list_nodes(&self, timeout: Duration) -> Result<NodeList, KubeError> {
-        let mut out = NodeList::default();
-        let mut cont = String::new();
-        loop {
-            let mut path = format!("/api/v1/nodes?limit={PAGE}");
-            if !cont.is_empty() {
-                path.push_str(&format!("&continue={cont}"));
-            }
-            let body = self.get_body(&path, timeout, MAX_PAGE)?;
-            let page: RawList = serde_json::from_str(&body)
-                .map_err(|e| KubeError::Decode(format!("node list: {e}")))?;
-            out.items
-                .extend(page.items.into_iter().map(|n| n.entry().0));
-            out.resource_version = page.metadata.resource_version;
-            if page.metadata.cont.is_empty() {
-                return Ok(out);
-            }
-            cont = page.metadata.cont;
-        }
+        let (items, resource_version) =
+            self.list_pages::<RawNode>("/api/v1/nodes", "node list", timeout)?;
+        Ok(NodeList {
+            items: items.into_iter().map(|n| n.entry().0).collect(),
+            resource_version,
+        })
     }
 
     /// Opens `GET /api/v1/nodes?watch=1&resourceVersion=<rv>&allowWatchBookmarks=true
@@ -287,15 +209,14 @@ impl Client {
         timeout: Duration,
         idle: Duration,
     ) -> Result<NodeWatch, KubeError> {
-        let path = format!(
-            "/api/v1/nodes?watch=1&resourceVersion={resource_version}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}"
-        );
-        let reader = self.open_stream(&path, timeout_seconds, timeout, idle)?;
-        Ok(NodeWatch {
-            reader: BufReader::new(reader),
-            line: Vec::new(),
+        let lines = self.open_watch(
+            "/api/v1/nodes",
+            resource_version,
+            timeout_seconds,
+            timeout,
             idle,
-        })
+        )?;
+        Ok(NodeWatch { lines })
     }
 
     /// Opens a watch stream at `path` (with its query): answered within `timeout`, each read

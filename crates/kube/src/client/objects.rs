@@ -5,15 +5,24 @@
 //!
 //! Invariants: as `nodes.rs` — a list follows `metadata.continue` to the last page; a watch
 //! reads one event line at a time under a per-read deadline; 410 is [`ObjectEvent::Gone`].
+//! The paging ([`Client::list_pages`]), the event-line reading ([`EventLines`]) and the event
+//! envelope ([`decode_envelope`]) here serve the Node watch too.
 
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
 
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use super::nodes::{MAX_EVENT, MAX_PAGE, PAGE};
 use super::Client;
 use crate::error::KubeError;
+
+/// Items per list page (`limit`), as client-go's reflector pages.
+pub(super) const PAGE: u32 = 500;
+/// Largest list page body read (64 MiB: 500 large Nodes).
+pub(super) const MAX_PAGE: u64 = 64 << 20;
+/// Longest watch event line (4 MiB: one Node).
+pub(super) const MAX_EVENT: usize = 4 << 20;
 
 /// A full list: the objects and the `metadata.resourceVersion` to watch from.
 #[derive(Debug, Clone, Default)]
@@ -62,57 +71,84 @@ struct RawEvent {
     object: serde_json::Value,
 }
 
-/// Decodes one watch line (`{"type":..,"object":..}`).
+/// A watch event's `type`, once an `ERROR` has been read.
+pub(super) enum EventKind {
+    /// `ADDED` or `MODIFIED`.
+    Applied,
+    /// `DELETED`.
+    Deleted,
+    /// `BOOKMARK`.
+    Bookmark,
+}
+
+/// Decodes one watch line's envelope (`{"type":..,"object":..}`): the type and the object, or
+/// `None` for an `ERROR` with code 410 (`Expired`/`Gone`).
 ///
 /// # Errors
 /// [`KubeError::Decode`] for a line that is not an event or of an unknown type; an `ERROR` other
 /// than 410 becomes that status's error.
-pub fn decode_object_event(line: &str) -> Result<ObjectEvent, KubeError> {
+pub(super) fn decode_envelope(
+    line: &str,
+) -> Result<Option<(EventKind, serde_json::Value)>, KubeError> {
     let raw: RawEvent =
         serde_json::from_str(line).map_err(|e| KubeError::Decode(format!("watch event: {e}")))?;
-    match raw.kind.as_str() {
-        "ADDED" | "MODIFIED" => Ok(ObjectEvent::Applied(raw.object)),
-        "DELETED" => Ok(ObjectEvent::Deleted(raw.object)),
-        "BOOKMARK" => Ok(ObjectEvent::Bookmark(resource_version_of(&raw.object))),
+    let kind = match raw.kind.as_str() {
+        "ADDED" | "MODIFIED" => EventKind::Applied,
+        "DELETED" => EventKind::Deleted,
+        "BOOKMARK" => EventKind::Bookmark,
         "ERROR" => {
             let code = raw.object["code"]
                 .as_u64()
                 .and_then(|c| u16::try_from(c).ok())
                 .unwrap_or(500);
             if code == 410 {
-                Ok(ObjectEvent::Gone)
-            } else {
-                Err(KubeError::from_response(
-                    code,
-                    &raw.object.to_string(),
-                    None,
-                ))
+                return Ok(None);
             }
+            return Err(KubeError::from_response(
+                code,
+                &raw.object.to_string(),
+                None,
+            ));
         }
-        other => Err(KubeError::Decode(format!("watch event type {other:?}"))),
-    }
+        other => return Err(KubeError::Decode(format!("watch event type {other:?}"))),
+    };
+    Ok(Some((kind, raw.object)))
 }
 
-/// An open watch of a collection.
-pub struct ObjectWatch {
+/// Decodes one watch line (`{"type":..,"object":..}`).
+///
+/// # Errors
+/// [`KubeError::Decode`] for a line that is not an event or of an unknown type; an `ERROR` other
+/// than 410 becomes that status's error.
+pub fn decode_object_event(line: &str) -> Result<ObjectEvent, KubeError> {
+    Ok(match decode_envelope(line)? {
+        Some((EventKind::Applied, v)) => ObjectEvent::Applied(v),
+        Some((EventKind::Deleted, v)) => ObjectEvent::Deleted(v),
+        Some((EventKind::Bookmark, v)) => ObjectEvent::Bookmark(resource_version_of(&v)),
+        None => ObjectEvent::Gone,
+    })
+}
+
+/// A watch response read one JSON line at a time: each read waits at most `idle`, a line is at
+/// most [`MAX_EVENT`] bytes, blank lines are passed over.
+pub(super) struct EventLines {
     reader: BufReader<Box<dyn Read + Send>>,
     line: Vec<u8>,
     idle: Duration,
 }
 
-impl std::fmt::Debug for ObjectWatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ObjectWatch").finish_non_exhaustive()
-    }
-}
-
-impl ObjectWatch {
-    /// Reads the next event; `Ok(None)` at the end of the stream.
+impl EventLines {
+    /// Reads the next non-blank line and decodes it with `decode`; `Ok(None)` at the end of the
+    /// stream.
     ///
     /// # Errors
-    /// [`KubeError::Timeout`] when nothing arrived within the per-read deadline, transport
-    /// errors, and [`decode_object_event`]'s errors.
-    pub fn next_event(&mut self) -> Result<Option<ObjectEvent>, KubeError> {
+    /// [`KubeError::Timeout`] when nothing arrived within `idle`, [`KubeError::Connect`] for
+    /// other transport errors, [`KubeError::Decode`] for a line over [`MAX_EVENT`] bytes, and
+    /// `decode`'s errors.
+    pub(super) fn next<E>(
+        &mut self,
+        decode: impl Fn(&str) -> Result<E, KubeError>,
+    ) -> Result<Option<E>, KubeError> {
         loop {
             self.line.clear();
             let n = (&mut self.reader)
@@ -136,16 +172,38 @@ impl ObjectWatch {
             if text.trim().is_empty() {
                 continue;
             }
-            return decode_object_event(text.trim()).map(Some);
+            return decode(text.trim()).map(Some);
         }
     }
 }
 
+/// An open watch of a collection.
+pub struct ObjectWatch {
+    lines: EventLines,
+}
+
+impl std::fmt::Debug for ObjectWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectWatch").finish_non_exhaustive()
+    }
+}
+
+impl ObjectWatch {
+    /// Reads the next event; `Ok(None)` at the end of the stream.
+    ///
+    /// # Errors
+    /// [`KubeError::Timeout`] when nothing arrived within the per-read deadline, transport
+    /// errors, and [`decode_object_event`]'s errors.
+    pub fn next_event(&mut self) -> Result<Option<ObjectEvent>, KubeError> {
+        self.lines.next(decode_object_event)
+    }
+}
+
 #[derive(Deserialize)]
-struct RawList {
+struct RawList<T> {
     metadata: RawListMeta,
-    #[serde(default)]
-    items: Vec<serde_json::Value>,
+    #[serde(default = "Vec::new")]
+    items: Vec<T>,
 }
 
 #[derive(Deserialize)]
@@ -158,6 +216,64 @@ struct RawListMeta {
 }
 
 impl Client {
+    /// Lists every item of `collection` (a path such as `/api/v1/pods`), page by page
+    /// (`limit=500`, following `metadata.continue`), each page under `timeout`, each item
+    /// decoded as `T`; returns the items and the last page's `metadata.resourceVersion`.
+    /// `what` names the list in a decode error (`"node list: ..."`). Source: the API
+    /// conventions' "Lists and chunking".
+    ///
+    /// # Errors
+    /// The status and transport errors of a GET; 410 (a continue token expired mid-list) as
+    /// [`KubeError::UnexpectedStatus`] with code 410; [`KubeError::Decode`] for a page that is
+    /// not such a list.
+    pub(super) fn list_pages<T: DeserializeOwned>(
+        &self,
+        collection: &str,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<(Vec<T>, String), KubeError> {
+        let mut items = Vec::new();
+        let mut cont = String::new();
+        loop {
+            let mut path = format!("{collection}?limit={PAGE}");
+            if !cont.is_empty() {
+                path.push_str(&format!("&continue={cont}"));
+            }
+            let body = self.get_body(&path, timeout, MAX_PAGE)?;
+            let page: RawList<T> = serde_json::from_str(&body)
+                .map_err(|e| KubeError::Decode(format!("{what}: {e}")))?;
+            items.extend(page.items);
+            if page.metadata.cont.is_empty() {
+                return Ok((items, page.metadata.resource_version));
+            }
+            cont = page.metadata.cont;
+        }
+    }
+
+    /// Opens `GET <collection>?watch=1&resourceVersion=<rv>&allowWatchBookmarks=true
+    /// &timeoutSeconds=<secs>`, deadlines as [`Client::watch_nodes`].
+    ///
+    /// # Errors
+    /// As [`Client::watch_nodes`].
+    pub(super) fn open_watch(
+        &self,
+        collection: &str,
+        resource_version: &str,
+        timeout_seconds: u64,
+        timeout: Duration,
+        idle: Duration,
+    ) -> Result<EventLines, KubeError> {
+        let path = format!(
+            "{collection}?watch=1&resourceVersion={resource_version}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}"
+        );
+        let reader = self.open_stream(&path, timeout_seconds, timeout, idle)?;
+        Ok(EventLines {
+            reader: BufReader::new(reader),
+            line: Vec::new(),
+            idle,
+        })
+    }
+
     /// Lists every object of `collection` (a path such as `/api/v1/pods`), page by page
     /// (`limit=500`, following `metadata.continue`), each page under `timeout`.
     ///
@@ -168,23 +284,12 @@ impl Client {
         collection: &str,
         timeout: Duration,
     ) -> Result<ObjectList, KubeError> {
-        let mut out = ObjectList::default();
-        let mut cont = String::new();
-        loop {
-            let mut path = format!("{collection}?limit={PAGE}");
-            if !cont.is_empty() {
-                path.push_str(&format!("&continue={cont}"));
-            }
-            let body = self.get_body(&path, timeout, MAX_PAGE)?;
-            let page: RawList = serde_json::from_str(&body)
-                .map_err(|e| KubeError::Decode(format!("{collection} list: {e}")))?;
-            out.items.extend(page.items);
-            out.resource_version = page.metadata.resource_version;
-            if page.metadata.cont.is_empty() {
-                return Ok(out);
-            }
-            cont = page.metadata.cont;
-        }
+        let (items, resource_version) =
+            self.list_pages(collection, &format!("{collection} list"), timeout)?;
+        Ok(ObjectList {
+            items,
+            resource_version,
+        })
     }
 
     /// Watches `collection` from `resource_version`, with bookmarks; deadlines as
@@ -200,15 +305,9 @@ impl Client {
         timeout: Duration,
         idle: Duration,
     ) -> Result<ObjectWatch, KubeError> {
-        let path = format!(
-            "{collection}?watch=1&resourceVersion={resource_version}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}"
-        );
-        let reader = self.open_stream(&path, timeout_seconds, timeout, idle)?;
-        Ok(ObjectWatch {
-            reader: BufReader::new(reader),
-            line: Vec::new(),
-            idle,
-        })
+        let lines =
+            self.open_watch(collection, resource_version, timeout_seconds, timeout, idle)?;
+        Ok(ObjectWatch { lines })
     }
 }
 
