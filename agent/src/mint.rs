@@ -8,8 +8,11 @@ use tern_kube::{
     write_atomic, BearerToken, Client, KubeError, TokenRequestSpec, TokenRequestStatus,
 };
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::schedule::{backoff_delay, Rng};
 
 /// How the agent reaches the API server: what every subsystem that calls it needs (the token
 /// refresher, install, uninstall, node routes, egress NAT), and no more.
@@ -34,6 +37,30 @@ pub struct ControllerSettings {
     pub policy: crate::schedule::Policy,
     /// The plugins' kubeconfig (its directory holds the uninstall mark).
     pub kubeconfig: PathBuf,
+}
+
+impl ControllerSettings {
+    /// Counts one more failed API read of a controller's list/watch loop — in `failures` (in a
+    /// row) and under the error's cause ([`KubeError::cause_label`]) in `api_errors` — and
+    /// returns the back-off before the next try: [`backoff_delay`] on [`Self::policy`] with no
+    /// token time left, jittered by `rng`, at least the server's `Retry-After`.
+    pub fn api_failure(
+        &self,
+        failures: &mut u32,
+        api_errors: &mut BTreeMap<&'static str, u64>,
+        e: &KubeError,
+        rng: &mut Rng,
+    ) -> Duration {
+        *failures = failures.saturating_add(1);
+        *api_errors.entry(e.cause_label()).or_insert(0) += 1;
+        backoff_delay(
+            &self.policy,
+            *failures,
+            None,
+            e.retry_after().map(Duration::from_secs),
+            rng.unit(),
+        )
+    }
 }
 
 /// What a CNI token is minted for, and where its kubeconfig goes.

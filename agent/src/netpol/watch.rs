@@ -5,8 +5,6 @@
 //! Invariant: the store only changes by a list or an event; an API server that is down leaves
 //! the store (and so the table) as it is.
 
-use std::time::Duration;
-
 use serde_json::Value;
 use tern_kube::client::objects::{key_of, resource_version_of, ObjectEvent};
 use tern_kube::KubeError;
@@ -15,7 +13,7 @@ use tracing::{debug, info, warn};
 use super::controller::{Kind, Shared, Store};
 use super::model::{namespace_from_json, pod_from_json, policy_from_json};
 use crate::mint::in_cluster_client;
-use crate::schedule::{backoff_delay, Rng};
+use crate::schedule::Rng;
 
 /// Puts one object into the store (`None`: removes it); false when it did not parse.
 fn put(store: &mut Store, kind: Kind, key: String, obj: Option<&Value>) -> bool {
@@ -75,19 +73,11 @@ struct Loop<'a> {
 
 impl Loop<'_> {
     fn failed(&mut self, what: &str, e: &KubeError) -> bool {
-        self.failures = self.failures.saturating_add(1);
-        *self
-            .s
-            .stats()
-            .api_errors
-            .entry(e.cause_label())
-            .or_insert(0) += 1;
-        let delay = backoff_delay(
-            &self.s.run.policy,
-            self.failures,
-            None,
-            e.retry_after().map(Duration::from_secs),
-            self.rng.unit(),
+        let delay = self.s.run.api_failure(
+            &mut self.failures,
+            &mut self.s.stats().api_errors,
+            e,
+            &mut self.rng,
         );
         warn!(kind = self.kind.label(), error = %e, retry_in = ?delay, "network policy: {what} failed; the table is unchanged");
         self.s.stop.sleep(delay)

@@ -7,7 +7,6 @@
 //! re-list storm across a fleet.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use tern_kube::client::nodes::{NodeEntry, WatchEvent};
 use tern_kube::KubeError;
@@ -17,7 +16,7 @@ use tracing::{debug, info, warn};
 use super::desired::{self, desired, desired_vxlan, Skipped, VxlanDesired};
 use super::{kernel, vxlan, Mode, Shared};
 use crate::mint::in_cluster_client;
-use crate::schedule::{backoff_delay, Rng};
+use crate::schedule::Rng;
 use tern_kube::client::nodes::VTEP_MAC_ANNOTATION;
 use tern_net::netlink::{format_mac, VxlanSpec};
 
@@ -202,19 +201,11 @@ impl Loop<'_> {
 
     /// Counts an API failure and sleeps the agent's backoff; true when stopping.
     fn failed(&mut self, what: &str, e: &KubeError) -> bool {
-        self.failures = self.failures.saturating_add(1);
-        *self
-            .s
-            .stats()
-            .api_errors
-            .entry(e.cause_label())
-            .or_insert(0) += 1;
-        let delay = backoff_delay(
-            &self.s.run.policy,
-            self.failures,
-            None,
-            e.retry_after().map(Duration::from_secs),
-            self.rng.unit(),
+        let delay = self.s.run.api_failure(
+            &mut self.failures,
+            &mut self.s.stats().api_errors,
+            e,
+            &mut self.rng,
         );
         warn!(error = %e, retry_in = ?delay, "{what} failed; routes unchanged");
         self.s.sleep(delay)
