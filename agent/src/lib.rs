@@ -14,6 +14,7 @@ pub mod logging;
 pub mod mint;
 pub mod netpol;
 pub mod plan;
+mod prom;
 pub mod routes;
 pub mod run;
 pub mod schedule;

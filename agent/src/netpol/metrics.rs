@@ -12,33 +12,11 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 use super::controller::NetpolStats;
+use crate::prom::{counter, counters, gauge_u64 as gauge};
 
 /// A collector over one [`NetpolStats`] snapshot.
 #[derive(Debug)]
 pub struct NetpolCollector(pub NetpolStats);
-
-fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
-    let v = i64::try_from(v).unwrap_or(i64::MAX);
-    ConstGauge::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
-}
-
-fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
-    ConstCounter::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
-}
-
-fn by_label<'a>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    label: &str,
-    values: impl IntoIterator<Item = (&'a str, u64)>,
-) -> fmt::Result {
-    let mut family = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (k, v) in values {
-        ConstCounter::new(v).encode(family.encode_family(&[(label, k)])?)?;
-    }
-    Ok(())
-}
 
 impl Collector for NetpolCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
@@ -100,14 +78,14 @@ impl Collector for NetpolCollector {
             "Tables restored after someone else changed them.",
             s.restores,
         )?;
-        by_label(
+        counters(
             e,
             "tern_agent_network_policy_api_errors",
             "API errors of the watches, by cause.",
             "cause",
             s.api_errors.iter().map(|(k, v)| (*k, *v)),
         )?;
-        by_label(
+        counters(
             e,
             "tern_agent_network_policy_decode_errors",
             "Objects that could not be read, by kind.",

@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 use super::RouteStats;
+use crate::prom::{counter, gauge_u64 as gauge};
 
 /// The reasons of `tern_agent_node_routes_unrouted`, always all reported.
 pub const SKIP_REASONS: [&str; 5] = [
@@ -26,15 +27,6 @@ pub const SKIP_REASONS: [&str; 5] = [
 /// A collector over one [`RouteStats`] snapshot.
 #[derive(Debug)]
 pub struct RouteCollector(pub RouteStats);
-
-fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
-    let v = i64::try_from(v).unwrap_or(i64::MAX);
-    ConstGauge::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
-}
-
-fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> fmt::Result {
-    ConstCounter::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
-}
 
 fn labelled<'a>(
     enc: &mut DescriptorEncoder,

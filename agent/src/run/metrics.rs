@@ -8,7 +8,6 @@ use std::fmt;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
-use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
@@ -16,6 +15,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::Snapshot;
+use crate::prom::counters;
 
 /// The `Content-Type` of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -37,20 +37,6 @@ struct SnapshotCollector(Snapshot, Histogram);
 fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: Option<i64>) -> fmt::Result {
     if let Some(v) = v {
         ConstGauge::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
-    }
-    Ok(())
-}
-
-fn counters<'a>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    label: &str,
-    values: impl IntoIterator<Item = (&'a str, u64)>,
-) -> fmt::Result {
-    let mut family = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (k, v) in values {
-        ConstCounter::new(v).encode(family.encode_family(&[(label, k)])?)?;
     }
     Ok(())
 }
