@@ -9,40 +9,18 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::{wait_for, NodeNs, NsApi};
 use serde_json::json;
 use tern_apiserver::ApiServer;
-use tern_net::netns::NetNs;
-use tern_testkit::exec::{bin_dir, conflist, Cnitool};
+use tern_testkit::exec::{conflist, Cnitool};
 use tern_testkit::netns::TestNetns;
 
 /// tern's routing protocol number, as `ip route show proto` takes it.
 const PROTO: &str = "116";
 const HUB_V4: &str = "192.168.77.254";
 const HUB_V6: &str = "fd77::fe";
-const WAIT: Duration = Duration::from_secs(20);
-
-struct NodeNs {
-    name: String,
-    ns: TestNetns,
-    agent: Option<Child>,
-    dir: tempfile::TempDir,
-    pod: Option<(TestNetns, Cnitool)>,
-}
-
-impl Drop for NodeNs {
-    fn drop(&mut self) {
-        if let Some(mut a) = self.agent.take() {
-            let _ = a.kill();
-            let _ = a.wait();
-        }
-        if let Some((pod, tool)) = self.pod.take() {
-            let _ = tool.del(pod.path());
-        }
-    }
-}
 
 fn v4_cidr(i: u8) -> String {
     format!("10.77.{i}.0/24")
@@ -52,15 +30,11 @@ fn v6_cidr(i: u8) -> String {
     format!("fd78:{i}::/64")
 }
 
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !cond() {
-        assert!(t.elapsed() < WAIT, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 impl NodeNs {
+    fn start_agent(&mut self, api: &ApiServer) {
+        self.spawn_agent(api, HUB_V4, &["--node-routes"]);
+    }
+
     /// Tern's routes in this node, both families, as `dst via gw` lines, sorted.
     fn routes(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -73,54 +47,6 @@ impl NodeNs {
         }
         out.sort();
         out
-    }
-
-    /// The value of one metric line (`name` or `name{labels}`) from the agent's `/metrics`.
-    fn metric(&self, series: &str) -> u64 {
-        let text = self
-            .ns
-            .exec_ok(&["curl", "-s", "http://127.0.0.1:9412/metrics"]);
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{series} not in /metrics of {}:\n{text}", self.name))
-    }
-
-    fn start_agent(&mut self, api: &ApiServer) {
-        let sa = self.dir.path().join("sa");
-        std::fs::create_dir_all(&sa).unwrap();
-        std::fs::write(
-            sa.join("token"),
-            api.issue_token("tern", "tern-agent", 86_400),
-        )
-        .unwrap();
-        api.write_ca(&sa.join("ca.crt")).unwrap();
-        let log = std::fs::File::create(self.dir.path().join("agent.log")).unwrap();
-        let d = self.dir.path();
-        let child = Command::new("ip")
-            .args(["netns", "exec", self.ns.name()])
-            .arg(bin_dir().join("tern-agent"))
-            .args(["run", "--api-server"])
-            .arg(format!("https://{HUB_V4}:{}", api.addr().port()))
-            .arg("--sa-dir")
-            .arg(&sa)
-            .args(["--namespace", "tern", "--kubeconfig"])
-            .arg(d.join("kubeconfig"))
-            .arg("--socket")
-            .arg(d.join("run/agent.sock"))
-            .arg("--metrics-socket")
-            .arg(d.join("run/metrics.sock"))
-            .args(["--backoff-base", "100ms", "--backoff-cap", "500ms"])
-            .args(["--node-routes", "--node-name", &self.name])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.agent = Some(child);
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
     }
 
     /// A pod wired by tern (host-local on this node's podCIDRs); returns its two addresses.
@@ -137,11 +63,6 @@ impl NodeNs {
         common::ok(&tool.add(pod.path()).unwrap(), "ADD");
         self.pod = Some((pod, tool));
         [format!("10.77.{i}.2"), format!("fd78:{i}::2")]
-    }
-
-    fn ping(&self, ip: &str) -> bool {
-        let pod = &self.pod.as_ref().unwrap().0;
-        pod.exec(&["ping", "-c1", "-W1", ip]).status.success()
     }
 }
 
@@ -181,18 +102,8 @@ fn pods_on_three_nodes_reach_each_other_through_node_routes() {
         "br0",
         "nodad",
     ]);
-    let bind = format!("{HUB_V4}:0").parse().unwrap();
-    let hub_ns = NetNs::open(hub.path()).unwrap();
-    let mut guard = HubApi {
-        api: Some(
-            hub_ns
-                .run_in(|| ApiServer::start_on(bind))
-                .unwrap()
-                .unwrap(),
-        ),
-        ns: NetNs::open(hub.path()).unwrap(),
-    };
-    let api = guard.api.as_ref().unwrap();
+    let mut guard = NsApi::start(&hub, format!("{HUB_V4}:0").parse().unwrap());
+    let api = guard.api();
     api.add_service_account("tern", "tern-cni");
     api.set_bookmark_interval(Duration::from_millis(200));
 
@@ -226,13 +137,7 @@ fn pods_on_three_nodes_reach_each_other_through_node_routes() {
                 &[&v4_cidr(i), &v6_cidr(i)],
                 &[&format!("192.168.77.{i}"), &format!("fd77::{i}")],
             );
-            NodeNs {
-                name,
-                ns,
-                agent: None,
-                dir: tempfile::tempdir().unwrap(),
-                pod: None,
-            }
+            NodeNs::new(name, ns)
         })
         .collect();
     // A node whose InternalIP is on no network of theirs: reported, never routed.
@@ -356,27 +261,6 @@ fn pods_on_three_nodes_reach_each_other_through_node_routes() {
         "{}",
         nodes[0].log()
     );
-}
-
-/// The stand-in, stopped from inside the hub netns: its shutdown connects to its own address,
-/// which only exists there.
-struct HubApi {
-    api: Option<ApiServer>,
-    ns: NetNs,
-}
-
-impl HubApi {
-    fn stop(&mut self) {
-        if let Some(api) = self.api.take() {
-            let _ = self.ns.run_in(move || drop(api));
-        }
-    }
-}
-
-impl Drop for HubApi {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// Route adds, moves and removals so far on a node.

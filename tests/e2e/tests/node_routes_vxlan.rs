@@ -13,27 +13,19 @@
 mod common;
 
 use std::net::{IpAddr, UdpSocket};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::{wait_for, NodeNs, NsApi};
 use serde_json::json;
 use tern_apiserver::ApiServer;
 use tern_net::netns::NetNs;
-use tern_testkit::exec::{bin_dir, conflist, Cnitool};
+use tern_testkit::exec::{conflist, Cnitool};
 use tern_testkit::netns::TestNetns;
 
 const PROTO: &str = "116";
 const DEV: &str = "tern.vxlan";
-const WAIT: Duration = Duration::from_secs(20);
 const CLUSTER: &str = "10.81.0.0/16,fd91::/16";
-
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !cond() {
-        assert!(t.elapsed() < WAIT, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// Node `i`'s addresses: IPv4 and IPv6 on its own network `192.168.8i.0/24`, `fd8i::/64`.
 fn node_ips(i: u8) -> [String; 2] {
@@ -44,96 +36,20 @@ fn pod_cidrs(i: u8) -> [String; 2] {
     [format!("10.81.{i}.0/24"), format!("fd91:{i}::/64")]
 }
 
-struct NodeNs {
-    name: String,
-    ns: TestNetns,
-    agent: Option<Child>,
-    dir: tempfile::TempDir,
-    pod: Option<(TestNetns, Cnitool)>,
-}
-
-impl Drop for NodeNs {
-    fn drop(&mut self) {
-        self.stop_agent();
-        if let Some((pod, tool)) = self.pod.take() {
-            let _ = tool.del(pod.path());
-        }
-    }
-}
-
 impl NodeNs {
-    fn stop_agent(&mut self) {
-        if let Some(mut a) = self.agent.take() {
-            let _ = a.kill();
-            let _ = a.wait();
-        }
-    }
-
     fn start_agent(&mut self, api: &ApiServer, api_ip: &str, mode: &str) {
-        self.stop_agent();
-        let sa = self.dir.path().join("sa");
-        std::fs::create_dir_all(&sa).unwrap();
-        std::fs::write(
-            sa.join("token"),
-            api.issue_token("tern", "tern-agent", 86_400),
-        )
-        .unwrap();
-        api.write_ca(&sa.join("ca.crt")).unwrap();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("agent.log"))
-            .unwrap();
-        let d = self.dir.path();
-        let host = if api_ip.contains(':') {
-            format!("[{api_ip}]")
-        } else {
-            api_ip.to_owned()
-        };
-        let child = Command::new("ip")
-            .args(["netns", "exec", self.ns.name()])
-            .arg(bin_dir().join("tern-agent"))
-            .args(["run", "--api-server"])
-            .arg(format!("https://{host}:{}", api.addr().port()))
-            .arg("--sa-dir")
-            .arg(&sa)
-            .args(["--namespace", "tern", "--kubeconfig"])
-            .arg(d.join("kubeconfig"))
-            .arg("--socket")
-            .arg(d.join("run/agent.sock"))
-            .arg("--metrics-socket")
-            .arg(d.join("run/metrics.sock"))
-            .args(["--backoff-base", "100ms", "--backoff-cap", "500ms"])
-            .arg(format!("--node-routes={mode}"))
-            .args(["--node-name", &self.name])
-            .args(["--egress-nat", "true", "--cluster-cidrs", CLUSTER])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.agent = Some(child);
+        let routes = format!("--node-routes={mode}");
+        let flags = [
+            routes.as_str(),
+            "--egress-nat",
+            "true",
+            "--cluster-cidrs",
+            CLUSTER,
+        ];
+        self.spawn_agent(api, api_ip, &flags);
         wait_for("the agent's metrics", || {
             self.try_metric("tern_agent_node_routes_synced") == Some(1)
         });
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
-    }
-
-    fn try_metric(&self, series: &str) -> Option<u64> {
-        let out = self
-            .ns
-            .exec(&["curl", "-s", "http://127.0.0.1:9412/metrics"]);
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-    }
-
-    fn metric(&self, series: &str) -> u64 {
-        self.try_metric(series)
-            .unwrap_or_else(|| panic!("{series} not in /metrics of {}:\n{}", self.name, self.log()))
     }
 
     /// tern's routes, both families, as `ip route` prints them (sorted).
@@ -198,17 +114,6 @@ impl NodeNs {
         (pod, tool, addrs)
     }
 
-    fn pod(&self) -> &TestNetns {
-        &self.pod.as_ref().unwrap().0
-    }
-
-    fn ping(&self, ip: &str) -> bool {
-        self.pod()
-            .exec(&["ping", "-c1", "-W1", ip])
-            .status
-            .success()
-    }
-
     /// Sends one UDP datagram from this node's pod to `to`, where a socket bound in `at`
     /// listens; returns the source address it arrived from (`None`: nothing within 3 s).
     fn source_seen(&self, at: &TestNetns, to: &str) -> Option<IpAddr> {
@@ -229,24 +134,9 @@ impl NodeNs {
     }
 }
 
-/// The stand-in, stopped from inside the router netns (its shutdown connects to its own
-/// address, which only exists there).
-struct RouterApi {
-    api: Option<ApiServer>,
-    ns: NetNs,
-}
-
-impl Drop for RouterApi {
-    fn drop(&mut self) {
-        if let Some(api) = self.api.take() {
-            let _ = self.ns.run_in(move || drop(api));
-        }
-    }
-}
-
 /// Two nodes on `192.168.81.0/24` + `fd81::/64` and `192.168.82.0/24` + `fd82::/64`, a router
 /// between them; each node's InternalIPs list the underlay's family first.
-fn cluster(tag: &str, underlay_v6: bool) -> (TestNetns, RouterApi, Vec<NodeNs>, String) {
+fn cluster(tag: &str, underlay_v6: bool) -> (TestNetns, NsApi, Vec<NodeNs>, String) {
     let router = TestNetns::new(&format!("vx{tag}-rtr"));
     router.exec_ok(&["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
     router.exec_ok(&["sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"]);
@@ -311,29 +201,15 @@ fn cluster(tag: &str, underlay_v6: bool) -> (TestNetns, RouterApi, Vec<NodeNs>, 
             "via",
             &format!("fd8{i}::fe"),
         ]);
-        nodes.push(NodeNs {
-            name: format!("node-{i}"),
-            ns,
-            agent: None,
-            dir: tempfile::tempdir().unwrap(),
-            pod: None,
-        });
+        nodes.push(NodeNs::new(format!("node-{i}"), ns));
     }
     let bind = if underlay_v6 {
         format!("[{api_ip}]:0")
     } else {
         format!("{api_ip}:0")
     };
-    let rns = NetNs::open(router.path()).unwrap();
-    let api = rns
-        .run_in(|| ApiServer::start_on(bind.parse().unwrap()))
-        .unwrap()
-        .unwrap();
-    let guard = RouterApi {
-        api: Some(api),
-        ns: rns,
-    };
-    let api = guard.api.as_ref().unwrap();
+    let guard = NsApi::start(&router, bind.parse().unwrap());
+    let api = guard.api();
     api.add_service_account("tern", "tern-cni");
     api.set_bookmark_interval(Duration::from_millis(200));
     for i in 1..=2u8 {
@@ -359,7 +235,7 @@ fn pods_reach_each_other(nodes: &[NodeNs], addrs: &[[String; 2]]) -> Vec<String>
 
 fn vxlan_across_subnets(tag: &str, underlay_v6: bool) {
     let (router, guard, mut nodes, api_ip) = cluster(tag, underlay_v6);
-    let api = guard.api.as_ref().unwrap();
+    let api = guard.api();
     let addrs: Vec<[String; 2]> = (1..=2u8)
         .map(|i| nodes[usize::from(i) - 1].add_pod(i))
         .collect();
@@ -519,7 +395,7 @@ fn vxlan_crosses_subnets_where_host_gw_cannot_over_ipv6() {
 
 /// Two nodes on one L2 segment (`192.168.80.0/24`, a bridge in a hub namespace that also hosts
 /// the API server stand-in), where host-gw and VXLAN both work: the pair the figures compare.
-fn one_segment(tag: &str) -> (TestNetns, RouterApi, Vec<NodeNs>, String) {
+fn one_segment(tag: &str) -> (TestNetns, NsApi, Vec<NodeNs>, String) {
     let hub = TestNetns::new(&format!("vx{tag}-hub"));
     hub.ip(&["link", "add", "br0", "type", "bridge"]);
     hub.ip(&["link", "set", "br0", "up"]);
@@ -536,24 +412,10 @@ fn one_segment(tag: &str) -> (TestNetns, RouterApi, Vec<NodeNs>, String) {
         // A default route, as every node has: the host veths answer the pods' ARP for their
         // gateway 169.254.1.1 (proxy ARP) only when the node can route to it.
         ns.ip(&["route", "add", "default", "via", "192.168.80.254"]);
-        nodes.push(NodeNs {
-            name: format!("node-{i}"),
-            ns,
-            agent: None,
-            dir: tempfile::tempdir().unwrap(),
-            pod: None,
-        });
+        nodes.push(NodeNs::new(format!("node-{i}"), ns));
     }
-    let hns = NetNs::open(hub.path()).unwrap();
-    let api = hns
-        .run_in(|| ApiServer::start_on("192.168.80.254:0".parse().unwrap()))
-        .unwrap()
-        .unwrap();
-    let guard = RouterApi {
-        api: Some(api),
-        ns: hns,
-    };
-    let api = guard.api.as_ref().unwrap();
+    let guard = NsApi::start(&hub, "192.168.80.254:0".parse().unwrap());
+    let api = guard.api();
     api.add_service_account("tern", "tern-cni");
     for i in 1..=2u8 {
         let [c4, c6] = pod_cidrs(i);
@@ -621,7 +483,7 @@ fn dataplane_figures() {
         return;
     }
     let (_hub, guard, mut nodes, api_ip) = one_segment("b");
-    let api = guard.api.as_ref().unwrap();
+    let api = guard.api();
     let (a, _ta, a_ip) = nodes[0].wire_pod(1, 1500, 2);
     let (c, _tc, c_ip) = nodes[0].wire_pod(1, 1500, 100);
     let (b, _tb, b_ip) = nodes[1].wire_pod(2, 1500, 2);

@@ -19,6 +19,7 @@ mod cases;
 mod edge;
 mod inspect;
 mod killed;
+mod nodes;
 mod script_ipam;
 
 #[allow(unused_imports)]
@@ -29,6 +30,8 @@ pub use edge::*;
 pub use inspect::*;
 #[allow(unused_imports)]
 pub use killed::*;
+#[allow(unused_imports)]
+pub use nodes::*;
 #[allow(unused_imports)]
 pub use script_ipam::*;
 
