@@ -209,13 +209,15 @@ impl Client {
         timeout: Duration,
         idle: Duration,
     ) -> Result<NodeWatch, KubeError> {
-        let lines = self.open_watch(
-            "/api/v1/nodes",
-            resource_version,
-            timeout_seconds,
-            timeout,
-            idle,
-        )?;
+        let lines = self
+            .watch_objects(
+                "/api/v1/nodes",
+                resource_version,
+                timeout_seconds,
+                timeout,
+                idle,
+            )?
+            .lines;
         Ok(NodeWatch { lines })
     }
 

@@ -5,8 +5,9 @@
 //!
 //! Invariants: as `nodes.rs` — a list follows `metadata.continue` to the last page; a watch
 //! reads one event line at a time under a per-read deadline; 410 is [`ObjectEvent::Gone`].
-//! The paging ([`Client::list_pages`]), the event-line reading ([`EventLines`]) and the event
-//! envelope ([`decode_envelope`]) here serve the Node watch too.
+//! The paging (`Client::list_pages`), the watch and its event-line reading
+//! ([`Client::watch_objects`], `EventLines`) and the event envelope (`decode_envelope`) here
+//! serve the Node list and watch too.
 
 use std::io::{BufRead, BufReader, Read};
 use std::time::Duration;
@@ -179,7 +180,8 @@ impl EventLines {
 
 /// An open watch of a collection.
 pub struct ObjectWatch {
-    lines: EventLines,
+    /// The stream (the Node watch reads it with its own decoder).
+    pub(super) lines: EventLines,
 }
 
 impl std::fmt::Debug for ObjectWatch {
@@ -250,30 +252,6 @@ impl Client {
         }
     }
 
-    /// Opens `GET <collection>?watch=1&resourceVersion=<rv>&allowWatchBookmarks=true
-    /// &timeoutSeconds=<secs>`, deadlines as [`Client::watch_nodes`].
-    ///
-    /// # Errors
-    /// As [`Client::watch_nodes`].
-    pub(super) fn open_watch(
-        &self,
-        collection: &str,
-        resource_version: &str,
-        timeout_seconds: u64,
-        timeout: Duration,
-        idle: Duration,
-    ) -> Result<EventLines, KubeError> {
-        let path = format!(
-            "{collection}?watch=1&resourceVersion={resource_version}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}"
-        );
-        let reader = self.open_stream(&path, timeout_seconds, timeout, idle)?;
-        Ok(EventLines {
-            reader: BufReader::new(reader),
-            line: Vec::new(),
-            idle,
-        })
-    }
-
     /// Lists every object of `collection` (a path such as `/api/v1/pods`), page by page
     /// (`limit=500`, following `metadata.continue`), each page under `timeout`.
     ///
@@ -292,8 +270,9 @@ impl Client {
         })
     }
 
-    /// Watches `collection` from `resource_version`, with bookmarks; deadlines as
-    /// [`Client::watch_nodes`].
+    /// Watches `collection` from `resource_version`, with bookmarks (`GET
+    /// <collection>?watch=1&resourceVersion=<rv>&allowWatchBookmarks=true&timeoutSeconds=<secs>`);
+    /// deadlines as [`Client::watch_nodes`].
     ///
     /// # Errors
     /// As [`Client::watch_nodes`].
@@ -305,8 +284,15 @@ impl Client {
         timeout: Duration,
         idle: Duration,
     ) -> Result<ObjectWatch, KubeError> {
-        let lines =
-            self.open_watch(collection, resource_version, timeout_seconds, timeout, idle)?;
+        let path = format!(
+            "{collection}?watch=1&resourceVersion={resource_version}&allowWatchBookmarks=true&timeoutSeconds={timeout_seconds}"
+        );
+        let reader = self.open_stream(&path, timeout_seconds, timeout, idle)?;
+        let lines = EventLines {
+            reader: BufReader::new(reader),
+            line: Vec::new(),
+            idle,
+        };
         Ok(ObjectWatch { lines })
     }
 }
