@@ -90,6 +90,29 @@ pub fn format_mac(mac: &[u8; 6]) -> String {
         .join(":")
 }
 
+/// Parses `aa:bb:cc:dd:ee:ff` (either case) into a MAC address.
+///
+/// # Errors
+/// [`Error::NetlinkProtocol`] (op `parse mac`) for anything else.
+pub fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let bad = || Error::NetlinkProtocol {
+        op: "parse mac".into(),
+        reason: format!("{s:?} is not a MAC address (aa:bb:cc:dd:ee:ff)"),
+    };
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(bad());
+    }
+    let mut mac = [0u8; 6];
+    for (b, p) in mac.iter_mut().zip(parts) {
+        if p.len() != 2 {
+            return Err(bad());
+        }
+        *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+    }
+    Ok(mac)
+}
+
 fn link_op(what: &str, index: u32) -> String {
     format!("{what} link #{index}")
 }

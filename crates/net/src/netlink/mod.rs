@@ -27,9 +27,9 @@ use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 pub use address::Address;
-pub use link::{format_mac, Link};
+pub use link::{format_mac, parse_mac, Link};
 pub use route::{KernelRoute, RouteScope};
-pub use vxlan::{parse_mac, FdbEntry, Neighbour, VxlanInfo, VxlanSpec};
+pub use vxlan::{FdbEntry, Neighbour, VxlanInfo, VxlanSpec};
 
 use crate::error::{Error, Result};
 use crate::netns::NetNs;

@@ -21,7 +21,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 
 use super::link::format_mac;
 use super::{Family, Handle};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The settings a VXLAN device is made with (`ip link add NAME type vxlan id VNI dstport PORT
 /// local LOCAL nolearning`).
@@ -378,60 +378,5 @@ impl Handle {
     }
 }
 
-/// Parses `aa:bb:cc:dd:ee:ff` (either case) into a MAC address.
-///
-/// # Errors
-/// [`Error::NetlinkProtocol`] (op `parse mac`) for anything else.
-pub fn parse_mac(s: &str) -> Result<[u8; 6]> {
-    let bad = || Error::NetlinkProtocol {
-        op: "parse mac".into(),
-        reason: format!("{s:?} is not a MAC address (aa:bb:cc:dd:ee:ff)"),
-    };
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 6 {
-        return Err(bad());
-    }
-    let mut mac = [0u8; 6];
-    for (b, p) in mac.iter_mut().zip(parts) {
-        if p.len() != 2 {
-            return Err(bad());
-        }
-        *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
-    }
-    Ok(mac)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn macs_parse_and_format_round_trip() {
-        let m = parse_mac("0A:1b:2c:3d:4e:5f").unwrap();
-        assert_eq!(m, [0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f]);
-        assert_eq!(format_mac(&m), "0a:1b:2c:3d:4e:5f");
-        for bad in [
-            "",
-            "0a:1b:2c:3d:4e",
-            "0a:1b:2c:3d:4e:5f:00",
-            "0a:1b:2c:3d:4e:zz",
-            "a:1b:2c:3d:4e:5f0",
-        ] {
-            assert!(parse_mac(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn fdb_destinations_parse_from_raw_bytes() {
-        assert_eq!(
-            neigh_ip(&NeighbourAddress::Other(vec![192, 168, 1, 2])),
-            Some("192.168.1.2".parse().unwrap())
-        );
-        let v6: std::net::Ipv6Addr = "fd00::2".parse().unwrap();
-        assert_eq!(
-            neigh_ip(&NeighbourAddress::Other(v6.octets().to_vec())),
-            Some(IpAddr::V6(v6))
-        );
-        assert_eq!(neigh_ip(&NeighbourAddress::Other(vec![1, 2, 3])), None);
-    }
-}
+mod tests;

@@ -1,0 +1,283 @@
+//! The Kubernetes JSON of Pods, Namespaces and NetworkPolicies (field names as the API spells
+//! them) into the compiler's model; see the parent module for the invariant.
+
+use std::net::IpAddr;
+
+use serde::Deserialize;
+
+use super::*;
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Meta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    labels: Option<Labels>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawContainerPort {
+    #[serde(default)]
+    name: Option<String>,
+    container_port: i64,
+    #[serde(default = "tcp")]
+    protocol: Protocol,
+}
+
+#[derive(Deserialize, Default)]
+struct RawContainer {
+    #[serde(default)]
+    ports: Vec<serde_json::Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawPodSpec {
+    #[serde(default)]
+    node_name: String,
+    #[serde(default)]
+    host_network: bool,
+    #[serde(default)]
+    containers: Vec<RawContainer>,
+    #[serde(default)]
+    init_containers: Vec<RawContainer>,
+}
+
+#[derive(Deserialize)]
+struct RawIp {
+    ip: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawPodStatus {
+    #[serde(default)]
+    phase: String,
+    #[serde(default, rename = "podIP")]
+    pod_ip: String,
+    #[serde(default, rename = "podIPs")]
+    pod_ips: Vec<RawIp>,
+}
+
+#[derive(Deserialize)]
+struct RawPod {
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default)]
+    spec: RawPodSpec,
+    #[serde(default)]
+    status: RawPodStatus,
+}
+
+/// A Pod from its API JSON.
+///
+/// # Errors
+/// The JSON is not an object of the Pod's shape (a field of the wrong type).
+pub fn pod_from_json(v: &serde_json::Value) -> Result<Pod, serde_json::Error> {
+    let raw = RawPod::deserialize(v)?;
+    let finished = matches!(raw.status.phase.as_str(), "Succeeded" | "Failed");
+    let mut ips: Vec<IpAddr> = raw
+        .status
+        .pod_ips
+        .iter()
+        .filter_map(|i| i.ip.parse().ok())
+        .collect();
+    if ips.is_empty() {
+        ips.extend(raw.status.pod_ip.parse::<IpAddr>().ok());
+    }
+    if raw.spec.host_network || finished {
+        ips.clear();
+    }
+    let ports = raw
+        .spec
+        .containers
+        .iter()
+        .chain(&raw.spec.init_containers)
+        .flat_map(|c| &c.ports)
+        .filter_map(|p| RawContainerPort::deserialize(p).ok())
+        .filter_map(|p| {
+            Some(NamedPort {
+                name: p.name.filter(|n| !n.is_empty())?,
+                protocol: p.protocol,
+                port: u16::try_from(p.container_port).ok()?,
+            })
+        })
+        .collect();
+    Ok(Pod {
+        namespace: raw.metadata.namespace,
+        name: raw.metadata.name,
+        labels: raw.metadata.labels.unwrap_or_default(),
+        node: raw.spec.node_name,
+        ips,
+        ports,
+    })
+}
+
+#[derive(Deserialize)]
+struct RawNamespace {
+    #[serde(default)]
+    metadata: Meta,
+}
+
+/// A Namespace from its API JSON.
+///
+/// # Errors
+/// The JSON is not of the Namespace's shape.
+pub fn namespace_from_json(v: &serde_json::Value) -> Result<Namespace, serde_json::Error> {
+    let raw = RawNamespace::deserialize(v)?;
+    Ok(Namespace {
+        name: raw.metadata.name,
+        labels: raw.metadata.labels.unwrap_or_default(),
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IntOrString {
+    Int(i64),
+    Str(String),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawPort {
+    #[serde(default = "tcp")]
+    protocol: Protocol,
+    #[serde(default)]
+    port: Option<IntOrString>,
+    #[serde(default)]
+    end_port: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct RawBlock {
+    cidr: String,
+    #[serde(default)]
+    except: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawPeer {
+    #[serde(default)]
+    pod_selector: Option<LabelSelector>,
+    #[serde(default)]
+    namespace_selector: Option<LabelSelector>,
+    #[serde(default)]
+    ip_block: Option<RawBlock>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawRule {
+    #[serde(default, alias = "to")]
+    from: Vec<RawPeer>,
+    #[serde(default)]
+    ports: Vec<RawPort>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawPolicySpec {
+    #[serde(default)]
+    pod_selector: LabelSelector,
+    #[serde(default)]
+    policy_types: Option<Vec<String>>,
+    #[serde(default)]
+    ingress: Vec<RawRule>,
+    #[serde(default)]
+    egress: Vec<RawRule>,
+}
+
+#[derive(Deserialize)]
+struct RawPolicy {
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default)]
+    spec: RawPolicySpec,
+}
+
+/// A network from an ipBlock's text, which the API server validated as a CIDR; host bits are
+/// cleared (`10.0.0.1/24` is `10.0.0.0/24`, as the API's ParseCIDR reads it).
+fn cidr(text: &str) -> Result<ipnetwork::IpNetwork, String> {
+    let n: ipnetwork::IpNetwork = text.parse().map_err(|e| format!("ipBlock {text:?}: {e}"))?;
+    ipnetwork::IpNetwork::new(n.network(), n.prefix()).map_err(|e| format!("ipBlock {text:?}: {e}"))
+}
+
+fn peer(raw: RawPeer) -> Result<Peer, String> {
+    if let Some(b) = raw.ip_block {
+        let except = b.except.iter().map(|e| cidr(e)).collect::<Result<_, _>>()?;
+        return Ok(Peer::Block {
+            cidr: cidr(&b.cidr)?,
+            except,
+        });
+    }
+    Ok(Peer::Pods {
+        namespaces: raw.namespace_selector,
+        pods: raw.pod_selector.unwrap_or_default(),
+    })
+}
+
+fn port(raw: RawPort) -> Result<Port, String> {
+    let in_range = |n: i64| u16::try_from(n).map_err(|_| format!("port {n} out of range"));
+    let port = match raw.port {
+        None => PortRef::Any,
+        Some(IntOrString::Str(s)) => match s.parse::<i64>() {
+            Ok(n) => PortRef::Range(in_range(n)?, in_range(n)?),
+            Err(_) => PortRef::Named(s),
+        },
+        Some(IntOrString::Int(n)) => {
+            let lo = in_range(n)?;
+            let hi = raw.end_port.map(in_range).transpose()?.unwrap_or(lo);
+            PortRef::Range(lo, hi.max(lo))
+        }
+    };
+    Ok(Port {
+        protocol: raw.protocol,
+        port,
+    })
+}
+
+fn rule(raw: RawRule) -> Result<Rule, String> {
+    Ok(Rule {
+        peers: raw.from.into_iter().map(peer).collect::<Result<_, _>>()?,
+        ports: raw.ports.into_iter().map(port).collect::<Result<_, _>>()?,
+    })
+}
+
+/// A NetworkPolicy from its API JSON. `policyTypes` absent defaults as the API server's
+/// defaulting does: Ingress, plus Egress when `spec.egress` has rules.
+///
+/// # Errors
+/// The JSON is not of the NetworkPolicy's shape, or an ipBlock or port the API server would
+/// have refused (the message names it).
+pub fn policy_from_json(v: &serde_json::Value) -> Result<Policy, String> {
+    let raw = RawPolicy::deserialize(v).map_err(|e| e.to_string())?;
+    let types = raw.spec.policy_types.clone();
+    let has = |t: &str| types.as_ref().is_some_and(|v| v.iter().any(|x| x == t));
+    let (ingress_isolates, egress_isolates) = match &types {
+        Some(_) => (has("Ingress"), has("Egress")),
+        None => (true, !raw.spec.egress.is_empty()),
+    };
+    Ok(Policy {
+        namespace: raw.metadata.namespace,
+        name: raw.metadata.name,
+        pod_selector: raw.spec.pod_selector,
+        ingress_isolates,
+        egress_isolates,
+        ingress: raw
+            .spec
+            .ingress
+            .into_iter()
+            .map(rule)
+            .collect::<Result<_, _>>()?,
+        egress: raw
+            .spec
+            .egress
+            .into_iter()
+            .map(rule)
+            .collect::<Result<_, _>>()?,
+    })
+}
