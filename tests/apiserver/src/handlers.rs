@@ -117,7 +117,7 @@ pub(crate) fn handle(
             if let Err(r) = authorize(s, user.as_deref(), "patch", "nodes/status", name, None) {
                 return r;
             }
-            patch_node_status(s, name, headers, body)
+            crate::nodes::patch_node_status(s, name, headers, body)
         }
         (_, ["api", "v1", "namespaces", _, "pods", _])
         | (_, ["api", "v1", "nodes", _])
@@ -148,68 +148,6 @@ pub(crate) fn invalid(name: &str, field: &str, value: &str, detail: &str) -> Res
             "causes": [{"reason": "FieldValueInvalid", "message": cause, "field": field}]}),
         ),
     )
-}
-
-/// `PATCH /api/v1/nodes/{name}/status` with a merge or strategic merge patch: only
-/// `metadata.annotations` is applied (a `null` value removes the key), as the status
-/// subresource keeps metadata changes; anything else in the patch is ignored (the stand-in
-/// keeps no status a test would patch). 415 for another content type, 404 for a missing Node,
-/// 400 for a body that is not a JSON object.
-pub(crate) fn patch_node_status(
-    s: &mut State,
-    name: &str,
-    headers: &[(String, String)],
-    body: &[u8],
-) -> Response {
-    let ctype = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-        .map(|(_, v)| {
-            v.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .unwrap_or_default();
-    if !matches!(
-        ctype.as_str(),
-        "application/merge-patch+json" | "application/strategic-merge-patch+json"
-    ) {
-        return status_response(
-            415,
-            "UnsupportedMediaType",
-            &format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {ctype:?})"),
-            None,
-        );
-    }
-    let patch: Value = match serde_json::from_slice(body) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => {
-            return status_response(400, "BadRequest", "the patch is not a JSON object", None);
-        }
-    };
-    let Some(mut node) = s.nodes.get(name).cloned() else {
-        return not_found("nodes", name);
-    };
-    if let Some(Value::Object(ann)) = patch.pointer("/metadata/annotations") {
-        let meta = &mut node["metadata"];
-        if !meta["annotations"].is_object() {
-            meta["annotations"] = json!({});
-        }
-        for (k, v) in ann {
-            if let Some(a) = meta["annotations"].as_object_mut() {
-                if v.is_null() {
-                    a.remove(k);
-                } else {
-                    a.insert(k.clone(), v.clone());
-                }
-            }
-        }
-    }
-    let node = crate::nodes::record(s, "MODIFIED", node);
-    s.nodes.insert(name.to_owned(), node.clone());
-    json_response(200, &node)
 }
 
 /// The TokenRequest handler, in the real order: body name vs URL (422), service account (404),
