@@ -20,7 +20,7 @@ use tern_cluster::{fail, Node, Res};
 
 use crate::cases::{api_endpoint, cluster_ranges, installed, nat_rules};
 use crate::day2::next_image;
-use crate::lifecycle::nothing_of_tern_left;
+use crate::lifecycle::{agent_deleted, nothing_of_tern_left};
 
 /// The version the upgrade's image reports: the same release build as the first image, its
 /// version stamp rewritten by `scripts/image --version` (crates/node/src/version.rs).
@@ -345,16 +345,7 @@ pub fn helm(node: &Node) -> Res {
     for ip in [ip1, ip2, ip3] {
         node.nothing_left(ip)?;
     }
-    node.kubectl(&[
-        "-n",
-        "tern",
-        "delete",
-        "daemonset",
-        "tern-agent",
-        "--cascade=foreground",
-        "--wait=true",
-        "--timeout=60s",
-    ])?;
+    agent_deleted(node)?;
     run_helm(node, &["uninstall", "tern", "--wait", "--timeout", "120s"])?;
     lap("helm uninstall done");
     nothing_of_tern_left(node, "helm uninstall")?;

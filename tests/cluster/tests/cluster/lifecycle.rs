@@ -88,8 +88,9 @@ const PLUGINS: [&str; 4] = ["tern", "tern-tuning", "tern-ipam", "tern-lookup"];
 /// tier), and its ledger of them: kept while tern drains, removed by the uninstall after.
 const REFERENCE: [&str; 3] = ["portmap", "bandwidth", ".tern-reference-plugins"];
 
-/// The DaemonSet deleted and its pod gone (its preStop hook has run).
-fn agent_deleted(node: &Node) -> Res {
+/// The DaemonSet deleted as deploy/README.md says (`--cascade=foreground`) and its pod gone (its
+/// preStop hook has run).
+pub(crate) fn agent_deleted(node: &Node) -> Res {
     let pod = node.agent_pod()?;
     node.kubectl(&[
         "-n",
@@ -97,6 +98,7 @@ fn agent_deleted(node: &Node) -> Res {
         "delete",
         "daemonset",
         "tern-agent",
+        "--cascade=foreground",
         "--wait=true",
         "--timeout=60s",
     ])?;
