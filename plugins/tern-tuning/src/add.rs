@@ -1,6 +1,8 @@
 //! ADD: validate everything, back up the previous values, then apply inside the pod netns —
 //! sysctls, MAC, promisc, MTU, allmulti, txqueuelen (the reference's order) — undoing every
-//! applied step if a later one fails. `mtu` on a veth is set on its host end too (`peer`).
+//! applied step if a later one fails. `mtu` on a veth is set on its host end too (`peer`). A
+//! netns-wide sysctl whose value already differs from a new netns's was written by the runtime
+//! (a pod's own `securityContext.sysctls` on CRI-O): it is left so and recorded (`baseline`).
 //!
 //! Invariants: nothing is written before the whole configuration validated (keys, values,
 //! allowlist, MAC, prevResult, and the link exists when link attributes or `IFNAME` keys need
@@ -14,6 +16,7 @@ use tern_net::netns::NetNs;
 use tern_net::sysctl::{self, Allowlist, SysctlKey, SysctlValue};
 
 use crate::backup::{self, Backup};
+use crate::baseline;
 use crate::config::{Plan, TuningConf};
 use crate::peer::{self, HostPeer};
 use crate::TuningPlugin;
@@ -63,21 +66,32 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
     let _lock = crate::lock::acquire(&conf.data_dir, input)?;
     let file = backup::path(&conf.data_dir, input.container_id.as_str(), ifname);
     let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
+    let existing = backup::load(&file)?;
+    let new_netns = baseline::new_netns_values(&conf.data_dir, &keys)?;
+    tern_node::phase::mark("new-netns-values");
     // The backup (of the values read just before) is saved before the first write; with
     // sysctls, read, backup and writes happen on one thread inside the pod netns (one entry).
     let host_before = host_peer
         .as_ref()
         .map(|p| (p.link.name.clone(), p.link.mtu));
-    let save_backup = |current: Vec<String>| -> Result<bool, Error> {
+    let save_backup = |current: Vec<String>| -> Result<(bool, Vec<bool>), Error> {
+        let write = to_write(&keys, &current, &new_netns, existing.as_ref());
+        let (mut sysctl, mut kept_sysctl) = (Vec::new(), Vec::new());
+        for ((key, value), write) in keys.iter().zip(current).zip(&write) {
+            let entry = (key.raw().to_string(), value);
+            if *write {
+                sysctl.push(entry);
+            } else {
+                tracing::info!(key = key.raw(), value = %entry.1, "left at the value the runtime wrote before the chain (the pod's own sysctl)");
+                kept_sysctl.push(entry);
+            }
+        }
         let mut fresh = Backup {
             network: Some(input.config.name.clone()),
             container_id: Some(input.container_id.as_str().to_owned()),
             ifname: Some(ifname.to_owned()),
-            sysctl: keys
-                .iter()
-                .map(|k| k.raw().to_string())
-                .zip(current)
-                .collect(),
+            sysctl,
+            kept_sysctl,
             mac: plan
                 .mac
                 .and(link.and_then(|l| l.mac.as_ref()).map(format_mac)),
@@ -88,34 +102,29 @@ pub fn add(plugin: &TuningPlugin, input: &AddInput) -> Result<CniResult, Error> 
             allmulti: plan.allmulti.and(link.map(|l| l.allmulti)),
             txqlen: plan.txqlen.and(link.map(|l| l.txqlen)),
         };
-        let created = match backup::load(&file)? {
-            // A repeated ADD keeps the values from before the first one.
-            Some(existing) => {
-                merge_into(&mut fresh, existing);
-                backup::save(&file, &fresh)?;
-                false
-            }
-            None => {
-                backup::save(&file, &fresh)?;
-                true
-            }
-        };
+        // A repeated ADD keeps the values from before the first one.
+        let created = existing.is_none();
+        if let Some(existing) = existing.clone() {
+            merge_into(&mut fresh, existing);
+        }
+        backup::save(&file, &fresh)?;
         tern_node::phase::mark("backup");
-        Ok(created)
+        Ok((created, write))
     };
 
     let mut undo = Vec::new();
     let created = if plan.sysctls.is_empty() {
-        save_backup(Vec::new())?
+        save_backup(Vec::new())?.0
     } else {
         let mut created = false;
         let written = sysctl::write_all_after(&netns, &plan.sysctls, |current| {
-            created = save_backup(current)?;
-            Ok::<(), Error>(())
+            let (c, write) = save_backup(current)?;
+            created = c;
+            Ok::<_, Error>(write)
         });
         match written {
             Ok(Ok(previous)) => undo.push(Undo::Sysctls(previous)),
-            // Nothing written: the backup could not be read or saved.
+            // Nothing written: the backup could not be saved.
             Ok(Err(e)) => return Err(e),
             // write_all_after rolled back its own earlier writes.
             Err(e) => return Err(fail_after_backup(&file, created, e.into())),
@@ -181,12 +190,47 @@ fn fail_after_backup(file: &std::path::Path, created: bool, e: Error) -> Error {
     e
 }
 
+/// Per key, whether ADD writes it: not when its value in the pod netns (`current`) differs from a
+/// new netns's (`new_netns`, `baseline`), i.e. the runtime wrote it before the chain, as CRI-O
+/// writes a pod's `securityContext.sysctls`; containerd writes them after the chain, so the pod's
+/// value wins on both. A repeated ADD decides as the first did (the first's writes differ from a
+/// new netns's too).
+fn to_write(
+    keys: &[SysctlKey],
+    current: &[String],
+    new_netns: &[Option<String>],
+    existing: Option<&Backup>,
+) -> Vec<bool> {
+    let recorded = |list: Option<&Vec<(String, String)>>, key: &SysctlKey| {
+        list.is_some_and(|l| l.iter().any(|(k, _)| k == key.raw()))
+    };
+    keys.iter()
+        .zip(current)
+        .zip(new_netns)
+        .map(|((key, cur), new)| {
+            if recorded(existing.map(|b| &b.sysctl), key) {
+                return true;
+            }
+            if recorded(existing.map(|b| &b.kept_sysctl), key) {
+                return false;
+            }
+            new.as_ref()
+                .is_none_or(|new| baseline::same_value(new, cur))
+        })
+        .collect()
+}
+
 /// Fields already in `existing` win (they hold the pre-tuning values).
 fn merge_into(fresh: &mut Backup, existing: Backup) {
     for (k, v) in existing.sysctl {
         match fresh.sysctl.iter_mut().find(|(key, _)| *key == k) {
             Some(slot) => slot.1 = v,
             None => fresh.sysctl.push((k, v)),
+        }
+    }
+    for (k, v) in existing.kept_sysctl {
+        if !fresh.kept_sysctl.iter().any(|(key, _)| *key == k) {
+            fresh.kept_sysctl.push((k, v));
         }
     }
     fresh.mac = existing.mac.or(fresh.mac.take());

@@ -33,9 +33,14 @@ pub struct Backup {
     /// `CNI_IFNAME` of that ADD.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ifname: Option<String>,
-    /// `(key as written, previous value)` for every configured sysctl.
+    /// `(key as written, previous value)` for every configured sysctl ADD wrote.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sysctl: Vec<(String, String)>,
+    /// `(key as written, value)` for every configured sysctl ADD left at the value the runtime
+    /// wrote before the chain (a pod's own `securityContext.sysctls`, see `baseline`): CHECK
+    /// expects that value, DEL restores nothing for it.
+    #[serde(default, rename = "keptSysctl", skip_serializing_if = "Vec::is_empty")]
+    pub kept_sysctl: Vec<(String, String)>,
     /// Previous MAC, `aa:bb:cc:dd:ee:ff`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,

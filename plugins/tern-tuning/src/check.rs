@@ -1,5 +1,8 @@
 //! CHECK: every configured sysctl and link attribute still has its configured value.
 //!
+//! A sysctl ADD left at the value the runtime wrote (the backup's `keptSysctl`) is expected at
+//! that value.
+//!
 //! Invariant: read-only. The interface must exist only when ADD needed it (link attributes or
 //! `IFNAME` keys: [`crate::config::Plan::needs_link`]); the reference requires it even for plain
 //! sysctls, which would fail CHECK right after a successful ADD. Sysctl values are compared after
@@ -11,16 +14,14 @@ use tern_net::netlink::{format_mac, Handle};
 use tern_net::netns::NetNs;
 use tern_net::sysctl::{self, SysctlKey};
 
+use crate::backup;
+use crate::baseline::same_value;
 use crate::config::TuningConf;
 use crate::TuningPlugin;
 
 /// Code used when the pod's state differs from the configuration: 106, not 5 (an I/O failure
 /// is something else; a runtime may want to tell "broken" from "drifted").
 pub const CHECK_MISMATCH: u32 = code::CHECK_MISMATCH;
-
-fn words(s: &str) -> Vec<&str> {
-    s.split_whitespace().collect()
-}
 
 /// Runs CHECK.
 ///
@@ -53,15 +54,22 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
     let mut diffs = Vec::new();
     let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
     if !keys.is_empty() {
+        // A key ADD left at the runtime's value (the pod's own) is expected at that value.
+        let file = backup::path(&conf.data_dir, input.container_id.as_str(), ifname);
+        let kept = backup::load(&file)?
+            .map(|b| b.kept_sysctl)
+            .unwrap_or_default();
         let current = sysctl::read(&netns, &keys)?;
         for ((key, want), cur) in plan.sysctls.iter().zip(current) {
-            if words(want.as_str()) != words(&cur) {
+            let (want, whose) = match kept.iter().find(|(k, _)| k == key.raw()) {
+                Some((_, v)) => (v.as_str(), " (the runtime's, kept at ADD)"),
+                None => (want.as_str(), ""),
+            };
+            if !same_value(want, &cur) {
                 diffs.push(format!(
-                    "sysctl {} ({}): expected {:?}, current {:?}",
+                    "sysctl {} ({}): expected {want:?}{whose}, current {cur:?}",
                     key.raw(),
                     key.path().display(),
-                    want.as_str(),
-                    cur
                 ));
             }
         }

@@ -4,12 +4,14 @@
 //! and restore of everything (sysctls included) on DEL.
 //!
 //! Modules: [`config`] (netconf, precedence, validation), [`add`], [`del`], [`check`],
-//! [`status`], [`gc`] (CNI 1.1.0), [`backup`] (the per-attachment backup file), [`lock`] (checks
+//! [`status`], [`gc`] (CNI 1.1.0), [`backup`] (the per-attachment backup file), [`baseline`] (a new netns's sysctls: what the
+//! runtime wrote before the chain), [`lock`] (checks
 //! and the lock before a verb), [`peer`] (the host end of a pod veth, whose MTU follows the pod
 //! end's), [`validate`] (`tern-tuning validate FILE`).
 
 pub mod add;
 pub mod backup;
+pub mod baseline;
 pub mod check;
 pub mod config;
 pub mod del;

@@ -172,9 +172,11 @@ pub fn write_all(
 
 /// [`write_all`] with a step between reading and writing, all on one thread inside `netns` (one
 /// namespace entry, where [`read`] then [`write_all`] take two): every file is opened and its
-/// current value read, `before` gets those values in `items`' order (tern-tuning saves its
-/// backup there, before the first write; it runs inside `netns`, which changes nothing for
-/// files outside `/proc/sys/net`), then the values are written as [`write_all`] writes them.
+/// current value read, `before` gets those values in `items`' order and returns, per item,
+/// whether to write it (tern-tuning saves its backup there, before the first write, and leaves
+/// alone a value the runtime set; it runs inside `netns`, which changes nothing for files outside
+/// `/proc/sys/net`), then the chosen values are written as [`write_all`] writes them. Returns the
+/// previous values of the items written.
 ///
 /// # Errors
 /// As [`write_all`], with nothing written when a file cannot be opened or read; `Ok(Err(e))`
@@ -182,16 +184,44 @@ pub fn write_all(
 pub fn write_all_after<E: Send>(
     netns: &NetNs,
     items: &[(SysctlKey, SysctlValue)],
-    before: impl FnOnce(Vec<String>) -> std::result::Result<(), E> + Send,
+    before: impl FnOnce(Vec<String>) -> std::result::Result<Vec<bool>, E> + Send,
 ) -> Result<std::result::Result<Vec<(SysctlKey, String)>, E>> {
     let r = netns.run_in(|| -> Result<std::result::Result<_, E>> {
         let opened = open_all(items)?;
-        if let Err(e) = before(opened.iter().map(|o| o.3.clone()).collect()) {
-            return Ok(Err(e));
-        }
+        let chosen = match before(opened.iter().map(|o| o.3.clone()).collect()) {
+            Ok(chosen) => chosen,
+            Err(e) => return Ok(Err(e)),
+        };
+        let opened = opened
+            .into_iter()
+            .zip(chosen.into_iter().chain(std::iter::repeat(true)))
+            .filter_map(|(o, write)| write.then_some(o))
+            .collect();
         write_opened(opened).map(Ok)
     });
     tern_node::phase::mark("sysctl-read+write(netns)");
+    r?
+}
+
+/// Reads `keys` in a new, empty network namespace ([`crate::netns::run_in_new`]): the values a
+/// netns has when it is created — the kernel's defaults, or init_net's for what a new netns
+/// inherits (IPv4 `conf/all` and `conf/default` with `net.core.devconf_inherit_init_net` 0).
+/// `None` for a key a new netns does not have (an interface's, or a module's not loaded).
+///
+/// # Errors
+/// [`Error::Setns`] when no namespace can be created (EPERM without CAP_SYS_ADMIN);
+/// [`Error::SysctlRead`] for a key that exists but cannot be read.
+pub fn read_fresh(keys: &[SysctlKey]) -> Result<Vec<Option<String>>> {
+    let r = crate::netns::run_in_new(|| {
+        keys.iter()
+            .map(|k| match read_here(std::slice::from_ref(k)) {
+                Ok(mut v) => Ok(v.pop()),
+                Err(Error::SysctlMissing { .. }) => Ok(None),
+                Err(e) => Err(e),
+            })
+            .collect::<Result<Vec<_>>>()
+    });
+    tern_node::phase::mark("sysctl-read(new netns)");
     r?
 }
 

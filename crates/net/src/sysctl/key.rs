@@ -105,6 +105,21 @@ impl SysctlKey {
         self.raw.contains(IFNAME_TOKEN)
     }
 
+    /// Whether a network namespace has the key from its creation on: it names no interface, or
+    /// only `all`, `default` or `lo` (`net/ipv{4,6}/{conf,neigh}/<name>/…`). Only such a key can
+    /// hold a value the runtime wrote before the chain ran (CRI-O writes a pod's
+    /// `securityContext.sysctls` when it creates the netns); an interface's appears with the
+    /// interface, in the chain.
+    pub fn exists_at_netns_creation(&self) -> bool {
+        let segments: Vec<&str> = self.rel.split('/').collect();
+        match segments.as_slice() {
+            ["net", "ipv4" | "ipv6", "conf" | "neigh", name, ..] => {
+                matches!(*name, "all" | "default" | "lo")
+            }
+            _ => true,
+        }
+    }
+
     /// The path relative to `/proc/sys`, slash-separated, `IFNAME` substituted
     /// (e.g. `net/ipv4/conf/eth0.100/rp_filter`).
     pub fn relative(&self) -> &str {
@@ -243,6 +258,33 @@ mod tests {
         let k = SysctlKey::parse("net.ipv4.tcp_keepalive_time", "eth0").unwrap();
         assert_eq!(k.path(), Path::new("/proc/sys/net/ipv4/tcp_keepalive_time"));
         assert_eq!(k.raw(), "net.ipv4.tcp_keepalive_time");
+    }
+
+    #[test]
+    fn only_interface_keys_are_missing_from_a_new_netns() {
+        let at_creation = |raw: &str| {
+            SysctlKey::parse(raw, "eth0")
+                .unwrap()
+                .exists_at_netns_creation()
+        };
+        for raw in [
+            "net.ipv4.tcp_keepalive_time",
+            "net.ipv4.conf.all.rp_filter",
+            "net.ipv6.conf.default.accept_ra",
+            "net.ipv4.conf.lo.arp_ignore",
+            "net.ipv4.neigh.default.gc_thresh1",
+            "net.core.somaxconn",
+        ] {
+            assert!(at_creation(raw), "{raw}");
+        }
+        for raw in [
+            "net.ipv4.conf.IFNAME.arp_notify",
+            "net.ipv6.conf.eth0.accept_dad",
+            "net/ipv4/conf/eth0.100/rp_filter",
+            "net.ipv6.neigh.IFNAME.retrans_time_ms",
+        ] {
+            assert!(!at_creation(raw), "{raw}");
+        }
     }
 
     #[test]

@@ -15,5 +15,7 @@ mod io;
 mod key;
 
 pub use allowlist::{Allowlist, DEFAULT_ALLOWLIST, DEFAULT_ALLOWLIST_PATH};
-pub use io::{ensure_host, read, read_host, restore, write_all, write_all_after, write_host};
+pub use io::{
+    ensure_host, read, read_fresh, read_host, restore, write_all, write_all_after, write_host,
+};
 pub use key::{SysctlKey, SysctlValue, MAX_KEY_LEN, MAX_VALUE_LEN, SYSCTL_ROOT};
