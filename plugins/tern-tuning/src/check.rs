@@ -16,7 +16,7 @@ use tern_net::sysctl::{self, SysctlKey};
 
 use crate::backup;
 use crate::baseline::same_value;
-use crate::config::TuningConf;
+use crate::config::{Plan, TuningConf};
 use crate::TuningPlugin;
 
 /// Code used when the pod's state differs from the configuration: 106, not 5 (an I/O failure
@@ -51,29 +51,7 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
     } else {
         None
     };
-    let mut diffs = Vec::new();
-    let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
-    if !keys.is_empty() {
-        // A key ADD left at the runtime's value (the pod's own) is expected at that value.
-        let file = backup::path(&conf.data_dir, input.container_id.as_str(), ifname);
-        let kept = backup::load(&file)?
-            .map(|b| b.kept_sysctl)
-            .unwrap_or_default();
-        let current = sysctl::read(&netns, &keys)?;
-        for ((key, want), cur) in plan.sysctls.iter().zip(current) {
-            let (want, whose) = match kept.iter().find(|(k, _)| k == key.raw()) {
-                Some((_, v)) => (v.as_str(), " (the runtime's, kept at ADD)"),
-                None => (want.as_str(), ""),
-            };
-            if !same_value(want, &cur) {
-                diffs.push(format!(
-                    "sysctl {} ({}): expected {want:?}{whose}, current {cur:?}",
-                    key.raw(),
-                    key.path().display(),
-                ));
-            }
-        }
-    }
+    let mut diffs = sysctl_diffs(&conf, input, &plan, &netns)?;
     let Some(link) = link else {
         return mismatch(ifname, diffs);
     };
@@ -132,6 +110,47 @@ pub fn check(_plugin: &TuningPlugin, input: &CheckInput) -> Result<(), Error> {
         diffs.push(msg);
     }
     mismatch(ifname, diffs)
+}
+
+/// Every configured sysctl whose value in the pod netns differs from what ADD left: the
+/// configured value, or the runtime's for a key ADD kept (the backup's `keptSysctl`).
+///
+/// # Errors
+/// Code 104 when the backup cannot be read; sysctl read and netns errors.
+fn sysctl_diffs(
+    conf: &TuningConf,
+    input: &CheckInput,
+    plan: &Plan,
+    netns: &NetNs,
+) -> Result<Vec<String>, Error> {
+    let keys: Vec<SysctlKey> = plan.sysctls.iter().map(|(k, _)| k.clone()).collect();
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let file = backup::path(
+        &conf.data_dir,
+        input.container_id.as_str(),
+        input.ifname.as_str(),
+    );
+    let kept = backup::load(&file)?
+        .map(|b| b.kept_sysctl)
+        .unwrap_or_default();
+    let current = sysctl::read(netns, &keys)?;
+    let mut diffs = Vec::new();
+    for ((key, want), cur) in plan.sysctls.iter().zip(current) {
+        let (want, whose) = match kept.iter().find(|(k, _)| k == key.raw()) {
+            Some((_, v)) => (v.as_str(), " (the runtime's, kept at ADD)"),
+            None => (want.as_str(), ""),
+        };
+        if !same_value(want, &cur) {
+            diffs.push(format!(
+                "sysctl {} ({}): expected {want:?}{whose}, current {cur:?}",
+                key.raw(),
+                key.path().display(),
+            ));
+        }
+    }
+    Ok(diffs)
 }
 
 /// `Ok` when `diffs` is empty, else code 106 listing them.

@@ -60,7 +60,11 @@ fn streamed(node: &Node) -> Res<u64> {
 fn open_stream(node: &Node, server: IpAddr) -> Res {
     node.in_pod(
         "pol-server",
-        &["sh", "-c", "nc -l -p 82 > /tmp/stream 2>/dev/null </dev/null &"],
+        &[
+            "sh",
+            "-c",
+            "nc -l -p 82 > /tmp/stream 2>/dev/null </dev/null &",
+        ],
     )?;
     let client = format!(
         "setsid sh -c 'while :; do echo tick; sleep 0.2; done | nc {server} 82' \
