@@ -148,3 +148,24 @@ fn fifty_parallel_lookups_that_see_401_cause_one_token_request() {
     assert_eq!(f.token_requests(), 2);
     a.shutdown();
 }
+
+#[test]
+fn admit_pod_is_refused_by_an_agent_that_does_not_enforce_network_policy() {
+    let f = Fixture::new();
+    let a = f.start();
+    ready(&f, &a);
+    let req = tern_kube::Request::AdmitPod {
+        namespace: "x".into(),
+        name: "web".into(),
+        uid: None,
+        ips: vec!["10.0.1.2".parse().unwrap()],
+        wait_ms: 5000,
+    };
+    let o = AgentClient::ask(&f.cfg.socket, &req, Duration::from_secs(5)).unwrap();
+    assert!(
+        matches!(&o, Outcome::Failed { reason } if reason.contains("does not enforce NetworkPolicy")),
+        "{o:?}"
+    );
+    assert_eq!(f.token_requests(), 1, "an admission never asks for a token");
+    a.shutdown();
+}

@@ -170,6 +170,17 @@ fn configmap_template_renders_and_passes_the_allowlist() {
     // refuses a 1.1.0 config), and tern-ipam is installed with tern.
     assert_eq!(v["cniVersion"], "1.1.0");
     assert_eq!(v["plugins"][0]["ipam"]["type"], "tern-ipam");
+    // The agent enforces NetworkPolicy (--network-policy=true): tern's ADD waits for a new pod's
+    // rules, bounded (docs/DESIGN.md, "NetworkPolicy in the agent").
+    assert_eq!(
+        v["plugins"][0]["networkPolicy"],
+        serde_json::json!({"waitSeconds": 10})
+    );
+    let run = strs(&ds[0]["spec"]["template"]["spec"]["containers"][0]["command"]);
+    assert!(
+        run.iter().any(|a| a == "--network-policy=true"),
+        "the conflist waits on an agent that must enforce NetworkPolicy: {run:?}"
+    );
     // hostPort and the bandwidth annotations: the reference portmap and bandwidth after
     // tern-tuning, asking the runtime for what each needs, and installed by `tern-agent install`
     // (its default --reference-plugins) from the image.

@@ -1,6 +1,8 @@
 //! The NetworkPolicy controller's settings, state and threads: three watchers (`watch.rs`) keep
 //! Pods, Namespaces and NetworkPolicies in a [`Store`]; one syncer (`sync.rs`) compiles and
-//! replaces the table when the store changed, and restores it when someone else changed it.
+//! replaces the table when the store changed, and restores it when someone else changed it;
+//! admissions (`admit.rs`, from tern's ADD over the agent channel) add a new pod's addresses
+//! before the API server has them and wait on [`Store::applied`].
 //!
 //! Invariants: nothing is applied before all three kinds have been listed once (a restarted
 //! agent leaves the previous table in force until it knows the whole cluster: no gap, no
@@ -8,7 +10,8 @@
 //! or the API server is down).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::net::IpAddr;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -132,12 +135,63 @@ pub struct Store {
     pub listed: [bool; 3],
     /// Bumped on every change.
     pub generation: u64,
+    /// Addresses tern's ADD gave pods whose API object does not show them yet, by
+    /// `namespace/name`: they replace the pod's `status.podIPs` until the API shows the same.
+    pub admitted: BTreeMap<String, AdmittedPod>,
+    /// The highest [`Store::generation`] the kernel table is known to reflect (set by the syncer
+    /// after an apply, or when a change left the table as it was).
+    pub applied: u64,
+    /// Admissions waiting for [`Store::applied`]: the syncer does not wait for its tick then.
+    pub waiting: usize,
+}
+
+/// A pod's addresses as tern's ADD reported them (`admitPod` on the agent channel).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdmittedPod {
+    /// `metadata.uid` of the pod they belong to (empty: the runtime did not say).
+    pub uid: String,
+    /// The addresses.
+    pub ips: Vec<IpAddr>,
 }
 
 impl Store {
     /// Whether every kind has been listed.
     pub fn synced(&self) -> bool {
         self.listed.iter().all(|l| *l)
+    }
+
+    /// Every pod, with admitted addresses in place of what the API shows.
+    pub fn pods_with_admitted(&self) -> Vec<Pod> {
+        self.pods
+            .iter()
+            .map(|(key, p)| {
+                let mut p = p.clone();
+                if let Some(a) = self.admitted.get(key) {
+                    p.ips.clone_from(&a.ips);
+                }
+                p
+            })
+            .collect()
+    }
+
+    /// Drops the admitted addresses of `key` once they are no longer needed: the pod is gone,
+    /// is another pod now (its UID changed), or its API object shows the same addresses.
+    pub fn settle_admitted(&mut self, key: &str) {
+        let Some(a) = self.admitted.get(key) else {
+            return;
+        };
+        let done = match self.pods.get(key) {
+            None => true,
+            Some(p) => {
+                let (mut api, mut ours) = (p.ips.clone(), a.ips.clone());
+                api.sort();
+                ours.sort();
+                (!a.uid.is_empty() && p.uid != a.uid) || api == ours
+            }
+        };
+        if done {
+            self.admitted.remove(key);
+        }
     }
 
     /// Marks `kind` listed.
@@ -178,6 +232,9 @@ pub(crate) struct Shared {
     pub(crate) run: ControllerSettings,
     pub(crate) cfg: NetpolConfig,
     pub(crate) store: Mutex<Store>,
+    /// Signalled (with `store` held) whenever the store or [`Store::applied`] changed, and on
+    /// stop: what admissions and the syncer's sleep wait on.
+    pub(crate) changed: Condvar,
     pub(crate) stats: Mutex<NetpolStats>,
     pub(crate) stop: crate::stop_signal::StopSignal,
 }
@@ -194,6 +251,24 @@ impl Shared {
     pub(crate) fn stats(&self) -> MutexGuard<'_, NetpolStats> {
         lock(&self.stats)
     }
+
+    /// Wakes every admission waiting on the store (call with the store's guard held or just
+    /// after dropping it).
+    pub(crate) fn notify(&self) {
+        self.changed.notify_all();
+    }
+
+    /// A fresh controller state (no threads) for `cfg`.
+    pub(crate) fn new(run: ControllerSettings, cfg: NetpolConfig) -> Shared {
+        Shared {
+            run,
+            cfg,
+            store: Mutex::new(Store::default()),
+            changed: Condvar::new(),
+            stats: Mutex::new(NetpolStats::default()),
+            stop: crate::stop_signal::StopSignal::default(),
+        }
+    }
 }
 
 /// The running controller.
@@ -209,13 +284,7 @@ impl NetpolController {
     /// The nft tool is missing (the agent then refuses to start), or a thread cannot start.
     pub fn start(run: ControllerSettings, cfg: NetpolConfig) -> anyhow::Result<NetpolController> {
         let nft = Nft::find().context("--network-policy")?;
-        let shared = Arc::new(Shared {
-            run,
-            cfg,
-            store: Mutex::new(Store::default()),
-            stats: Mutex::new(NetpolStats::default()),
-            stop: crate::stop_signal::StopSignal::default(),
-        });
+        let shared = Arc::new(Shared::new(run, cfg));
         let mut threads = Vec::new();
         for kind in Kind::ALL {
             let s = Arc::clone(&shared);
@@ -240,10 +309,19 @@ impl NetpolController {
         Arc::new(move || s.stats().clone())
     }
 
+    /// The handle the agent channel admits pods through (`admitPod`).
+    pub fn admission(&self) -> super::admit::PodAdmission {
+        super::admit::PodAdmission::new(Arc::clone(&self.shared))
+    }
+
     /// Stops the threads; the table stays. A watcher blocked on an open watch is not waited
-    /// for (it ends at its next event or deadline).
+    /// for (it ends at its next event or deadline); a waiting admission answers `failed`.
     pub fn stop(self) {
         self.shared.stop.stop();
+        {
+            let _g = self.shared.store();
+            self.shared.notify();
+        }
         if let Some(sync) = self.threads.into_iter().last() {
             let _ = sync.join();
         }

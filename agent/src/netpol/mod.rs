@@ -6,9 +6,11 @@
 //! (`compile.rs`: per local pod, what it may receive and send), the table and the script that
 //! replaces it in one transaction (`ruleset.rs`). All four are pure. The controller
 //! (`controller.rs`: flags, settings, store, threads), its watchers (`watch.rs`), the syncer
-//! (`sync.rs`) and the metrics (`metrics.rs`) run them in the agent.
+//! (`sync.rs`), pod admission for tern's ADD (`admit.rs`) and the metrics (`metrics.rs`) run
+//! them in the agent.
 
 pub mod addrs;
+pub mod admit;
 pub mod compile;
 pub mod controller;
 pub mod metrics;
@@ -17,6 +19,7 @@ pub mod ruleset;
 mod sync;
 mod watch;
 
+pub use admit::PodAdmission;
 pub use compile::{compile, Plan, World};
 pub use controller::{NetpolArgs, NetpolConfig, NetpolController, NetpolStats};
 pub use ruleset::{FAMILY, TABLE};

@@ -108,6 +108,10 @@ pub struct Pod {
     pub namespace: String,
     /// `metadata.name`.
     pub name: String,
+    /// The UID the kubelet knows the pod by (`K8S_POD_UID`): `metadata.uid`, or for a static
+    /// pod's mirror its `kubernetes.io/config.mirror` annotation (the static pod's own UID);
+    /// empty when absent. Tells a pod from an earlier one of the same name.
+    pub uid: String,
     /// `metadata.labels`.
     pub labels: Labels,
     /// `spec.nodeName` (empty until scheduled).
@@ -195,6 +199,16 @@ pub struct Policy {
     pub ingress: Vec<Rule>,
     /// `spec.egress`.
     pub egress: Vec<Rule>,
+}
+
+impl Policy {
+    /// Whether this policy isolates `pod` in at least one direction: same namespace, selected
+    /// by `podSelector`, with `Ingress` or `Egress` in force (the compiler's rule).
+    pub fn isolates(&self, pod: &Pod) -> bool {
+        self.namespace == pod.namespace
+            && self.pod_selector.matches(&pod.labels)
+            && (self.ingress_isolates || self.egress_isolates)
+    }
 }
 
 mod parse;

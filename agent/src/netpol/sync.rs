@@ -1,11 +1,13 @@
-//! The syncer: every 100 ms it looks at the store's generation; once every kind has been listed
-//! and the store changed, it compiles the plan for this node, renders the table and, when the
-//! script differs from the last one applied, replaces the table in one nft transaction. Every
-//! resync period it also lists the table and restores it when someone else changed it.
+//! The syncer: every 100 ms it looks at the store's generation (at once when an admission waits
+//! for the table: a pod's ADD is held meanwhile); once every kind has been listed and the store
+//! changed, it compiles the plan for this node, renders the table and, when the script differs
+//! from the last one applied, replaces the table in one nft transaction. Every resync period it
+//! also lists the table and restores it when someone else changed it.
 //!
 //! Invariants: no apply before the first full sync; a failed apply leaves the previous table
 //! in force and is retried on the next tick; after `tern-agent uninstall` began, nothing is
-//! applied.
+//! applied; [`Store::applied`](super::controller::Store::applied) only moves to a generation
+//! the kernel table reflects (what a waiting admission trusts).
 
 use std::time::{Duration, Instant};
 
@@ -20,15 +22,25 @@ use super::ruleset::{replace_script, Size, FAMILY, TABLE};
 /// How often the store's generation is looked at (also the longest batching of changes).
 const TICK: Duration = Duration::from_millis(100);
 
-/// The script for the store now, with its size and the number of policies in force.
-fn render(s: &Shared) -> Option<(String, Size, usize)> {
-    let (pods, namespaces, policies): (Vec<Pod>, Vec<Namespace>, Vec<Policy>) = {
+/// What [`render`] made: the script for the store at `generation`, its size and the number of
+/// policies in force.
+struct Rendered {
+    generation: u64,
+    script: String,
+    size: Size,
+    policies: usize,
+}
+
+/// The script for the store now (admitted addresses in place of the API's).
+fn render(s: &Shared) -> Option<Rendered> {
+    let (generation, pods, namespaces, policies): (u64, Vec<Pod>, Vec<Namespace>, Vec<Policy>) = {
         let st = s.store();
         if !st.synced() {
             return None;
         }
         (
-            st.pods.values().cloned().collect(),
+            st.generation,
+            st.pods_with_admitted(),
             st.namespaces.values().cloned().collect(),
             st.policies.values().cloned().collect(),
         )
@@ -40,7 +52,41 @@ fn render(s: &Shared) -> Option<(String, Size, usize)> {
         policies: &policies,
     });
     let (script, size) = replace_script(&plan);
-    Some((script, size, plan.policies))
+    Some(Rendered {
+        generation,
+        script,
+        size,
+        policies: plan.policies,
+    })
+}
+
+/// Sleeps one tick, or less when an admission waits for a change not tried yet (`tried`: the
+/// last generation rendered, applied or not, so a refused table is retried once a tick, not in
+/// a busy loop); true when the controller stops.
+fn sleep(s: &Shared, tried: u64) -> bool {
+    let until = Instant::now() + TICK;
+    let mut st = s.store();
+    let wanted = |st: &super::controller::Store| st.waiting > 0 && st.generation != tried;
+    while !s.stop.is_stopped() && !wanted(&st) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        st = s
+            .changed
+            .wait_timeout(st, left)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|e| e.into_inner().0);
+    }
+    s.stop.is_stopped()
+}
+
+/// Records that the kernel table reflects the store at `generation` and wakes admissions.
+fn mark_applied(s: &Shared, generation: u64) {
+    let mut st = s.store();
+    st.applied = st.applied.max(generation);
+    drop(st);
+    s.notify();
 }
 
 struct Applied {
@@ -97,9 +143,10 @@ fn apply(
 pub(super) fn run(s: &Shared, nft: &Nft) {
     info!(node = %s.cfg.node_name, table = TABLE, "network policy: starting; the table is replaced only after Pods, Namespaces and NetworkPolicies are all listed");
     let mut seen = u64::MAX;
+    let mut tried = u64::MAX;
     let mut applied: Option<Applied> = None;
     let mut last_check = Instant::now();
-    while !s.stop.sleep(TICK) {
+    while !sleep(s, tried) {
         if crate::uninstall::uninstalling(&s.run.kubeconfig) {
             info!(
                 table = TABLE,
@@ -113,10 +160,17 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
             continue;
         }
         let started = Instant::now();
-        let Some((script, size, policies)) = render(s) else {
+        let Some(Rendered {
+            generation,
+            script,
+            size,
+            policies,
+        }) = render(s)
+        else {
             continue;
         };
         seen = generation;
+        tried = generation;
         let mut stale = applied.as_ref().is_none_or(|a| a.script != script);
         if drift_check {
             last_check = Instant::now();
@@ -132,26 +186,29 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
         }
         if stale {
             match apply(s, nft, script, size, policies, started) {
-                Some(a) => applied = Some(a),
+                Some(a) => {
+                    applied = Some(a);
+                    mark_applied(s, generation);
+                }
                 None => seen = u64::MAX, // retry at the next tick
             }
+        } else if applied.is_some() {
+            mark_applied(s, generation);
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
+pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::netpol::controller::{Kind, NetpolConfig, NetpolStats, Store};
+    use crate::netpol::controller::{Kind, NetpolConfig};
     use crate::netpol::model::{pod_from_json, policy_from_json};
 
-    fn shared() -> Shared {
-        Shared {
-            run: crate::mint::ControllerSettings {
+    pub(crate) fn shared() -> Shared {
+        Shared::new(
+            crate::mint::ControllerSettings {
                 api: crate::mint::ApiAccess {
                     api_server: "https://127.0.0.1:1".into(),
                     sa_dir: "/nonexistent".into(),
@@ -160,16 +217,13 @@ mod tests {
                 policy: crate::schedule::Policy::default(),
                 kubeconfig: "/nonexistent/kubeconfig".into(),
             },
-            cfg: NetpolConfig {
+            NetpolConfig {
                 node_name: "n1".into(),
                 resync: Duration::from_secs(30),
                 watch_timeout: Duration::from_secs(60),
                 watch_idle: Duration::from_secs(180),
             },
-            store: Mutex::new(Store::default()),
-            stats: Mutex::new(NetpolStats::default()),
-            stop: crate::stop_signal::StopSignal::default(),
-        }
+        )
     }
 
     #[test]
@@ -192,8 +246,8 @@ mod tests {
         // render would miss every namespaceSelector peer.
         assert!(render(&s).is_none());
         s.store().mark_listed(Kind::Namespaces);
-        let (script, size, policies) = render(&s).unwrap();
-        assert_eq!((size.pods, policies), (1, 1));
-        assert!(script.contains("10.0.0.2 : jump in_0"), "{script}");
+        let r = render(&s).unwrap();
+        assert_eq!((r.size.pods, r.policies), (1, 1));
+        assert!(r.script.contains("10.0.0.2 : jump in_0"), "{}", r.script);
     }
 }

@@ -23,11 +23,21 @@ fn put(store: &mut Store, kind: Kind, key: String, obj: Option<&Value>) -> bool 
             Kind::Namespaces => store.namespaces.remove(&key).is_some(),
             Kind::Policies => store.policies.remove(&key).is_some(),
         };
+        if kind == Kind::Pods {
+            store.settle_admitted(&key);
+        }
         store.generation += 1;
         return true;
     };
     let ok = match kind {
-        Kind::Pods => pod_from_json(v).map(|p| store.pods.insert(key, p)).is_ok(),
+        Kind::Pods => match pod_from_json(v) {
+            Ok(p) => {
+                store.pods.insert(key.clone(), p);
+                store.settle_admitted(&key);
+                true
+            }
+            Err(_) => false,
+        },
         Kind::Namespaces => namespace_from_json(v)
             .map(|n| store.namespaces.insert(key, n))
             .is_ok(),
@@ -59,6 +69,12 @@ fn replace(store: &mut Store, kind: Kind, items: &[Value]) -> u64 {
         .iter()
         .filter(|v| !put(store, kind, key_of(v), Some(v)))
         .count();
+    if kind == Kind::Pods {
+        let keys: Vec<String> = store.admitted.keys().cloned().collect();
+        for key in keys {
+            store.settle_admitted(&key);
+        }
+    }
     store.mark_listed(kind);
     bad as u64
 }
@@ -98,6 +114,7 @@ impl Loop<'_> {
         let list = client.list_objects(self.kind.collection(), self.s.run.api.request_timeout)?;
         info!(kind = self.kind.label(), items = list.items.len(), resource_version = %list.resource_version, "network policy: listed");
         let bad = replace(&mut self.s.store(), self.kind, &list.items);
+        self.s.notify();
         self.decode_error(bad);
         self.rv = Some(list.resource_version);
         Ok(())
@@ -126,11 +143,13 @@ impl Loop<'_> {
                 ObjectEvent::Applied(v) => {
                     self.rv = Some(resource_version_of(&v));
                     let ok = put(&mut self.s.store(), self.kind, key_of(&v), Some(&v));
+                    self.s.notify();
                     self.decode_error(u64::from(!ok));
                 }
                 ObjectEvent::Deleted(v) => {
                     self.rv = Some(resource_version_of(&v));
                     put(&mut self.s.store(), self.kind, key_of(&v), None);
+                    self.s.notify();
                 }
                 ObjectEvent::Bookmark(rv) => self.rv = Some(rv),
                 ObjectEvent::Gone => {
@@ -220,5 +239,58 @@ mod tests {
         assert!(st.policies.is_empty(), "the old version is not kept");
         assert!(put(&mut st, Kind::Policies, "x/p".into(), Some(&good)));
         assert_eq!(st.policies.len(), 1);
+    }
+
+    #[test]
+    fn admitted_addresses_stay_until_the_api_shows_them_or_the_pod_goes() {
+        use crate::netpol::controller::AdmittedPod;
+        let mut st = Store::default();
+        let pod = |uid: &str, ip: Option<&str>| {
+            let status = ip.map_or(json!({}), |ip| json!({"podIPs": [{"ip": ip}]}));
+            json!({"metadata": {"namespace": "x", "name": "a", "uid": uid},
+                "spec": {"nodeName": "n1"}, "status": status})
+        };
+        let admit = |st: &mut Store| {
+            st.admitted.insert(
+                "x/a".into(),
+                AdmittedPod {
+                    uid: "u1".into(),
+                    ips: vec!["10.0.0.9".parse().unwrap()],
+                },
+            );
+        };
+        replace(&mut st, Kind::Pods, &[pod("u1", None)]);
+        admit(&mut st);
+        assert_eq!(
+            st.pods_with_admitted()[0].ips,
+            ["10.0.0.9".parse::<std::net::IpAddr>().unwrap()]
+        );
+        // An update without addresses, or with stale ones of an earlier sandbox, keeps them.
+        put(&mut st, Kind::Pods, "x/a".into(), Some(&pod("u1", None)));
+        put(
+            &mut st,
+            Kind::Pods,
+            "x/a".into(),
+            Some(&pod("u1", Some("10.0.0.5"))),
+        );
+        assert_eq!(st.pods_with_admitted()[0].ips[0].to_string(), "10.0.0.9");
+        // The kubelet posted them: the API is the source again.
+        put(
+            &mut st,
+            Kind::Pods,
+            "x/a".into(),
+            Some(&pod("u1", Some("10.0.0.9"))),
+        );
+        assert!(st.admitted.is_empty());
+        // Another pod of that name, a delete, or a relist without it: dropped.
+        admit(&mut st);
+        put(&mut st, Kind::Pods, "x/a".into(), Some(&pod("u2", None)));
+        assert!(st.admitted.is_empty());
+        admit(&mut st);
+        put(&mut st, Kind::Pods, "x/a".into(), None);
+        assert!(st.admitted.is_empty());
+        admit(&mut st);
+        replace(&mut st, Kind::Pods, &[]);
+        assert!(st.admitted.is_empty());
     }
 }

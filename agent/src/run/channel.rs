@@ -1,6 +1,6 @@
 //! The agent channel's server side: the private Unix socket, one short-lived thread per
-//! connection, and coalescing and rate-limiting of refresh requests before they reach the
-//! refresher.
+//! connection, coalescing and rate-limiting of refresh requests before they reach the
+//! refresher, and pod admissions handed to the NetworkPolicy controller (`admitPod`).
 
 use std::io::BufReader;
 use std::os::unix::fs::PermissionsExt;
@@ -14,6 +14,7 @@ use tern_kube::channel::{read_request, write_outcome, CodecError, Outcome, Reque
 use tracing::{debug, info};
 
 use super::{lock, Shared};
+use crate::netpol::admit::AdmitRequest;
 
 /// Most channel connections served at once; more are answered "busy".
 const MAX_CHANNEL_CONNS: usize = 512;
@@ -84,9 +85,28 @@ fn channel_refresh(s: &Shared, reason: &str) -> Outcome {
     g.last_outcome.clone()
 }
 
+/// Serves an `admitPod` request: the NetworkPolicy controller admits the pod, waiting at most
+/// `wait_ms` less a margin for the answer to reach the plugin.
+fn channel_admit(s: &Shared, req: AdmitRequest, wait_ms: u64) -> Outcome {
+    let Some(admission) = &s.admission else {
+        return Outcome::Failed {
+            reason: "this agent does not enforce NetworkPolicy (tern-agent run --network-policy is false): remove networkPolicy from tern's netconf, or turn it on".into(),
+        };
+    };
+    let wait = Duration::from_millis(wait_ms.min(MAX_ADMIT_WAIT_MS));
+    admission.admit(&req, wait.saturating_sub(ANSWER_MARGIN))
+}
+
+/// Longest admission wait served (ms): the plugin's `waitSeconds` maximum.
+const MAX_ADMIT_WAIT_MS: u64 = 300_000;
+/// Taken off an admission's wait so that a `failed` answer reaches the plugin before its own
+/// deadline.
+const ANSWER_MARGIN: Duration = Duration::from_millis(100);
+
 fn outcome_label(o: &Outcome) -> &'static str {
     match o {
         Outcome::Refreshed { .. } => "refreshed",
+        Outcome::Admitted { .. } => "admitted",
         Outcome::RateLimited { .. } => "rate_limited",
         Outcome::Failed { .. } => "failed",
         Outcome::Error { .. } => "error",
@@ -98,6 +118,22 @@ fn serve_channel_conn(s: &Shared, stream: UnixStream) {
     let _ = stream.set_write_timeout(Some(s.cfg.channel_read_timeout));
     let outcome = match read_request(&mut BufReader::new(&stream), MAX_LINE) {
         Ok(Request::Refresh { reason }) => channel_refresh(s, &reason),
+        Ok(Request::AdmitPod {
+            namespace,
+            name,
+            uid,
+            ips,
+            wait_ms,
+        }) => channel_admit(
+            s,
+            AdmitRequest {
+                namespace,
+                name,
+                uid,
+                ips,
+            },
+            wait_ms,
+        ),
         Err(e) => {
             let reason = match &e {
                 CodecError::Io(io)

@@ -93,6 +93,8 @@ struct Shared {
     routes: Option<RouteStatsFn>,
     /// The NetworkPolicy controller's counters, with `--network-policy`.
     netpol: Option<NetpolStatsFn>,
+    /// Pod admission for tern's ADD (`admitPod`), with `--network-policy`.
+    admission: Option<crate::netpol::PodAdmission>,
     /// The plugins' verb counts and durations.
     verbs: verbs::VerbMetrics,
 }
@@ -219,6 +221,9 @@ impl Agent {
             netpol: netpol
                 .as_ref()
                 .map(crate::netpol::NetpolController::stats_source),
+            admission: netpol
+                .as_ref()
+                .map(crate::netpol::NetpolController::admission),
             verbs: verb_metrics,
         });
         info!(

@@ -1,16 +1,21 @@
-//! The agent channel: one JSON line from the plugin asking for a token refresh, one JSON line
-//! back with the outcome (DESIGN.md, "Agent channel").
+//! The agent channel: one JSON line from a plugin asking for a token refresh or a pod's
+//! admission, one JSON line back with the outcome (DESIGN.md, "Agent channel" and "NetworkPolicy
+//! in the agent").
 //!
 //! Wire format (UTF-8, each message one line ending in `\n`, at most [`MAX_LINE`] bytes):
-//! - request: `{"op":"refresh","reason":"pod ADD got 401"}`
+//! - requests: `{"op":"refresh","reason":"pod ADD got 401"}`;
+//!   `{"op":"admitPod","namespace":"x","name":"web","uid":"...","ips":["10.0.1.2"],"waitMs":5000}`
 //! - responses: `{"outcome":"refreshed","expiresAt":"2025-06-01T13:00:00Z"}`,
-//!   `{"outcome":"rateLimited","retryAfterSeconds":12}`, `{"outcome":"failed","reason":"..."}`,
-//!   and for a request the agent could not read, `{"outcome":"error","reason":"..."}`.
+//!   `{"outcome":"rateLimited","retryAfterSeconds":12}`, `{"outcome":"admitted","isolated":true}`,
+//!   `{"outcome":"failed","reason":"..."}`, and for a request the agent could not read,
+//!   `{"outcome":"error","reason":"..."}`.
 //!
 //! Invariant: nothing in the protocol carries a token; the channel can only ask for work the
-//! agent would do anyway.
+//! agent would do anyway (an admission only tells it a pod's addresses a little before the API
+//! server does).
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::IpAddr;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -36,6 +41,25 @@ pub enum Request {
         #[serde(default)]
         reason: String,
     },
+    /// Ask the agent to enforce NetworkPolicy for a pod being wired (tern's ADD, before it
+    /// returns): it answers once the pod's rules are in the kernel, or at once when no policy
+    /// selects it.
+    AdmitPod {
+        /// `K8S_POD_NAMESPACE`.
+        namespace: String,
+        /// `K8S_POD_NAME`.
+        name: String,
+        /// `K8S_POD_UID` when the runtime passed it: a pod of the same name with another UID is
+        /// not this one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uid: Option<String>,
+        /// The addresses ADD gave the pod.
+        ips: Vec<IpAddr>,
+        /// How long the plugin waits for the answer (milliseconds); the agent answers
+        /// `failed` before then rather than let the plugin time out.
+        #[serde(rename = "waitMs")]
+        wait_ms: u64,
+    },
 }
 
 /// The agent's answer.
@@ -55,7 +79,13 @@ pub enum Outcome {
         #[serde(rename = "retryAfterSeconds")]
         retry_after_seconds: u64,
     },
-    /// The refresh was attempted and failed.
+    /// The pod's addresses are in the agent's NetworkPolicy model; when `isolated`, a policy
+    /// selects it and the kernel table that isolates it has been applied.
+    Admitted {
+        /// Whether a policy selects the pod (for ingress, egress or both).
+        isolated: bool,
+    },
+    /// The refresh or admission was attempted and failed.
     Failed {
         /// Why (never contains a token).
         reason: String,
@@ -111,9 +141,10 @@ pub fn read_request<R: BufRead>(r: &mut R, max: usize) -> Result<Request, CodecE
     let line = read_line_bounded(r, max)?;
     let mut req: Request =
         serde_json::from_slice(&line).map_err(|e| CodecError::Malformed(e.to_string()))?;
-    let Request::Refresh { reason } = &mut req;
-    if reason.chars().count() > MAX_REASON {
-        *reason = reason.chars().take(MAX_REASON).collect();
+    if let Request::Refresh { reason } = &mut req {
+        if reason.chars().count() > MAX_REASON {
+            *reason = reason.chars().take(MAX_REASON).collect();
+        }
     }
     Ok(req)
 }
@@ -144,6 +175,18 @@ impl AgentClient {
         reason: &str,
         deadline: Duration,
     ) -> Result<Outcome, KubeError> {
+        let req = Request::Refresh {
+            reason: reason.chars().take(MAX_REASON).collect(),
+        };
+        Self::ask(socket, &req, deadline)
+    }
+
+    /// Sends `req` to the agent at `socket` and waits for its outcome, all within `deadline`.
+    ///
+    /// # Errors
+    /// [`KubeError::AgentUnreachable`] when the socket cannot be connected or no answer comes in
+    /// time; [`KubeError::AgentProtocol`] when the answer is not an [`Outcome`] line.
+    pub fn ask(socket: &Path, req: &Request, deadline: Duration) -> Result<Outcome, KubeError> {
         let start = Instant::now();
         let unreachable = |reason: String| KubeError::AgentUnreachable {
             socket: socket.to_owned(),
@@ -159,10 +202,7 @@ impl AgentClient {
         stream
             .set_write_timeout(Some(left()))
             .map_err(|e| unreachable(e.to_string()))?;
-        let req = Request::Refresh {
-            reason: reason.chars().take(MAX_REASON).collect(),
-        };
-        let mut line = serde_json::to_vec(&req).map_err(|e| unreachable(e.to_string()))?;
+        let mut line = serde_json::to_vec(req).map_err(|e| unreachable(e.to_string()))?;
         line.push(b'\n');
         stream
             .write_all(&line)
@@ -219,6 +259,10 @@ mod tests {
                 r#"{"outcome":"rateLimited","retryAfterSeconds":12}"#,
             ),
             (
+                Outcome::Admitted { isolated: true },
+                r#"{"outcome":"admitted","isolated":true}"#,
+            ),
+            (
                 Outcome::Failed { reason: "x".into() },
                 r#"{"outcome":"failed","reason":"x"}"#,
             ),
@@ -263,7 +307,34 @@ mod tests {
             "y".repeat(1000)
         );
         let Request::Refresh { reason } =
-            read_request(&mut long_reason.as_bytes(), MAX_LINE).unwrap();
+            read_request(&mut long_reason.as_bytes(), MAX_LINE).unwrap()
+        else {
+            panic!("not a refresh")
+        };
         assert_eq!(reason.len(), MAX_REASON);
+    }
+
+    #[test]
+    fn admit_pod_wire_format() {
+        let line = r#"{"op":"admitPod","namespace":"x","name":"web","ips":["10.0.1.2","fd00::2"],"waitMs":5000}"#;
+        let r: Request = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            r,
+            Request::AdmitPod {
+                namespace: "x".into(),
+                name: "web".into(),
+                uid: None,
+                ips: vec!["10.0.1.2".parse().unwrap(), "fd00::2".parse().unwrap()],
+                wait_ms: 5000,
+            }
+        );
+        assert_eq!(serde_json::to_string(&r).unwrap(), line);
+        assert!(matches!(
+            read_request(
+                &mut &b"{\"op\":\"admitPod\",\"namespace\":\"x\",\"name\":\"a\",\"ips\":[\"nope\"],\"waitMs\":1}\n"[..],
+                MAX_LINE
+            ),
+            Err(CodecError::Malformed(_))
+        ));
     }
 }

@@ -114,6 +114,7 @@ fn describe(outcome: &Result<Outcome, KubeError>) -> String {
             format!("agent is rate-limiting refreshes, retry after {retry_after_seconds} s")
         }
         Ok(Outcome::Failed { reason }) => format!("agent refresh failed: {reason}"),
+        Ok(Outcome::Admitted { .. }) => "agent answered an admission to a refresh".into(),
         Ok(Outcome::Error { reason }) => format!("agent refused the request: {reason}"),
         Err(e) => e.to_string(),
     }

@@ -25,7 +25,9 @@ use crate::state::{AttachmentState, StateStore};
 /// Code 8 when the netns cannot be opened; 100 when `CNI_IFNAME` exists in the pod; the IPAM
 /// plugin's error with its code; 102 when IPAM returned no address; 101 for netlink failures;
 /// 104 when the state file cannot be written; 107 when `ipMasq` is set and the nft tool is
-/// missing (before IPAM runs) or refuses the rules. Every error has undone what ADD did.
+/// missing (before IPAM runs) or refuses the rules; 11 when `networkPolicy` is set and
+/// tern-agent does not admit the pod in time ([`crate::admission::admit`]). Every error has
+/// undone what ADD did.
 pub fn add(input: &AddInput, conf: &TernConf) -> Result<CniResult, Error> {
     let ifname = input.ifname.as_str();
     let netns = NetNs::open(&input.netns)?;
@@ -102,6 +104,9 @@ pub fn add(input: &AddInput, conf: &TernConf) -> Result<CniResult, Error> {
         let subnets: Vec<_> = ipam_result.ips.iter().map(|c| c.address).collect();
         crate::masq::add(nft, network, cid, ifname, &subnets)?;
     }
+    // Last, with everything undoable: the pod runs only after ADD returns, so its rules are in
+    // the kernel before its first packet.
+    crate::admission::admit(input, conf, &addrs)?;
 
     undo.commit();
     Ok(CniResult {

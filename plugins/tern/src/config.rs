@@ -8,8 +8,10 @@ use serde_json::Value;
 use tern_cni::{Dns, Error, NetConf};
 
 mod del;
+mod network_policy;
 
 pub use del::DelConf;
+pub use network_policy::{NetworkPolicyConf, DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS};
 
 /// Default MTU when `mtu` is absent or 0, in bytes.
 pub const DEFAULT_MTU: u32 = 1500;
@@ -33,6 +35,7 @@ const KNOWN_KEYS: &[&str] = &[
     "stateDir",
     "ipMasqBackend",
     "draining",
+    "networkPolicy",
 ];
 
 /// The one `ipMasqBackend` tern implements (the reference ptp also takes `iptables`).
@@ -53,6 +56,8 @@ struct Wire {
     ip_masq_backend: Option<String>,
     #[serde(default)]
     draining: Option<bool>,
+    #[serde(default)]
+    network_policy: Option<network_policy::Wire>,
 }
 
 #[derive(Deserialize)]
@@ -95,6 +100,8 @@ pub struct TernConf {
     /// `draining`: tern is being uninstalled from this node (`tern-agent uninstall` writes it into
     /// the conflist): STATUS answers 50 and ADD is refused (108); DEL and GC work as ever.
     pub draining: bool,
+    /// `networkPolicy`: ADD waits for tern-agent to admit the pod (`None`: it never asks).
+    pub network_policy: Option<NetworkPolicyConf>,
 }
 
 impl TernConf {
@@ -102,7 +109,7 @@ impl TernConf {
     ///
     /// # Errors
     /// Code 6 for wrong types; code 7 for an MTU outside 68–65535, a missing `ipam.type`, an empty
-    /// kubeconfig path or a non-positive lookup timeout.
+    /// kubeconfig path, a non-positive lookup timeout or `networkPolicy.waitSeconds`.
     pub fn from_netconf(conf: &NetConf) -> Result<TernConf, Error> {
         let wire: Wire = conf.decode(KNOWN_KEYS)?;
         let mtu = match wire.mtu {
@@ -176,6 +183,7 @@ impl TernConf {
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             draining: wire.draining.unwrap_or(false),
+            network_policy: network_policy::validate(wire.network_policy)?,
         })
     }
 
@@ -301,6 +309,27 @@ mod tests {
                 .code,
             7
         );
+    }
+
+    #[test]
+    fn network_policy_wait() {
+        assert!(conf(json!({})).unwrap().network_policy.is_none());
+        let wait =
+            |v: Value| conf(json!({"networkPolicy": v})).map(|c| c.network_policy.unwrap().wait);
+        assert_eq!(wait(json!({})).unwrap(), Duration::from_secs(10));
+        assert_eq!(
+            wait(json!({"waitSeconds": 2.5})).unwrap(),
+            Duration::from_millis(2500)
+        );
+        for bad in [json!(0), json!(-1), json!(301)] {
+            assert_eq!(
+                wait(json!({"waitSeconds": bad})).unwrap_err().code,
+                7,
+                "{bad}"
+            );
+        }
+        assert_eq!(wait(json!({"waitSecs": 1})).unwrap_err().code, 6);
+        assert_eq!(wait(json!({"waitSeconds": "5"})).unwrap_err().code, 6);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! `tern`: routed veth pod networking. [`Tern`] is the verb table the binary dispatches to; each
 //! verb lives in its own module (`add`, `del`, `check`, `status`, `gc`), over shared modules for
 //! the config, the addressing scheme, the host and pod sides of the wiring, the state files, the
-//! masquerade rules (`ipMasq`), the IPAM delegate, the pod lookup, the CNI error codes and the teardown error collector. Verb
-//! modules never import each other. Linked by the `tern` binary and by the in-process tests.
+//! masquerade rules (`ipMasq`), the IPAM delegate, the pod lookup, NetworkPolicy admission
+//! (`networkPolicy`), the CNI error codes and the teardown error collector. Verb modules never
+//! import each other. Linked by the `tern` binary and by the in-process tests.
 
 pub mod add;
+pub mod admission;
 pub mod attachment;
 pub mod check;
 pub mod codes;

@@ -179,6 +179,11 @@ fn defaults_render_the_deployed_chain() {
         "{c}"
     );
     assert_eq!(c["plugins"][0]["mtu"], 1500);
+    // The agent enforces NetworkPolicy: ADD waits for a new pod's rules.
+    assert_eq!(
+        c["plugins"][0]["networkPolicy"],
+        serde_json::json!({"waitSeconds": 10})
+    );
     assert_eq!(
         c["plugins"][1]["sysctl"]["net.ipv4.tcp_keepalive_time"],
         "600"
@@ -232,6 +237,10 @@ fn operator_values_reach_the_manifests() {
     let c = conflist(&all);
     assert_eq!(types(&c), ["tern", "tern-tuning", "bandwidth"], "{c}");
     assert_eq!(c["plugins"][0]["mtu"], 1450);
+    assert!(
+        c["plugins"][0].get("networkPolicy").is_none(),
+        "no enforcer in the agent: ADD must not wait on it: {c}"
+    );
     assert_eq!(
         c["plugins"][1]["sysctl"]["net.ipv4.tcp_keepalive_time"],
         "300"
@@ -344,6 +353,7 @@ fn a_wrong_value_fails_with_the_keys_name() {
         ),
         ("egressNat.clustercidrs={10.0.0.0/8}", &["clustercidrs"][..]),
         ("mtu=70", &["mtu"][..]),
+        ("networkPolicy.waitSeconds=0", &["waitSeconds"][..]),
     ] {
         let err = template(&helm, &["--set", set])
             .map(|out| format!("rendered:\n{out}"))

@@ -15,6 +15,7 @@ fn pod(ns: &str, name: &str, l: &[(&str, &str)], node: &str, ips: &[&str]) -> Po
     Pod {
         namespace: ns.into(),
         name: name.into(),
+        uid: String::new(),
         labels: labels(l),
         node: node.into(),
         ips: ips.iter().map(|s| s.parse().unwrap()).collect(),

@@ -14,8 +14,16 @@ struct Meta {
     #[serde(default)]
     namespace: String,
     #[serde(default)]
+    uid: String,
+    #[serde(default)]
     labels: Option<Labels>,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
 }
+
+/// The annotation a static pod's mirror carries: the static pod's UID, which is what the kubelet
+/// passes as `K8S_POD_UID` (kubelet's `ConfigMirrorAnnotationKey`).
+const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -77,7 +85,7 @@ struct RawPod {
 /// # Errors
 /// The JSON is not an object of the Pod's shape (a field of the wrong type).
 pub fn pod_from_json(v: &serde_json::Value) -> Result<Pod, serde_json::Error> {
-    let raw = RawPod::deserialize(v)?;
+    let mut raw = RawPod::deserialize(v)?;
     let finished = matches!(raw.status.phase.as_str(), "Succeeded" | "Failed");
     let mut ips: Vec<IpAddr> = raw
         .status
@@ -106,9 +114,15 @@ pub fn pod_from_json(v: &serde_json::Value) -> Result<Pod, serde_json::Error> {
             })
         })
         .collect();
+    let mirror_of = raw
+        .metadata
+        .annotations
+        .as_mut()
+        .and_then(|a| a.remove(MIRROR_ANNOTATION));
     Ok(Pod {
         namespace: raw.metadata.namespace,
         name: raw.metadata.name,
+        uid: mirror_of.unwrap_or(raw.metadata.uid),
         labels: raw.metadata.labels.unwrap_or_default(),
         node: raw.spec.node_name,
         ips,

@@ -76,6 +76,15 @@ fn pods_ips_ports_and_what_is_no_peer() {
     assert!(done.ips.is_empty());
     let old = pod_from_json(&json!({"status": {"podIP": "10.0.0.7"}})).unwrap();
     assert_eq!(old.ips, ["10.0.0.7".parse::<IpAddr>().unwrap()]);
+    // The UID the kubelet passes as K8S_POD_UID: a static pod's mirror has its own.
+    let uid = |meta: serde_json::Value| pod_from_json(&json!({"metadata": meta})).unwrap().uid;
+    assert_eq!(uid(json!({"uid": "u1"})), "u1");
+    assert_eq!(
+        uid(
+            json!({"uid": "mirror-uid", "annotations": {"kubernetes.io/config.mirror": "static-uid"}})
+        ),
+        "static-uid"
+    );
 }
 
 #[test]

@@ -7,8 +7,9 @@
 //! by scripts/image; containerd reaches it over plain HTTP through a hosts.toml (lib.sh).
 //!
 //! Expectations (also in docs/TESTING.md, "critest"). critest's sandboxes are not pods of the API, and
-//! tern's lookup refuses those (code 3, as for a deleted pod), so the run drops the conflist's
-//! `kubernetes` block; everything else is the deployed chain: tern, tern-tuning, and the
+//! tern's lookup refuses those (code 3, as for a deleted pod) and the agent never admits them
+//! (no Pod to wait for: code 11), so the run drops the conflist's `kubernetes` and
+//! `networkPolicy` blocks; everything else is the deployed chain: tern, tern-tuning, and the
 //! reference `portmap` and `bandwidth` (v1.10.0) that `tern-agent install` put beside them.
 //! All four specs pass, "port mapping with host port and container port" (`127.0.0.1:12000`)
 //! through the deployed portmap (`snat: true` routes 127.0.0.1 to the pod). Until portmap was in
@@ -148,7 +149,8 @@ impl Drop for Restore {
     }
 }
 
-/// The conflist with the first plugin's `kubernetes` block removed.
+/// The conflist with the first plugin's `kubernetes` and `networkPolicy` blocks removed (no API
+/// pod to look up or admit).
 fn variant(orig: &Value) -> Res<String> {
     let mut v = orig.clone();
     let plugins = v["plugins"]
@@ -156,6 +158,7 @@ fn variant(orig: &Value) -> Res<String> {
         .ok_or("the conflist has no plugins array")?;
     if let Some(first) = plugins.first_mut().and_then(Value::as_object_mut) {
         first.remove("kubernetes");
+        first.remove("networkPolicy");
     }
     serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
 }

@@ -54,6 +54,8 @@ pub fn sandbox_recreated(node: &Node) -> Res {
 }
 
 /// The agent pod killed: the plugin's token stays valid, pods start; the kubelet brings it back.
+/// (tern's ADD waits for the agent's NetworkPolicy admission: a pod created while the agent is
+/// away gets code 11 and starts on a kubelet retry once the agent is back, within the 90 s.)
 pub fn agent_restart(node: &Node) -> Res {
     let old = node.agent_pod()?;
     node.kubectl(&["-n", "tern", "delete", "pod", &old, "--wait=false"])?;

@@ -25,6 +25,7 @@ mod dual_stack;
 mod helm;
 mod lifecycle;
 mod netpol;
+mod netpol_admit;
 mod node_routes;
 mod rbac;
 mod tokens;
@@ -49,6 +50,10 @@ const CASES: &[Case] = &[
     ("critest", critest::critest),
     ("node_routes", node_routes::node_routes),
     ("network_policy", netpol::network_policy),
+    (
+        "network_policy_new_pod",
+        netpol_admit::network_policy_new_pod,
+    ),
     ("rbac", rbac::rbac),
     ("sandbox_recreated", day2::sandbox_recreated),
     ("token_revoked", tokens::token_revoked),
