@@ -63,7 +63,8 @@ fn open_stream(node: &Node, server: IpAddr) -> Res {
         &[
             "sh",
             "-c",
-            "nc -l -p 82 > /tmp/stream 2>/dev/null </dev/null &",
+            // A stdin that never ends: busybox nc closes the connection at its stdin's EOF.
+            "sleep 86400 | nc -l -p 82 > /tmp/stream 2>/dev/null &",
         ],
     )?;
     let client = format!(
