@@ -64,7 +64,7 @@ fn open_stream(node: &Node, server: IpAddr) -> Res {
             "sh",
             "-c",
             // A stdin that never ends: busybox nc closes the connection at its stdin's EOF.
-            "sleep 86400 | nc -l -p 82 > /tmp/stream 2>/dev/null &",
+            "sleep 86400 </dev/null 2>/dev/null | nc -l -p 82 > /tmp/stream 2>/dev/null &",
         ],
     )?;
     let client = format!(
