@@ -88,51 +88,11 @@ fn add_pod(c: &mut Cluster, node: usize, k: u8, name: &str, labels: Value) {
     let host = &c.nodes[node];
     let ns = TestNetns::new(&format!("np-{name}"));
     let hv = format!("h{k}");
-    host.ip(&[
-        "link",
-        "add",
-        &hv,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "eth0",
-        "netns",
-        ns.name(),
-    ]);
-    host.ip(&["link", "set", &hv, "up"]);
-    host.ip(&["addr", "add", "169.254.1.1/32", "dev", &hv]);
-    host.ip(&["-6", "addr", "add", "fe80::1/64", "dev", &hv, "nodad"]);
     let (v4, v6) = (
         format!("10.0.{}.{k}", node + 1),
         format!("fd00:{}::{k}", node + 1),
     );
-    host.ip(&["route", "add", &format!("{v4}/32"), "dev", &hv]);
-    host.ip(&["-6", "route", "add", &format!("{v6}/128"), "dev", &hv]);
-    ns.ip(&["link", "set", "eth0", "up"]);
-    ns.ip(&["addr", "add", &format!("{v4}/32"), "dev", "eth0"]);
-    ns.ip(&[
-        "-6",
-        "addr",
-        "add",
-        &format!("{v6}/128"),
-        "dev",
-        "eth0",
-        "nodad",
-    ]);
-    ns.ip(&["route", "add", "169.254.1.1", "dev", "eth0"]);
-    ns.ip(&[
-        "route",
-        "add",
-        "default",
-        "via",
-        "169.254.1.1",
-        "dev",
-        "eth0",
-    ]);
-    ns.ip(&[
-        "-6", "route", "add", "default", "via", "fe80::1", "dev", "eth0",
-    ]);
+    host.wire_routed_pod(&ns, &hv, &v4, &v6);
     let netns = NetNs::open(ns.path()).unwrap();
     for port in [80, 81] {
         let l = netns

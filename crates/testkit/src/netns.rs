@@ -183,6 +183,45 @@ impl TestNetns {
         ]);
     }
 
+    /// Wires `pod` to this namespace as tern wires a pod: a veth `host_veth` here with `eth0` in
+    /// `pod`, 169.254.1.1/32 and fe80::1 on the host end, `v4`/32 and `v6`/128 on `eth0` with
+    /// host routes to them here, and default routes in `pod` via the link-local gateways.
+    pub fn wire_routed_pod(&self, pod: &TestNetns, host_veth: &str, v4: &str, v6: &str) {
+        let hv = host_veth;
+        self.ip(&[
+            "link", "add", hv, "type", "veth", "peer", "name", "eth0", "netns", &pod.name,
+        ]);
+        self.ip(&["link", "set", hv, "up"]);
+        self.ip(&["addr", "add", "169.254.1.1/32", "dev", hv]);
+        self.ip(&["-6", "addr", "add", "fe80::1/64", "dev", hv, "nodad"]);
+        self.ip(&["route", "add", &format!("{v4}/32"), "dev", hv]);
+        self.ip(&["-6", "route", "add", &format!("{v6}/128"), "dev", hv]);
+        pod.ip(&["link", "set", "eth0", "up"]);
+        pod.ip(&["addr", "add", &format!("{v4}/32"), "dev", "eth0"]);
+        pod.ip(&[
+            "-6",
+            "addr",
+            "add",
+            &format!("{v6}/128"),
+            "dev",
+            "eth0",
+            "nodad",
+        ]);
+        pod.ip(&["route", "add", "169.254.1.1", "dev", "eth0"]);
+        pod.ip(&[
+            "route",
+            "add",
+            "default",
+            "via",
+            "169.254.1.1",
+            "dev",
+            "eth0",
+        ]);
+        pod.ip(&[
+            "-6", "route", "add", "default", "via", "fe80::1", "dev", "eth0",
+        ]);
+    }
+
     /// True when a link of that name exists in the namespace.
     pub fn has_link(&self, name: &str) -> bool {
         Command::new("ip")

@@ -17,48 +17,8 @@ use super::*;
 fn wire_pod(node: &TestNetns, k: u8, name: &str) -> (TestNetns, [IpAddr; 2]) {
     let ns = TestNetns::new(&format!("adm-{name}"));
     let hv = format!("h{k}");
-    node.ip(&[
-        "link",
-        "add",
-        &hv,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "eth0",
-        "netns",
-        ns.name(),
-    ]);
-    node.ip(&["link", "set", &hv, "up"]);
-    node.ip(&["addr", "add", "169.254.1.1/32", "dev", &hv]);
-    node.ip(&["-6", "addr", "add", "fe80::1/64", "dev", &hv, "nodad"]);
     let (v4, v6) = (format!("10.0.1.{k}"), format!("fd00:1::{k}"));
-    node.ip(&["route", "add", &format!("{v4}/32"), "dev", &hv]);
-    node.ip(&["-6", "route", "add", &format!("{v6}/128"), "dev", &hv]);
-    ns.ip(&["link", "set", "eth0", "up"]);
-    ns.ip(&["addr", "add", &format!("{v4}/32"), "dev", "eth0"]);
-    ns.ip(&[
-        "-6",
-        "addr",
-        "add",
-        &format!("{v6}/128"),
-        "dev",
-        "eth0",
-        "nodad",
-    ]);
-    ns.ip(&["route", "add", "169.254.1.1", "dev", "eth0"]);
-    ns.ip(&[
-        "route",
-        "add",
-        "default",
-        "via",
-        "169.254.1.1",
-        "dev",
-        "eth0",
-    ]);
-    ns.ip(&[
-        "-6", "route", "add", "default", "via", "fe80::1", "dev", "eth0",
-    ]);
+    node.wire_routed_pod(&ns, &hv, &v4, &v6);
     let l = NetNs::open(ns.path())
         .unwrap()
         .run_in(|| TcpListener::bind(("::", 80)))
