@@ -14,6 +14,7 @@ use tern_kube::channel::{Outcome, Request};
 use tern_kube::AgentClient;
 
 use crate::config::{NetworkPolicyConf, TernConf};
+use crate::lookup::PodArgs;
 
 /// With `networkPolicy` in `conf`, asks the agent at `agentSocket` to admit the pod `CNI_ARGS`
 /// names with `addrs`, waiting at most `networkPolicy.waitSeconds`. Without it, or for an ADD
@@ -39,21 +40,19 @@ fn ask(
     np: &NetworkPolicyConf,
     addrs: &[IpAddr],
 ) -> Result<(), Error> {
-    let (Some(namespace), Some(name)) = (
-        input.args.get("K8S_POD_NAMESPACE"),
-        input.args.get("K8S_POD_NAME"),
-    ) else {
+    let Some(PodArgs {
+        namespace,
+        name,
+        uid,
+    }) = PodArgs::of(input)
+    else {
         tracing::debug!("CNI_ARGS names no pod: no NetworkPolicy admission");
         return Ok(());
     };
     let req = Request::AdmitPod {
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        uid: input
-            .args
-            .get("K8S_POD_UID")
-            .filter(|u| !u.is_empty())
-            .map(ToOwned::to_owned),
+        namespace: namespace.clone(),
+        name: name.clone(),
+        uid,
         ips: addrs.to_vec(),
         wait_ms: u64::try_from(np.wait.as_millis()).unwrap_or(u64::MAX),
     };

@@ -14,6 +14,33 @@ use tern_kube::helper::{self, Call, PodCall, PodReply};
 
 use crate::config::TernConf;
 
+/// The pod a Kubernetes runtime names in `CNI_ARGS` (`K8S_POD_NAMESPACE`, `K8S_POD_NAME`, and
+/// `K8S_POD_UID` when not empty), for the pod lookup and the NetworkPolicy admission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodArgs {
+    /// `K8S_POD_NAMESPACE`.
+    pub namespace: String,
+    /// `K8S_POD_NAME`.
+    pub name: String,
+    /// `K8S_POD_UID`, absent or empty as `None`.
+    pub uid: Option<String>,
+}
+
+impl PodArgs {
+    /// `None` when `CNI_ARGS` lacks the namespace or the name (not a Kubernetes pod).
+    pub fn of(input: &AddInput) -> Option<PodArgs> {
+        Some(PodArgs {
+            namespace: input.args.get("K8S_POD_NAMESPACE")?.to_owned(),
+            name: input.args.get("K8S_POD_NAME")?.to_owned(),
+            uid: input
+                .args
+                .get("K8S_POD_UID")
+                .filter(|u| !u.is_empty())
+                .map(ToOwned::to_owned),
+        })
+    }
+}
+
 /// The netconf bytes to send to IPAM for this ADD: the config as received, plus the `ips`
 /// runtimeConfig when the pod's `tern.io/ip-addrs` annotation asks for addresses.
 ///
@@ -31,23 +58,16 @@ pub fn ipam_stdin<'a>(input: &'a AddInput, conf: &TernConf) -> Result<Cow<'a, [u
     let Some(kube) = &conf.kubernetes else {
         return Ok(Cow::Borrowed(&input.config.bytes));
     };
-    let (Some(namespace), Some(name)) = (
-        input.args.get("K8S_POD_NAMESPACE"),
-        input.args.get("K8S_POD_NAME"),
-    ) else {
+    let Some(pod) = PodArgs::of(input) else {
         tracing::debug!("CNI_ARGS names no pod: no lookup");
         return Ok(Cow::Borrowed(&input.config.bytes));
     };
     let call = Call::Pod(PodCall {
         kubeconfig: kube.kubeconfig.clone(),
         agent_socket: conf.agent_socket.clone(),
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        uid: input
-            .args
-            .get("K8S_POD_UID")
-            .filter(|u| !u.is_empty())
-            .map(ToOwned::to_owned),
+        namespace: pod.namespace,
+        name: pod.name,
+        uid: pod.uid,
         deadline_ms: u64::try_from(kube.lookup_timeout.as_millis()).unwrap_or(u64::MAX),
     });
     let info: PodReply = helper::call(&input.cni_path, &call)?;
