@@ -61,7 +61,8 @@ agent_netns() {
 
 # start_agent_in NETNS DIR NODE [FLAG...]: `tern-agent run` as node NODE in NETNS, with a token
 # of tern/tern-agent from `kubectl create token` in DIR/sa, its kubeconfig and sockets in DIR,
-# FLAG... added; its pid in DIR/pid (the agent's own: `ip netns exec` execs it), its log DIR/log.
+# FLAG... added; its pid in DIR/pid (the agent's own: `ip netns exec` execs it), its log DIR/log,
+# the time of its exec (epoch seconds) in DIR/started.
 # No descriptor of the caller's but the log reaches it (the host-tests lock's, see lib.sh start).
 start_agent_in() {
     local ns=$1 d=$2 node=$3
@@ -75,6 +76,7 @@ start_agent_in() {
             fd=${fd##*/}
             if [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
         done
+        date +%s.%N >"$d/started"
         exec ip netns exec "$ns" env TERN_LOG=info "$agent_bin" run --api-server "https://$HUB:$API_PORT" \
             --sa-dir "$d/sa" --namespace tern --kubeconfig "$d/kubeconfig" --socket "$d/agent.sock" \
             --metrics-socket "$d/metrics.sock" --node-name "$node" "$@"
