@@ -71,8 +71,11 @@ np_objects() {
     local seed=$1 pods=$2 local_n=$3 policies=$4 c=$5 k i ns labels ports tiers=(web db cache api)
     RANDOM=$seed
     for k in $(seq 0 9) free; do
-        ns="ns-$k" labels="team: t$((k % 4)), env: $([ $((k % 2)) = 0 ] && echo prod || echo dev)"
-        [ "$k" = free ] && ns=np-free labels="team: free"
+        if [ "$k" = free ]; then
+            ns=np-free labels="team: free"
+        else
+            ns="ns-$k" labels="team: t$((k % 4)), env: $([ $((k % 2)) = 0 ] && echo prod || echo dev)"
+        fi
         printf -- '---\napiVersion: v1\nkind: Namespace\nmetadata: {name: %s, labels: {%s}}\n' "$ns" "$labels"
         printf -- '---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: default, namespace: %s}\n' "$ns"
     done
