@@ -4,6 +4,10 @@
 //! applied with `nft -f -` inside that (existing) network namespace and the transaction timed.
 //!
 //! `cargo run --release -p tern-agent --example netpol_scale [-- --apply NETNS]`
+//!
+//! `-- --objects FILE --node NAME` compiles the objects of FILE instead (a JSON `v1` List, as
+//! `kubectl get -o json` prints it, of Pods, Namespaces and NetworkPolicies; e.g.
+//! scripts/netpol-scale's, with their status) for node NAME.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,10 +21,16 @@ use tern_agent::netpol::{compile, ruleset, World};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let apply = args
-        .iter()
-        .position(|a| a == "--apply")
-        .map(|i| args[i + 1].clone());
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .map(|i| args[i + 1].clone())
+    };
+    let apply = arg("--apply");
+    if let Some(file) = arg("--objects") {
+        let node = arg("--node").expect("--objects needs --node");
+        return from_file(&file, &node, apply.as_deref());
+    }
     let nss: Vec<_> = (0..50)
         .map(|n| namespace_from_json(&json!({"metadata": {"name": format!("ns{n}"), "labels": {"team": format!("t{}", n % 5), "kubernetes.io/metadata.name": format!("ns{n}")}}})).unwrap())
         .collect();
@@ -50,19 +60,63 @@ fn main() {
             policy_from_json(&json!({"metadata": {"namespace": format!("ns{}", i % 50), "name": format!("pol{i}")}, "spec": spec})).unwrap()
         })
         .collect();
+    report(
+        "pods 1000 (100 local), namespaces 50, policies 500",
+        "n0",
+        &pods,
+        &nss,
+        &pols,
+        apply.as_deref(),
+    );
+}
+
+/// The objects of a `v1` List in `file`, compiled for `node`.
+fn from_file(file: &str, node: &str, apply: Option<&str>) {
+    let list: serde_json::Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+    let (mut pods, mut nss, mut pols) = (Vec::new(), Vec::new(), Vec::new());
+    for v in list["items"].as_array().unwrap() {
+        match v["kind"].as_str() {
+            Some("Pod") => pods.push(pod_from_json(v).unwrap()),
+            Some("Namespace") => nss.push(namespace_from_json(v).unwrap()),
+            Some("NetworkPolicy") => pols.push(policy_from_json(v).unwrap()),
+            _ => {}
+        }
+    }
+    let local = pods
+        .iter()
+        .filter(|p| p.node == node && !p.ips.is_empty())
+        .count();
+    let what = format!(
+        "{file}: pods {} ({local} on {node} with an address), namespaces {}, policies {}",
+        pods.len(),
+        nss.len(),
+        pols.len()
+    );
+    report(&what, node, &pods, &nss, &pols, apply);
+}
+
+/// Compiles, renders, prints the figures and, with `apply`, times `nft -f -` in that netns.
+fn report(
+    what: &str,
+    node: &str,
+    pods: &[tern_agent::netpol::model::Pod],
+    nss: &[tern_agent::netpol::model::Namespace],
+    pols: &[tern_agent::netpol::model::Policy],
+    apply: Option<&str>,
+) {
     let t = Instant::now();
     let plan = compile(&World {
-        node: "n0",
-        pods: &pods,
-        namespaces: &nss,
-        policies: &pols,
+        node,
+        pods,
+        namespaces: nss,
+        policies: pols,
     });
     let compiled = t.elapsed();
     let t = Instant::now();
     let (script, size) = ruleset::replace_script(&plan);
     let rendered = t.elapsed();
     println!(
-        "pods 1000 (100 local), namespaces 50, policies 500: compile {:.1} ms, render {:.1} ms; script {} bytes; {:?}; policies in force {}",
+        "{what}: compile {:.1} ms, render {:.1} ms; script {} bytes; {:?}; policies in force {}",
         compiled.as_secs_f64() * 1e3,
         rendered.as_secs_f64() * 1e3,
         script.len(),
@@ -73,7 +127,7 @@ fn main() {
         for round in 0..3 {
             let t = Instant::now();
             let mut child = Command::new("ip")
-                .args(["netns", "exec", &ns, "nft", "-f", "-"])
+                .args(["netns", "exec", ns, "nft", "-f", "-"])
                 .stdin(Stdio::piped())
                 .spawn()
                 .unwrap();
