@@ -19,9 +19,12 @@ use serde::{Deserialize, Serialize};
 use tern_cni::Error;
 use tern_net::sysctl::{self, SysctlKey};
 
+/// The cache's file name in `dataDir` (node-wide: it outlives every attachment).
+pub const CACHE_FILE: &str = "new-netns-sysctls.cache";
+
 /// The cache file in `data_dir`.
 pub fn cache_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("new-netns-sysctls.cache")
+    data_dir.join(CACHE_FILE)
 }
 
 /// The cache: for one boot, per key (its path under `/proc/sys`), a new netns's value.

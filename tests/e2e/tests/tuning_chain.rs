@@ -44,7 +44,7 @@ fn keepalive_through_libcni(version: &str) {
         machine_before,
         "{version}: machine changed"
     );
-    let backups = files_under(&node.tuning_dir());
+    let backups = node.tuning_backups();
     assert_eq!(backups.len(), 1, "{version}: backups {backups:?}");
 
     if version != "0.3.0" && version != "0.3.1" {

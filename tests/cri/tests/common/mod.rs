@@ -136,8 +136,12 @@ pub fn state_files<R: Runtime>(c: &R) -> Vec<PathBuf> {
     files_under(&tern_state_dir(c.dir()))
 }
 
+/// tern-tuning's per-attachment files: all but its node-wide cache of a new netns's sysctls.
 pub fn tuning_backups<R: Runtime>(c: &R) -> Vec<PathBuf> {
     files_under(&tuning_dir(c.dir()))
+        .into_iter()
+        .filter(|p| !p.ends_with("new-netns-sysctls.cache"))
+        .collect()
 }
 
 /// Whether `pid` runs (a zombie counts as gone: it holds no resource but its PID).

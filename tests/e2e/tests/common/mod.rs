@@ -201,6 +201,15 @@ impl Node {
         self.tool.scratch().join("tuning")
     }
 
+    /// tern-tuning's per-attachment files in its `dataDir`: all but the node-wide cache of a new
+    /// netns's sysctls (`tern_tuning::baseline::CACHE_FILE`), which outlives attachments.
+    pub fn tuning_backups(&self) -> Vec<PathBuf> {
+        files_under(&self.tuning_dir())
+            .into_iter()
+            .filter(|p| file_name(p) != "new-netns-sysctls.cache")
+            .collect()
+    }
+
     /// A tern-tuning plugin object with `sysctl` and this node's `dataDir`.
     pub fn tuning(&self, sysctl: Value) -> Value {
         json!({"type": "tern-tuning", "sysctl": sysctl, "dataDir": self.tuning_dir()})
@@ -291,7 +300,7 @@ impl Node {
         );
         let state = files_under(&self.state_dir());
         assert!(state.is_empty(), "tern state files left: {state:?}");
-        let backups = files_under(&self.tuning_dir());
+        let backups = self.tuning_backups();
         assert!(backups.is_empty(), "tern-tuning backups left: {backups:?}");
         let temps: Vec<PathBuf> = files_under(self.tool.scratch())
             .into_iter()
