@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::env::Env;
 use crate::exec::{SPAWNS, TRACE};
-use crate::floor::kernel_floor;
+use crate::floor::{exec_chain_floor, exec_floor, kernel_floor};
 use crate::opts::Opts;
 use crate::rounds::{bench_subject, pct, Phase};
 use crate::subjects::{subjects, Subject};
@@ -160,10 +160,13 @@ pub(crate) fn breakdown(o: &Opts, env: &mut Env) -> Res<()> {
     let rounds = o.rounds.min(o.pods).max(1);
     let mut acc: Vec<Phase> = rows.iter().map(|_| Phase::default()).collect();
     let mut floor = Phase::default();
+    let mut execs = Phase::default();
+    let tern_dir = o.tern.parent().unwrap_or(Path::new("."));
     let mut done = 0;
     for r in 0..rounds {
         let n = o.pods / rounds + usize::from(r < o.pods % rounds);
         floor.lat.extend(kernel_floor(env, n, done)?.lat);
+        execs.lat.extend(exec_floor(env, tern_dir, n)?.lat);
         done += n;
         for j in 0..rows.len() {
             let i = (j + r) % rows.len();
@@ -187,17 +190,26 @@ pub(crate) fn breakdown(o: &Opts, env: &mut Env) -> Res<()> {
     }
     let p50 = |i: usize| pct(&acc[i].lat, 0.5);
     let kfloor = pct(&floor.lat, 0.5);
+    let efloor = exec_chain_floor(&floor, &execs);
     println!("\nchain ADD p50, ms (same rounds):");
     for (i, (s, traced)) in rows.iter().enumerate() {
         println!(
-            "  {:<16} {:<9} {:>8.3}  (p99 {:.3}; {:.2}x the kernel floor)",
+            "  {:<16} {:<9} {:>8.3}  (p99 {:.3}; {:.2}x the exec-chain floor, {:+.3} ms above it; {:.2}x the kernel floor)",
             s.label,
             if *traced { "traced" } else { "untraced" },
             p50(i),
             pct(&acc[i].lat, 0.99),
+            p50(i) / efloor,
+            p50(i) - efloor,
             p50(i) / kfloor
         );
     }
+    println!(
+        "  {:<26} {efloor:>8.3}  (the kernel floor + tern's and tern-tuning's execs, a VERSION each: p50 {:.3}, p99 {:.3})",
+        "exec-chain floor",
+        pct(&execs.lat, 0.5),
+        pct(&execs.lat, 0.99)
+    );
     println!(
         "  {:<26} {kfloor:>8.3}  (p99 {:.3}; tern + tern-tuning's kernel work in one long-lived process: pod netns open + socket inside, veth pair, 2 host sysctls, 2 links up, 1 address, 3 routes, 3 pod sysctls; GETLINK of both ends)",
         "kernel floor",

@@ -1,7 +1,11 @@
-//! The kernel floor of a chain ADD: the kernel work of tern + tern-tuning (pod netns entered,
-//! veth pair, sysctls, addresses, routes) done by this one long-lived process, pod after pod.
+//! The floors under a chain ADD. The kernel floor: the kernel work of tern + tern-tuning (pod
+//! netns entered, veth pair, sysctls, addresses, routes) done by this one long-lived process, pod
+//! after pod. The exec floor: tern and tern-tuning exec'd for a VERSION each (start-up and exit,
+//! no work). Their sum, the exec-chain floor, is what no chain of those two exec'd plugins can
+//! beat; its target is the chain's ADD p50 at most [`EXEC_CHAIN_TARGET`] times it.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ipnetwork::IpNetwork;
@@ -10,8 +14,12 @@ use tern_net::netns::NetNs;
 use tern_net::sysctl::{self, SysctlKey, SysctlValue};
 
 use crate::env::Env;
-use crate::rounds::{run_parallel, Phase};
+use crate::exec::invoke;
+use crate::rounds::{pct, run_parallel, Phase};
 use crate::Res;
+
+/// The chain's ADD p50 target, as a multiple of the exec-chain floor p50 (issue 32).
+pub(crate) const EXEC_CHAIN_TARGET: f64 = 1.25;
 
 fn item(raw: &str, ifname: &str, value: &str) -> Res<(SysctlKey, SysctlValue)> {
     Ok((
@@ -98,4 +106,27 @@ pub(crate) fn kernel_floor(env: &mut Env, pods: usize, addrs_from: usize) -> Res
     let r = run_parallel(&env.host_ns, &items, 1, &work);
     env.drop_pods(&names);
     r
+}
+
+/// Per sample, at parallelism 1: tern and then tern-tuning (both from `tern_dir`) exec'd with a
+/// VERSION request as libcni execs a plugin (environment, netconf on stdin, stdout read to its
+/// end, the exit reaped), the two times summed. VERSION does no work, so this is the cost of the
+/// chain's two execs alone.
+///
+/// # Errors
+/// A VERSION invocation that fails.
+pub(crate) fn exec_floor(env: &Env, tern_dir: &Path, samples: usize) -> Res<Phase> {
+    let version = br#"{"cniVersion":"1.0.0"}"#;
+    let (tern, tuning) = (tern_dir.join("tern"), tern_dir.join("tern-tuning"));
+    let items: Vec<usize> = (0..samples).collect();
+    let work = |_: &usize| -> Res<Duration> {
+        Ok(invoke(&tern, "VERSION", "v", "", "", "", version)?
+            + invoke(&tuning, "VERSION", "v", "", "", "", version)?)
+    };
+    run_parallel(&env.host_ns, &items, 1, &work)
+}
+
+/// The exec-chain floor p50, ms: the kernel floor's p50 plus the two execs' p50.
+pub(crate) fn exec_chain_floor(kernel: &Phase, execs: &Phase) -> f64 {
+    pct(&kernel.lat, 0.5) + pct(&execs.lat, 0.5)
 }

@@ -8,6 +8,9 @@
 //! - the kernel's own veth-deletion time (one `RTM_DELLINK` over netlink, timed alone) at the same
 //!   parallelism, beside DEL; and its veth-creation time (one `RTM_NEWLINK` of a pair whose peer
 //!   is made in a pod netns, as tern makes it), in the ADD floor at parallelism 1;
+//! - the exec-chain floor at parallelism 1, in the same rounds ([`floor`]): the chain's kernel
+//!   work done by this process plus tern's and tern-tuning's execs for a VERSION each; the
+//!   chain's ADD p50 is reported against it (target at most 1.25x);
 //! - peak RSS per invocation, untimed pass: the plugin process alone (`VmHWM` read at its
 //!   `PTRACE_EVENT_EXIT` stop, before its address space is torn down, so a child's memory is not
 //!   counted) and, separately, host-local invoked directly with the same netconf.
@@ -72,7 +75,7 @@ mod startup;
 mod subjects;
 
 use env::Env;
-use floor::kernel_floor;
+use floor::{exec_floor, kernel_floor};
 use kernel::bench_kernel_veth;
 use opts::{parse_opts, Opts};
 use report::report_latencies;
@@ -121,6 +124,8 @@ fn run(o: &Opts) -> Res<()> {
     let rounds = o.rounds.min(o.pods).max(1);
     let mut rows: Vec<Row> = Vec::new();
     let mut floor = Phase::default();
+    let mut execs = Phase::default();
+    let tern_dir = o.tern.parent().unwrap_or(std::path::Path::new("."));
     for &par in &o.parallel {
         let mut kdel = Phase::default();
         let mut kadd = Phase::default();
@@ -131,6 +136,7 @@ fn run(o: &Opts) -> Res<()> {
             let (ka, kd) = bench_kernel_veth(&mut env, n, par)?;
             if par == 1 {
                 floor.lat.extend(kernel_floor(&mut env, n, floor_done)?.lat);
+                execs.lat.extend(exec_floor(&env, tern_dir, n)?.lat);
                 floor_done += n;
             }
             kadd.lat.extend(ka.lat);
@@ -161,7 +167,7 @@ fn run(o: &Opts) -> Res<()> {
     }
 
     report_latencies(o, &rows, &env);
-    report::report_targets(&rows, &floor);
+    report::report_targets(&rows, &floor, &execs);
     startup_floor(o, &env, &rows, &host_local, &cni_path)?;
     report_rss(o, &mut env, &subs, &host_local)
 }
