@@ -12,7 +12,18 @@
 # start-ups are in every sample of every chain alike). Prints p50 and p90 per chain and the ratios.
 # Not a test: exits 0 whatever the figures (non-zero only when the run itself fails).
 #
+# Density (--density 30,100): per size and chain (rotating order), that many pods created in one
+# `kubectl create` and timed until the last is Ready, each pod's Ready stamped on receipt by a
+# pod watch started before (`kubectl get -w`: its create -> Ready, p50 / p99 / max), and the
+# kubelet's own histograms over the batch, read through the API server's node proxy before and
+# after: sum / count of kubelet_runtime_operations_duration_seconds{operation_type="run_podsandbox"}
+# (the CRI RunPodSandbox, which runs the chain's ADD) and of kubelet_pod_start_sli_duration_seconds
+# (the kubelet's pod start SLI): exact means, no bucket rounding. Evented PLEG (alpha in v1.34) is
+# not used: the tier keeps the kubelet's default relist, so per-pod Ready comes in relist steps,
+# and the sandbox mean is the figure that shows the chain's share.
+#
 # Usage (root, after scripts/setup and scripts/build-go): bash tests/cluster/bench.sh [--pods N]
+#   [--density N[,N...]] (--pods 0: the density batches alone)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -36,10 +47,11 @@ spec:
 EOF
 }
 
-pods=30
+pods=30 densities=""
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --pods) pods=$2; shift ;;
+        --density) densities=${2//,/ }; shift ;;
         *) echo "tests/cluster/bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -116,15 +128,78 @@ for ((r = 0; r < pods; r++)); do
 done
 
 pct() { tr ' ' '\n' | grep . | sort -n | awk -v q="$1" '{a[NR]=$1} END {i=int((NR-1)*q+0.5)+1; printf "%.1f", a[i]/1000}'; }
+label_of() {
+    case $1 in
+        tern) echo "tern + deployed IPAM + tern-tuning" ;;
+        v110) echo "ptp + host-local + tuning (v1.10.0)" ;;
+        deb) echo "ptp + host-local + tuning (Debian 1.1.1)" ;;
+    esac
+}
+
+# kubelet_sum_count FILE METRIC [LABEL_MATCH]: "sum count" of a histogram in a /metrics dump.
+kubelet_sum_count() {
+    awk -v m="$2" -v l="${3:-}" '
+        index($1, m "_sum") == 1 && index($1, l) { s += $2 }
+        index($1, m "_count") == 1 && index($1, l) { c += $2 }
+        END { printf "%.6f %d\n", s, c }' "$1"
+}
+kubelet_metrics() { kubectl get --raw "/api/v1/nodes/$NODE/proxy/metrics" >"$1"; }
+
+# density CHAIN N: N pods created at once on chain CHAIN; prints one line of figures.
+density() {
+    local c=$1 n=$2 sel="density=$1-$2" w="$KT/density-$1-$2"
+    use_chain "$c"
+    kubelet_metrics "$w.before"
+    # every Ready transition, stamped on receipt (the watch opened before the pods exist)
+    kubectl get pods -l "$sel" -w --output-watch-events -o json 2>/dev/null |
+        jq --unbuffered -r 'select(.object.status.conditions // [] | any(.type == "Ready" and .status == "True"))
+            | "\(now) \(.object.metadata.name)"' >"$w.ready" &
+    local watcher=$!
+    sleep 1
+    local i t0 t1
+    for ((i = 0; i < n; i++)); do
+        pod_manifest "d-$c-$n-$i" | sed "s/labels: {app: tern-test}/labels: {app: tern-test, density: $c-$n}/"
+        echo ---
+    done >"$w.yaml"
+    t0=$(date +%s.%N)
+    kubectl create -f "$w.yaml" >/dev/null
+    kubectl wait --for=condition=Ready pod -l "$sel" --timeout=600s >/dev/null ||
+        { log "density $c $n: not all Ready in 600 s"; exit 1; }
+    t1=$(date +%s.%N)
+    sleep 2 # the watch's last events
+    kill "$watcher" 2>/dev/null || true
+    kubelet_metrics "$w.after"
+    local per sb0 sb1 sli0 sli1
+    # each pod's first Ready, minus t0, in ms
+    per=$(awk -v t0="$t0" '!seen[$2]++ { printf "%d ", ($1 - t0) * 1000000 }' "$w.ready")
+    read -r -a sb0 <<<"$(kubelet_sum_count "$w.before" kubelet_runtime_operations_duration_seconds 'operation_type="run_podsandbox"')"
+    read -r -a sb1 <<<"$(kubelet_sum_count "$w.after" kubelet_runtime_operations_duration_seconds 'operation_type="run_podsandbox"')"
+    read -r -a sli0 <<<"$(kubelet_sum_count "$w.before" kubelet_pod_start_sli_duration_seconds)"
+    read -r -a sli1 <<<"$(kubelet_sum_count "$w.after" kubelet_pod_start_sli_duration_seconds)"
+    printf '%-40s %4d %9.2f %8s %8s %8s %5d %12s %12s\n' "$(label_of "$c")" "$n" "$(echo "$t1 - $t0" | bc)" \
+        "$(echo "$per" | pct 0.5)" "$(echo "$per" | pct 0.99)" "$(echo "$per" | pct 1)" "$(echo "$per" | wc -w)" \
+        "$(awk -v s="${sb1[0]}" -v t="${sb0[0]}" -v c="${sb1[1]}" -v d="${sb0[1]}" 'BEGIN { if (c > d) printf "%.1f (%d)", (s - t) * 1000 / (c - d), c - d; else print "-" }')" \
+        "$(awk -v s="${sli1[0]}" -v t="${sli0[0]}" -v c="${sli1[1]}" -v d="${sli0[1]}" 'BEGIN { if (c > d) printf "%.1f (%d)", (s - t) * 1000 / (c - d), c - d; else print "-" }')"
+    kubectl delete pod -l "$sel" --wait=true --timeout=600s >/dev/null
+}
+
+if [ -n "$densities" ]; then
+    echo "pod start at density (load $(cut -d' ' -f1-3 /proc/loadavg)): N pods created in one kubectl create;"
+    echo "all Ready: s; each pod create -> Ready (watch) p50 / p99 / max: ms, and pods seen; the kubelet's means over the batch: ms (count):"
+    printf '%-40s %4s %9s %8s %8s %8s %5s %12s %12s\n' chain N "all Ready" p50 p99 max seen "RunPodSandbox" "pod start SLI"
+    for n in $densities; do
+        for ((k = 0; k < ${#chains[@]}; k++)); do
+            density "${chains[$(((n + k) % ${#chains[@]}))]}" "$n"
+        done
+    done
+fi
+[ "$pods" -gt 0 ] || exit 0
+
 echo "pod start on the real cluster (create -> Ready, ms; $pods pods per chain, one at a time; load $(cut -d' ' -f1-3 /proc/loadavg))"
 printf '%-44s %8s %8s\n' chain p50 p90
 declare -A p50
 for c in "${chains[@]}"; do
-    case $c in
-        tern) label="tern + deployed IPAM + tern-tuning" ;;
-        v110) label="ptp + host-local + tuning (v1.10.0)" ;;
-        deb) label="ptp + host-local + tuning (Debian 1.1.1)" ;;
-    esac
+    label=$(label_of "$c")
     p50[$c]=$(echo "${samples[$c]}" | pct 0.5)
     printf '%-44s %8s %8s\n' "$label" "${p50[$c]}" "$(echo "${samples[$c]}" | pct 0.9)"
 done
