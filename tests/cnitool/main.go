@@ -8,6 +8,7 @@
 //
 //	cnitool [flags] add|check|del NETWORK NETNS_PATH
 //	cnitool [flags] version NETWORK
+//	cnitool [flags] bench NETWORK NETNS_PATH...
 //
 // NETWORK is a network name looked up in the conf dir, or a path to a .conflist/.conf file.
 // Every setting comes from a flag or, when the flag is absent, from its environment variable.
@@ -17,6 +18,10 @@
 // {"code": N, "msg": "...", "details": "...", "error": "<libcni's full message>"} on stdout and exits 1.
 // code is the plugin's code when the failure came from a plugin (libcni returns *types.Error);
 // code 0 means libcni itself failed (config not found, plugin not in CNI_PATH, ...). Usage errors exit 2.
+//
+// bench times the chain as a runtime calls it, in this one long-lived process: AddNetworkList for
+// every NETNS_PATH (container ID bench-<pid>-<i>), -parallel at once, then DelNetworkList for
+// each; it prints {"add_ns": [...], "del_ns": [...]}, one duration per pod in nanoseconds.
 package main
 
 import (
@@ -30,6 +35,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -62,7 +69,7 @@ func fail(err error) {
 }
 
 func usage() {
-	fmt.Fprintf(os.Stderr, "usage: cnitool [flags] add|check|del NETWORK NETNS_PATH\n       cnitool [flags] version NETWORK\nflags:\n")
+	fmt.Fprintf(os.Stderr, "usage: cnitool [flags] add|check|del NETWORK NETNS_PATH\n       cnitool [flags] version NETWORK\n       cnitool [flags] bench NETWORK NETNS_PATH...\nflags:\n")
 	flag.PrintDefaults()
 	os.Exit(2)
 }
@@ -108,6 +115,7 @@ func main() {
 	cniArgs := flag.String("args", envOr("CNI_ARGS", ""), "CNI_ARGS, K=V;K2=V2 (env CNI_ARGS)")
 	capArgs := flag.String("cap-args", envOr("CAP_ARGS", ""), "capability args as a JSON object (env CAP_ARGS)")
 	cacheDir := flag.String("cache-dir", envOr("CNI_CACHE_DIR", ""), "libcni result cache dir (env CNI_CACHE_DIR; default /var/lib/cni)")
+	parallel := flag.Int("parallel", 1, "bench: pods wired at once")
 	flag.Usage = usage
 	flag.Parse()
 
@@ -140,6 +148,14 @@ func main() {
 		}
 		b, _ := json.Marshal(out)
 		fmt.Println(string(b))
+		return
+	}
+
+	if cmd == "bench" {
+		if len(args) < 3 || *parallel < 1 {
+			usage()
+		}
+		bench(ctx, cninet, list, args[2:], *ifName, *parallel)
 		return
 	}
 
@@ -182,4 +198,47 @@ func main() {
 	default:
 		usage()
 	}
+}
+
+// bench runs ADD for every pod netns, par at once, then DEL for each, and prints the durations.
+func bench(ctx context.Context, cninet *libcni.CNIConfig, list *libcni.NetworkConfigList, netns []string, ifName string, par int) {
+	rts := make([]*libcni.RuntimeConf, len(netns))
+	for i, ns := range netns {
+		rts[i] = &libcni.RuntimeConf{ContainerID: fmt.Sprintf("bench-%d-%d", os.Getpid(), i), NetNS: ns, IfName: ifName}
+	}
+	phase := func(op func(*libcni.RuntimeConf) error) []int64 {
+		took := make([]int64, len(rts))
+		errs := make([]error, len(rts))
+		next := make(chan int)
+		var wg sync.WaitGroup
+		for w := 0; w < par; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					t := time.Now()
+					errs[i] = op(rts[i])
+					took[i] = time.Since(t).Nanoseconds()
+				}
+			}()
+		}
+		for i := range rts {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				fail(err)
+			}
+		}
+		return took
+	}
+	add := phase(func(rt *libcni.RuntimeConf) error {
+		_, err := cninet.AddNetworkList(ctx, list, rt)
+		return err
+	})
+	del := phase(func(rt *libcni.RuntimeConf) error { return cninet.DelNetworkList(ctx, list, rt) })
+	b, _ := json.Marshal(map[string][]int64{"add_ns": add, "del_ns": del})
+	fmt.Println(string(b))
 }
