@@ -89,20 +89,23 @@ fn mark_applied(s: &Shared, generation: u64) {
     s.notify();
 }
 
+/// The last script applied and the table as listed right after it (the drift check's reference).
 struct Applied {
     script: String,
     listing: Option<String>,
 }
 
+/// Replaces the table with `script` in one transaction and counts the sync; true when the kernel
+/// took it.
 fn apply(
     s: &Shared,
     nft: &Nft,
-    script: String,
+    script: &str,
     size: Size,
     policies: usize,
     started: Instant,
-) -> Option<Applied> {
-    let result = nft.apply(&script);
+) -> bool {
+    let result = nft.apply(script);
     let took = started.elapsed().as_secs_f64();
     let mut st = s.stats();
     st.syncs += 1;
@@ -124,19 +127,22 @@ fn apply(
             st.applies += 1;
             st.size = size;
             st.policies = policies as u64;
-            drop(st);
-            let listing = nft.list_table(FAMILY, TABLE).unwrap_or_else(|e| {
-                warn!(error = %e, "network policy: cannot list the table");
-                None
-            });
-            Some(Applied { script, listing })
+            true
         }
         Err(e) => {
             st.apply_errors += 1;
             warn!(error = %e, "network policy: cannot apply the table; the previous one stays");
-            None
+            false
         }
     }
+}
+
+/// The table as the kernel lists it now (`None` when it cannot be listed).
+fn listing(nft: &Nft) -> Option<String> {
+    nft.list_table(FAMILY, TABLE).unwrap_or_else(|e| {
+        warn!(error = %e, "network policy: cannot list the table");
+        None
+    })
 }
 
 /// The syncer thread: runs until the controller stops.
@@ -185,12 +191,15 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
             }
         }
         if stale {
-            match apply(s, nft, script, size, policies, started) {
-                Some(a) => {
-                    applied = Some(a);
-                    mark_applied(s, generation);
-                }
-                None => seen = u64::MAX, // retry at the next tick
+            if apply(s, nft, &script, size, policies, started) {
+                // admissions waiting for this table go first; the drift check's listing after
+                mark_applied(s, generation);
+                applied = Some(Applied {
+                    script,
+                    listing: listing(nft),
+                });
+            } else {
+                seen = u64::MAX; // retry at the next tick
             }
         } else if applied.is_some() {
             mark_applied(s, generation);
