@@ -139,6 +139,8 @@ stop() {
 
 # shellcheck source=pki.sh
 . "$(dirname "${BASH_SOURCE[0]}")/pki.sh"
+# shellcheck source=node2.sh
+. "$(dirname "${BASH_SOURCE[0]}")/node2.sh"
 
 # --- control plane -----------------------------------------------------------------------------
 
@@ -279,6 +281,11 @@ NODE_LINK=kt-node0
 # A test network of the node (a veth pair) for the fake Nodes of the node-routes case.
 NR_LINK=kt-nr0
 node_address() {
+    # two nodes: node 1's address on the bridge it shares with node 2 (node2.sh)
+    if [ "$TWO_NODES" = 1 ]; then
+        bridge_address
+        return
+    fi
     ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1"
     ip addr replace "$NODE_IP/32" dev "$NODE_LINK"
     [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/128" dev "$NODE_LINK" nodad
@@ -409,6 +416,8 @@ wait_for_pod_cidrs() {
 
 down() {
     log "tearing down $KT"
+    # node 2 first (its podman state is under $KT), whether or not TERN_CLUSTER_NODES is set now
+    node2_down
     if [ -S "$CRI_SOCK" ]; then
         stop kubelet
         local ids
