@@ -87,10 +87,10 @@ node2_rootfs() {
     out="$NODE2_CACHE/rootfs-$key.tar"
     if [ ! -f "$out" ]; then
         mkdir -p "$NODE2_CACHE"
-        rm -f "$NODE2_CACHE"/rootfs-*.tar "$NODE2_CACHE"/rootfs-*.tar.tmp
+        rm -rf "$NODE2_CACHE"/rootfs-*.tar "$NODE2_CACHE"/rootfs-*.tar.tmp
         log "node 2: mmdebstrap bookworm ($NODE2_PACKAGES)"
         # shellcheck disable=SC2016 # "$1" is the hook's argument, expanded by mmdebstrap's shell
-        mmdebstrap --quiet --variant=minbase --include="$NODE2_PACKAGES" \
+        mmdebstrap --quiet --variant=minbase --format=tar --include="$NODE2_PACKAGES" \
             --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
             --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
             --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*' \
@@ -319,7 +319,7 @@ node2_up() {
     node2_podman run -d --name "$NODE2_CTR" --hostname "$NODE2" --privileged --cgroupns=private \
         --cgroup-parent "$NODE2_CGROUP" --network none \
         --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 -e container=podman \
-        --tmpfs /tmp --tmpfs /run -v "$GOBIN_DIR:$GOBIN_DIR:ro" -v "$KT/pki:$KT/pki:ro" \
+        --tmpfs /run -v "$GOBIN_DIR:$GOBIN_DIR:ro" -v "$KT/pki:$KT/pki:ro" \
         --rootfs "$n/rootfs" /usr/local/sbin/tern-node2-init >"$n/container-id"
     pid=$(node2_podman inspect -f '{{.State.Pid}}' "$NODE2_CTR")
     node2_network "$pid"
