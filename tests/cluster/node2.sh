@@ -19,7 +19,8 @@
 #   node's `kubernetes-cni` package brings them.
 # - The programs: the tier's static Go binaries, $GOBIN_DIR bind-mounted read-only at the same
 #   path; runc is Debian's from the root filesystem. PID 1 is /usr/local/sbin/tern-node2-init
-#   (below): cgroup root, forwarding, then containerd and the kubelet, logs in the root
+#   (below): cgroup root, forwarding, then containerd and the kubelet (and kube-proxy, with node
+#   1's configuration, when node 1 runs one: tests/conformance/lib.sh), logs in the root
 #   filesystem's /var/log/tern-node2 (readable from the host at $KT/node2/rootfs/var/log/...).
 # - podman: `--cgroup-manager cgroupfs --events-backend file`, its own root, runroot, tmpdir and
 #   empty --cni-config-dir under $KT/node2/podman (nothing in the machine's /var/lib/containers or
@@ -232,6 +233,13 @@ fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 5s
 YAML
     [ -z "$CLUSTER_DNS" ] || printf 'clusterDNS: [%s]\nclusterDomain: cluster.local\n' "$CLUSTER_DNS" >>"$fs$e/kubelet.yaml"
+    # kube-proxy when node 1 runs one (tests/conformance/lib.sh start_kube_proxy): the same
+    # configuration for node 2, in its netns (healthz and metrics on its own loopback)
+    if [ -f "$KT/kube-proxy/config.yaml" ]; then
+        sed -e "s|^hostnameOverride: .*|hostnameOverride: $NODE2|" \
+            -e "s|^nodePortAddresses: .*|nodePortAddresses: [\"$NODE2_IP/32\"${NODE2_IP6:+, \"$NODE2_IP6/128\"}]|" \
+            "$KT/kube-proxy/config.yaml" >"$fs$e/kube-proxy.yaml"
+    fi
     # PID 1: the variables are expanded here, the rest in node 2
     cat >"$fs/usr/local/sbin/tern-node2-init" <<INIT
 #!/bin/bash
@@ -263,6 +271,9 @@ for _ in \$(seq 1 120); do [ -S /run/containerd/containerd.sock ] && break; slee
 $K8S_BIN/kubelet --config $e/kubelet.yaml --kubeconfig $KT/pki/kubelet2.kubeconfig \
     --root-dir /var/lib/kubelet --hostname-override $NODE2 --node-ip $NODE2_IPS --v=1 >>\$log/kubelet.log 2>&1 &
 echo \$! >/run/kubelet.pid
+if [ -f $e/kube-proxy.yaml ]; then
+    $GOBIN_DIR/e2e/kube-proxy --config $e/kube-proxy.yaml --v=1 >>\$log/kube-proxy.log 2>&1 &
+fi
 trap 'kill \$(cat /run/kubelet.pid /run/containerd.pid) 2>/dev/null; exit 0' TERM INT
 wait -n
 echo "tern-node2-init: a component exited" >>\$log/init.log
