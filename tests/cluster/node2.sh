@@ -81,7 +81,8 @@ node2_crictl() {
 }
 
 # node2_rootfs: prints the path of node 2's root filesystem tarball, building it (mmdebstrap,
-# about a minute) when the package list changed.
+# 63-78 s here) when the package list changed. Called in a command substitution, where errexit
+# does not hold: each step's failure returns.
 node2_rootfs() {
     local key out
     key=$(printf '%s' "$NODE2_PACKAGES" | sha256sum | cut -c1-16)
@@ -95,8 +96,8 @@ node2_rootfs() {
             --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
             --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
             --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*' \
-            bookworm "$out.tmp" http://deb.debian.org/debian >&2
-        mv "$out.tmp" "$out"
+            bookworm "$out.tmp" http://deb.debian.org/debian >&2 || { rm -f "$out.tmp"; return 1; }
+        mv "$out.tmp" "$out" || return 1
     fi
     echo "$out"
 }
@@ -322,7 +323,7 @@ node2_up() {
     [ "$TWO_NODES" = 1 ] || { log "node2_up: TERN_CLUSTER_NODES=2 is not set"; return 1; }
     [ "$API" = "https://$NODE_IP:$API_PORT" ] || { log "node2_up: the API server must bind $NODE_IP (TERN_CLUSTER_API_ADDR)"; return 1; }
     mkdir -p "$n/rootfs" "$n/podman/cni" "$n/podman/tmp"
-    [ -f "$KT/pki/kubelet2.crt" ] || node2_pki
+    if [ ! -f "$KT/pki/kubelet2.crt" ]; then node2_pki; fi
     node2_registry
     tarball=$(node2_rootfs)
     tar -xf "$tarball" -C "$n/rootfs"
