@@ -276,7 +276,12 @@ if [ -f $e/kube-proxy.yaml ]; then
     $GOBIN_DIR/e2e/kube-proxy --config $e/kube-proxy.yaml --v=1 >>\$log/kube-proxy.log 2>&1 &
 fi
 trap 'kill \$(cat /run/kubelet.pid /run/containerd.pid) 2>/dev/null; exit 0' TERM INT
-wait -n
+# a component that exits ends node 2, but for the kubelet stopped by node2_down (/run/draining):
+# containerd stays for the pods' teardown through the CRI
+while :; do
+    wait -n
+    [ -e /run/draining ] && kill -0 "\$(cat /run/containerd.pid)" 2>/dev/null || break
+done
 echo "tern-node2-init: a component exited" >>\$log/init.log
 INIT
     chmod 0755 "$fs/usr/local/sbin/tern-node2-init"
@@ -349,7 +354,7 @@ node2_down() {
         # the kubelet first (it would restart the pods), then each sandbox through the CRI: tern's
         # DEL on node 2, as a node's drain would run it
         # shellcheck disable=SC2016 # expanded in node 2
-        node2_exec sh -c 'kill $(cat /run/kubelet.pid) 2>/dev/null' || true
+        node2_exec sh -c 'touch /run/draining; kill $(cat /run/kubelet.pid) 2>/dev/null' || true
         ids=$(node2_crictl pods -q 2>/dev/null || true)
         for id in $ids; do
             node2_crictl stopp "$id" >/dev/null 2>&1 || true
@@ -359,6 +364,19 @@ node2_down() {
     fi
     ip link del "$NODE2_VETH" 2>/dev/null || true
     ip link del "$BRIDGE" 2>/dev/null || true
+    # conmon (podman's monitor) can outlive `podman rm` by a moment: its cgroup is only removable
+    # once empty (seen here: an empty conmon cgroup left under /tern-kube2); what is still in node
+    # 2's cgroups after 10 s is killed
+    local procs end=$((SECONDS + 10))
+    while procs=$(find "/sys/fs/cgroup/pids$NODE2_CGROUP" -name cgroup.procs -exec cat {} + 2>/dev/null) && [ -n "$procs" ]; do
+        if [ "$SECONDS" -ge "$end" ]; then
+            # shellcheck disable=SC2086 # one pid a word
+            kill -KILL $procs 2>/dev/null || true
+            sleep 0.5
+            break
+        fi
+        sleep 0.2
+    done
     for h in /sys/fs/cgroup/*/; do
         [ ! -d "$h${NODE2_CGROUP#/}" ] || find "$h${NODE2_CGROUP#/}" -depth -type d -exec rmdir {} + 2>/dev/null || true
     done
