@@ -39,7 +39,8 @@
 #   ($KT/pki, bind-mounted read-only at the same path); the kubelet on the standard 10250 of its
 #   own address.
 # - Images: a local registry (distribution, the critest case's program) on 10.99.219.1:15000
-#   holds the pause image and tern's, pushed from node 1's containerd; node 2's containerd sends
+#   holds node 1's images (the pause image, tern's; the e2e images in conformance mode), pushed
+#   from node 1's containerd; node 2's containerd sends
 #   every registry there (certs.d/_default/hosts.toml `server`), so the DaemonSet's image and the
 #   sandbox image are pulled, never copied by hand.
 # - Teardown (node2_down, first thing in lib.sh's `down`): the kubelet stopped, the pods' sandboxes
@@ -130,9 +131,9 @@ node2_guard_rules() {
     fi
 }
 
-# node2_registry: the local registry on node 1's address, with the pause image and tern's pushed
-# from node 1's containerd (a namespace of its own), under their paths without the registry host
-# (containerd asks a mirror for /v2/<path>/manifests/<tag>?ns=<registry>).
+# node2_registry: the local registry on node 1's address, with node 1's images pushed from its
+# containerd, under their paths without the registry host (containerd asks a mirror for
+# /v2/<path>/manifests/<tag>?ns=<registry>).
 node2_registry() {
     local r="$KT/registry" img
     mkdir -p "$r/data"
@@ -148,12 +149,12 @@ http:
 YAML
     start registry "$GOBIN_DIR/registry/registry" serve "$r/config.yml"
     wait_for 30 "the local registry at $NODE2_REGISTRY" curl -sf "http://$NODE2_REGISTRY/v2/"
-    ctr -n tern-push images import "$KT/images/pause.oci.tar" >&2
-    ctr -n tern-push images import "$KT/images/tern.oci.tar" >&2
-    for img in "$PAUSE_IMAGE" "$TERN_IMAGE"; do
-        # localhost/tern-pause:test -> tern-pause:test, ghcr.io/tern-cni/tern:0.1.0 -> tern-cni/tern:0.1.0
-        ctr -n tern-push images tag --force "$img" "$NODE2_REGISTRY/${img#*/}" >&2
-        ctr -n tern-push images push --plain-http "$NODE2_REGISTRY/${img#*/}" >&2
+    # every named image of node 1's (the tier's and, in conformance mode, the e2e ones), under its
+    # path without the registry host: localhost/tern-pause:test -> tern-pause:test,
+    # ghcr.io/tern-cni/tern:0.1.0 -> tern-cni/tern:0.1.0
+    for img in $(ctr -n k8s.io images ls -q); do
+        case "$img" in *@*|sha256:*) continue ;; esac
+        ctr -n k8s.io images push --plain-http "$NODE2_REGISTRY/${img#*/}" "$img" >&2
     done
 }
 
