@@ -35,7 +35,9 @@
 KT="${KT:-/tmp/tern-cluster}"
 GOBIN_DIR="${TERN_GO_CACHE:-/var/cache/tern-build}/bin"
 K8S_BIN="${TERN_K8S_BIN:-$GOBIN_DIR/kubernetes}"
-NODE=tern-node
+# The Node's name (TERN_CLUSTER_NODE_NAME: scripts/conformance sets the machine's hostname with two
+# nodes, as the 2-node specs compare what a hostNetwork pod on node 1 answers with its Node's name).
+NODE="${TERN_CLUSTER_NODE_NAME:-tern-node}"
 API_PORT=16443
 API_ADDR="${TERN_CLUSTER_API_ADDR:-127.0.0.1}"
 # The kubelet's port on the node's address (TERN_CLUSTER_KUBELET_PORT; scripts/conformance sets the
