@@ -35,7 +35,9 @@
 KT="${KT:-/tmp/tern-cluster}"
 GOBIN_DIR="${TERN_GO_CACHE:-/var/cache/tern-build}/bin"
 K8S_BIN="${TERN_K8S_BIN:-$GOBIN_DIR/kubernetes}"
-NODE=tern-node
+# The Node's name (TERN_CLUSTER_NODE_NAME: scripts/conformance sets the machine's hostname with two
+# nodes, as the 2-node specs compare what a hostNetwork pod on node 1 answers with its Node's name).
+NODE="${TERN_CLUSTER_NODE_NAME:-tern-node}"
 API_PORT=16443
 API_ADDR="${TERN_CLUSTER_API_ADDR:-127.0.0.1}"
 # The kubelet's port on the node's address (TERN_CLUSTER_KUBELET_PORT; scripts/conformance sets the
@@ -139,6 +141,8 @@ stop() {
 
 # shellcheck source=pki.sh
 . "$(dirname "${BASH_SOURCE[0]}")/pki.sh"
+# shellcheck source=node2.sh
+. "$(dirname "${BASH_SOURCE[0]}")/node2.sh"
 
 # --- control plane -----------------------------------------------------------------------------
 
@@ -279,6 +283,11 @@ NODE_LINK=kt-node0
 # A test network of the node (a veth pair) for the fake Nodes of the node-routes case.
 NR_LINK=kt-nr0
 node_address() {
+    # two nodes: node 1's address on the bridge it shares with node 2 (node2.sh)
+    if [ "$TWO_NODES" = 1 ]; then
+        bridge_address
+        return
+    fi
     ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1"
     ip addr replace "$NODE_IP/32" dev "$NODE_LINK"
     [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/128" dev "$NODE_LINK" nodad
@@ -409,6 +418,8 @@ wait_for_pod_cidrs() {
 
 down() {
     log "tearing down $KT"
+    # node 2 first (its podman state is under $KT), whether or not TERN_CLUSTER_NODES is set now
+    node2_down
     if [ -S "$CRI_SOCK" ]; then
         stop kubelet
         local ids

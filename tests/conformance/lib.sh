@@ -222,10 +222,14 @@ conformance_up() {
     import_images
     conformance_images
     guard_up
+    if [ "$TWO_NODES" = 1 ]; then node2_guard_rules; fi
     start_kubelet
     wait_for 120 "node $NODE registered" kubectl get node "$NODE"
     wait_for_pod_cidrs
     start_kube_proxy
+    # TERN_CLUSTER_NODES=2: node 2 (tests/cluster/node2.sh) with its own kube-proxy, the images
+    # through the local registry
+    if [ "$TWO_NODES" = 1 ]; then node2_up; fi
     install_tern
     coredns_up
 }
@@ -241,12 +245,16 @@ smoke() {
     # dual stack: the Service takes an IPv6 ClusterIP too, before anyone asks for its AAAA record
     # (CoreDNS would cache the empty answer for 30 s)
     [ -z "$SERVICE_CIDR6" ] || kubectl patch service web -p '{"spec":{"ipFamilyPolicy":"PreferDualStack"}}'
-    kubectl run client --image="$AGNHOST_IMAGE" --restart=Never --command -- /agnhost pause
+    # client and hostport on node 1 (with TERN_CLUSTER_NODES=2 too): the guard counted is node 1's,
+    # the hostPort checked is at node 1's address
+    kubectl run client --image="$AGNHOST_IMAGE" --restart=Never \
+        --overrides="{\"spec\": {\"nodeSelector\": {\"kubernetes.io/hostname\": \"$NODE\"}}}" --command -- /agnhost pause
     kubectl apply -f - <<YAML
 apiVersion: v1
 kind: Pod
 metadata: {name: hostport, namespace: default}
 spec:
+  nodeSelector: {kubernetes.io/hostname: $NODE}
   containers:
   - name: web
     image: $AGNHOST_IMAGE
