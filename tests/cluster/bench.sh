@@ -85,6 +85,9 @@ ref_conflist() {
            "net.ipv4.tcp_keepalive_intvl": "60", "net.ipv4.tcp_keepalive_probes": "5"}}]}'
 }
 
+# pod_ip NAME: the pod's (first) address.
+pod_ip() { kubectl get pod "$1" -o jsonpath='{.status.podIP}'; }
+
 # use_chain NAME: makes NAME the chain new sandboxes get (tern = the deployed 10-tern.conflist).
 use_chain() {
     rm -f "$CNI_NET"/05-ref-*.conflist
