@@ -295,6 +295,49 @@ node_address() {
     ip link set "${NODE_LINK%0}1" up
 }
 
+# containerd_config ROOT STATE SOCKET CERTS_DIR CNI_BIN_DIR CNI_CONF_DIR [RUNTIME_LINE]: a tier
+# node's containerd 2 configuration (version 3) on stdout: the CRI with the tier's pause image
+# pinned, registries from CERTS_DIR, runc with cgroupfs, the node's CNI dirs, the streaming
+# server on loopback; RUNTIME_LINE is one more line of the CRI runtime's section. Node 1
+# (start_containerd) and node 2 (node2.sh) share it.
+containerd_config() {
+    local extra=""
+    [ -z "${7:-}" ] || extra="  $7"$'\n'
+    cat <<TOML
+version = 3
+root = "$1"
+state = "$2"
+[grpc]
+  address = "$3"
+[ttrpc]
+  address = "$3.ttrpc"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "$PAUSE_IMAGE"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "$4"
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_selinux = false
+  disable_apparmor = true
+  restrict_oom_score_adj = true
+${extra}  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["$5"]
+    conf_dir = "$6"
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "/usr/sbin/runc"
+[plugins.'io.containerd.grpc.v1.cri']
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "10351"
+TOML
+}
+
 start_containerd() {
     local c="$KT/containerd"
     mkdir -p "$c" "$CNI_BIN" "$CNI_NET"
@@ -310,40 +353,8 @@ server = "http://$CRITEST_REGISTRY"
 [host."http://$CRITEST_REGISTRY"]
   capabilities = ["pull", "resolve"]
 TOML
-    cat >"$c/config.toml" <<TOML
-version = 3
-root = "$c/root"
-state = "$c/state"
-[grpc]
-  address = "$c/containerd.sock"
-[ttrpc]
-  address = "$c/containerd.sock.ttrpc"
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = "overlayfs"
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = "$PAUSE_IMAGE"
-  [plugins.'io.containerd.cri.v1.images'.registry]
-    config_path = "$c/certs.d"
-[plugins.'io.containerd.cri.v1.runtime']
-  enable_selinux = false
-  disable_apparmor = true
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ["$CNI_BIN"]
-    conf_dir = "$CNI_NET"
-  [plugins.'io.containerd.cri.v1.runtime'.containerd]
-    default_runtime_name = "runc"
-    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = "/usr/sbin/runc"
-[plugins.'io.containerd.grpc.v1.cri']
-  disable_tcp_service = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "10351"
-TOML
+    containerd_config "$c/root" "$c/state" "$c/containerd.sock" "$c/certs.d" "$CNI_BIN" "$CNI_NET" \
+        "netns_mounts_under_state_dir = true" >"$c/config.toml"
     PATH="$GOBIN_DIR/containerd:$PATH" start containerd "$GOBIN_DIR/containerd/containerd" \
         --config "$c/config.toml" --log-level warn
     wait_for 30 "containerd CRI" crictl version
@@ -363,6 +374,25 @@ import_images() {
     bash "$ROOT/scripts/image" --name "$TERN_IMAGE" --out "$img/tern.oci.tar" >&2
     import_image "$img/pause.oci.tar" "$PAUSE_IMAGE"
     import_image "$img/tern.oci.tar" "$TERN_IMAGE"
+}
+
+# kubelet_config_common: the KubeletConfiguration fields every node of the tier shares (no swap
+# check, cgroup v1 allowed, no eviction or image GC, no local-storage isolation, short sync
+# periods), appended to each node's own (start_kubelet, node2.sh).
+kubelet_config_common() {
+    cat <<YAML
+failSwapOn: false
+failCgroupV1: false
+resolvConf: /etc/resolv.conf
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+serializeImagePulls: false
+syncFrequency: 10s
+fileCheckFrequency: 5s
+nodeStatusUpdateFrequency: 5s
+YAML
 }
 
 start_kubelet() {
@@ -390,18 +420,8 @@ authentication:
 authorization: {mode: AlwaysAllow}
 tlsCertFile: $d/kubelet-serving.crt
 tlsPrivateKeyFile: $d/kubelet-serving.key
-failSwapOn: false
-failCgroupV1: false
-resolvConf: /etc/resolv.conf
-evictionHard: {}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-serializeImagePulls: false
-syncFrequency: 10s
-fileCheckFrequency: 5s
-nodeStatusUpdateFrequency: 5s
 YAML
+    kubelet_config_common >>"$k/config.yaml"
     [ -z "$CLUSTER_DNS" ] || printf 'clusterDNS: [%s]\nclusterDomain: cluster.local\n' "$CLUSTER_DNS" >>"$k/config.yaml"
     start kubelet "$K8S_BIN/kubelet" --config "$k/config.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
         --root-dir "$k/root" --hostname-override "$NODE" --node-ip "$NODE_IPS" --v=1

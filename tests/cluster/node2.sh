@@ -171,39 +171,8 @@ server = "http://$NODE2_REGISTRY"
 [host."http://$NODE2_REGISTRY"]
   capabilities = ["pull", "resolve"]
 TOML
-    cat >"$fs$e/containerd.toml" <<TOML
-version = 3
-root = "/var/lib/containerd"
-state = "/run/containerd"
-[grpc]
-  address = "/run/containerd/containerd.sock"
-[ttrpc]
-  address = "/run/containerd/containerd.sock.ttrpc"
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = "overlayfs"
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = "$PAUSE_IMAGE"
-  [plugins.'io.containerd.cri.v1.images'.registry]
-    config_path = "$e/certs.d"
-[plugins.'io.containerd.cri.v1.runtime']
-  enable_selinux = false
-  disable_apparmor = true
-  restrict_oom_score_adj = true
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = ["/opt/cni/bin"]
-    conf_dir = "/etc/cni/net.d"
-  [plugins.'io.containerd.cri.v1.runtime'.containerd]
-    default_runtime_name = "runc"
-    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        BinaryName = "/usr/sbin/runc"
-[plugins.'io.containerd.grpc.v1.cri']
-  disable_tcp_service = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "10351"
-TOML
+    containerd_config /var/lib/containerd /run/containerd /run/containerd/containerd.sock "$e/certs.d" \
+        /opt/cni/bin /etc/cni/net.d >"$fs$e/containerd.toml"
     cat >"$fs$e/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -222,18 +191,8 @@ authentication:
 authorization: {mode: AlwaysAllow}
 tlsCertFile: $KT/pki/kubelet2-serving.crt
 tlsPrivateKeyFile: $KT/pki/kubelet2-serving.key
-failSwapOn: false
-failCgroupV1: false
-resolvConf: /etc/resolv.conf
-evictionHard: {}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-serializeImagePulls: false
-syncFrequency: 10s
-fileCheckFrequency: 5s
-nodeStatusUpdateFrequency: 5s
 YAML
+    kubelet_config_common >>"$fs$e/kubelet.yaml"
     [ -z "$CLUSTER_DNS" ] || printf 'clusterDNS: [%s]\nclusterDomain: cluster.local\n' "$CLUSTER_DNS" >>"$fs$e/kubelet.yaml"
     # kube-proxy when node 1 runs one (tests/conformance/lib.sh start_kube_proxy): the same
     # configuration for node 2, in its netns (healthz and metrics on its own loopback)
