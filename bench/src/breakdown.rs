@@ -161,12 +161,11 @@ pub(crate) fn breakdown(o: &Opts, env: &mut Env) -> Res<()> {
     let mut acc: Vec<Phase> = rows.iter().map(|_| Phase::default()).collect();
     let mut floor = Phase::default();
     let mut execs = Phase::default();
-    let tern_dir = o.tern.parent().unwrap_or(Path::new("."));
     let mut done = 0;
     for r in 0..rounds {
         let n = o.pods / rounds + usize::from(r < o.pods % rounds);
         floor.lat.extend(kernel_floor(env, n, done)?.lat);
-        execs.lat.extend(exec_floor(env, tern_dir, n)?.lat);
+        execs.lat.extend(exec_floor(env, &o.tern, n)?.lat);
         done += n;
         for j in 0..rows.len() {
             let i = (j + r) % rows.len();

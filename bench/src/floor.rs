@@ -108,19 +108,19 @@ pub(crate) fn kernel_floor(env: &mut Env, pods: usize, addrs_from: usize) -> Res
     r
 }
 
-/// Per sample, at parallelism 1: tern and then tern-tuning (both from `tern_dir`) exec'd with a
+/// Per sample, at parallelism 1: `tern` and then the tern-tuning beside it exec'd with a
 /// VERSION request as libcni execs a plugin (environment, netconf on stdin, stdout read to its
 /// end, the exit reaped), the two times summed. VERSION does no work, so this is the cost of the
 /// chain's two execs alone.
 ///
 /// # Errors
 /// A VERSION invocation that fails.
-pub(crate) fn exec_floor(env: &Env, tern_dir: &Path, samples: usize) -> Res<Phase> {
+pub(crate) fn exec_floor(env: &Env, tern: &Path, samples: usize) -> Res<Phase> {
     let version = br#"{"cniVersion":"1.0.0"}"#;
-    let (tern, tuning) = (tern_dir.join("tern"), tern_dir.join("tern-tuning"));
+    let tuning = tern.with_file_name("tern-tuning");
     let items: Vec<usize> = (0..samples).collect();
     let work = |_: &usize| -> Res<Duration> {
-        Ok(invoke(&tern, "VERSION", "v", "", "", "", version)?
+        Ok(invoke(tern, "VERSION", "v", "", "", "", version)?
             + invoke(&tuning, "VERSION", "v", "", "", "", version)?)
     };
     run_parallel(&env.host_ns, &items, 1, &work)

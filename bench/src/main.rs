@@ -125,7 +125,6 @@ fn run(o: &Opts) -> Res<()> {
     let mut rows: Vec<Row> = Vec::new();
     let mut floor = Phase::default();
     let mut execs = Phase::default();
-    let tern_dir = o.tern.parent().unwrap_or(std::path::Path::new("."));
     for &par in &o.parallel {
         let mut kdel = Phase::default();
         let mut kadd = Phase::default();
@@ -136,7 +135,7 @@ fn run(o: &Opts) -> Res<()> {
             let (ka, kd) = bench_kernel_veth(&mut env, n, par)?;
             if par == 1 {
                 floor.lat.extend(kernel_floor(&mut env, n, floor_done)?.lat);
-                execs.lat.extend(exec_floor(&env, tern_dir, n)?.lat);
+                execs.lat.extend(exec_floor(&env, &o.tern, n)?.lat);
                 floor_done += n;
             }
             kadd.lat.extend(ka.lat);

@@ -20,12 +20,8 @@ use serde_json::{json, Value};
 
 use crate::exec::{conflist, Cnitool, ExecError};
 use crate::netns::TestNetns;
-use crate::node::files_under;
+use crate::node::{files_under, tuning_attachment_files};
 use crate::procs;
-
-/// tern-tuning's node-wide cache of a new netns's sysctls (`tern_tuning::baseline::CACHE_FILE`):
-/// it outlives every attachment by design, so it is not a leak.
-const TUNING_NETNS_CACHE: &str = "new-netns-sysctls.cache";
 
 /// The chain's TCP keepalive sysctls: key, value written by tern-tuning.
 pub const KEEPALIVE: [(&str, &str); 3] = [
@@ -285,11 +281,10 @@ impl Node {
             }
         }
         let scratch = self.tool.scratch();
-        for dir in ["state", "tuning"] {
-            for f in files_under(&scratch.join(dir))
-                .into_iter()
-                .filter(|p| name_of(p) != TUNING_NETNS_CACHE)
-            {
+        let state = files_under(&scratch.join("state"));
+        let tuning = tuning_attachment_files(&scratch.join("tuning"));
+        for (dir, files) in [("state", state), ("tuning", tuning)] {
+            for f in files {
                 leaks.push(format!("{dir} file left: {}", f.display()));
             }
         }

@@ -105,6 +105,19 @@ impl NodeAudit {
     }
 }
 
+/// tern-tuning's node-wide cache of a new netns's sysctls (`tern_tuning::baseline::CACHE_FILE`):
+/// it outlives every attachment by design, so it is no attachment's leftover.
+pub const TUNING_NETNS_CACHE: &str = "new-netns-sysctls.cache";
+
+/// What attachments left under tern-tuning's `dataDir` `dir` (backups, locks): every file below it,
+/// recursively, but [`TUNING_NETNS_CACHE`]; none when `dir` cannot be read.
+pub fn tuning_attachment_files(dir: &Path) -> Vec<PathBuf> {
+    files_under(dir)
+        .into_iter()
+        .filter(|p| p.file_name().is_none_or(|n| n != TUNING_NETNS_CACHE))
+        .collect()
+}
+
 /// Every file below `dir`, recursively (none when it cannot be read).
 pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {

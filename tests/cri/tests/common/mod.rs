@@ -138,10 +138,7 @@ pub fn state_files<R: Runtime>(c: &R) -> Vec<PathBuf> {
 
 /// tern-tuning's per-attachment files: all but its node-wide cache of a new netns's sysctls.
 pub fn tuning_backups<R: Runtime>(c: &R) -> Vec<PathBuf> {
-    files_under(&tuning_dir(c.dir()))
-        .into_iter()
-        .filter(|p| !p.ends_with("new-netns-sysctls.cache"))
-        .collect()
+    tern_testkit::node::tuning_attachment_files(&tuning_dir(c.dir()))
 }
 
 /// Whether `pid` runs (a zombie counts as gone: it holds no resource but its PID).

@@ -204,10 +204,7 @@ impl Node {
     /// tern-tuning's per-attachment files in its `dataDir`: all but the node-wide cache of a new
     /// netns's sysctls (`tern_tuning::baseline::CACHE_FILE`), which outlives attachments.
     pub fn tuning_backups(&self) -> Vec<PathBuf> {
-        files_under(&self.tuning_dir())
-            .into_iter()
-            .filter(|p| file_name(p) != "new-netns-sysctls.cache")
-            .collect()
+        tern_testkit::node::tuning_attachment_files(&self.tuning_dir())
     }
 
     /// A tern-tuning plugin object with `sysctl` and this node's `dataDir`.
