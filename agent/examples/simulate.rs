@@ -3,8 +3,9 @@
 //! grants tokens of a given lifetime and is down for 30 minutes.
 //!
 //! `cargo run -p tern-agent --example simulate [--outage MIN] [nodes] [days] [lifetime ...]`,
-//! lifetimes `1h`, `24h`, `1y-warnafter` (default: all three; 5,000 nodes, 7 days, a 10-minute
-//! outage). Prints a Markdown table.
+//! lifetimes `1h`, `24h`, `1y-warnafter` or `<N>s` (a grant of N seconds, as the agent's
+//! `--token-lifetime` asks of scripts/scale's server; default: the first three; 5,000 nodes, 7
+//! days, a 10-minute outage). Prints a Markdown table.
 //!
 //! Model: every node starts within the first 10 minutes (a DaemonSet rollout) and asks for the
 //! default lifetime (24 h). The server grants `1h` (a `--service-account-max-token-expiration=1h`
@@ -29,9 +30,10 @@ const DAY: i64 = 86_400_000;
 const MIN: i64 = 60_000;
 
 /// What the server grants.
+#[derive(Clone)]
 pub struct Lifetime {
     /// Its name on the command line.
-    pub name: &'static str,
+    pub name: String,
     /// What `status.expirationTimestamp` says, from the grant (s).
     pub status_s: i64,
     /// How long the token is accepted (s).
@@ -60,6 +62,20 @@ pub struct Row {
     pub slowest_recovery_s: f64,
     /// Sum over nodes of the time they held an expired token (s).
     pub expired_node_s: f64,
+}
+
+/// A grant of exactly N seconds from a `<N>s` argument (status and validity alike).
+fn granted_seconds(arg: &str) -> Lifetime {
+    let secs: i64 = arg
+        .strip_suffix('s')
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n >= 600)
+        .expect("a lifetime is 1h, 24h, 1y-warnafter or <N>s with N >= 600 (TokenRequest's least)");
+    Lifetime {
+        name: arg.into(),
+        status_s: secs,
+        valid_s: secs,
+    }
 }
 
 /// Runs `nodes` planners for `days` (at least 5: the outage is on day 4) against `life`, with an
@@ -157,27 +173,31 @@ fn main() {
     let days: i64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(7);
     let all = [
         Lifetime {
-            name: "1h",
+            name: "1h".into(),
             status_s: 3600,
             valid_s: 3600,
         },
         Lifetime {
-            name: "24h",
+            name: "24h".into(),
             status_s: 86_400,
             valid_s: 86_400,
         },
         Lifetime {
-            name: "1y-warnafter",
+            name: "1y-warnafter".into(),
             status_s: 3607,
             valid_s: 365 * 86_400,
         },
     ];
-    let wanted: Vec<&Lifetime> = if args.len() > 2 {
-        all.iter()
-            .filter(|l| args[2..].iter().any(|a| a == l.name))
+    let wanted: Vec<Lifetime> = if args.len() > 2 {
+        args[2..]
+            .iter()
+            .map(|a| match all.iter().find(|l| l.name == *a) {
+                Some(l) => l.clone(),
+                None => granted_seconds(a),
+            })
             .collect()
     } else {
-        all.iter().collect()
+        all.to_vec()
     };
     let policy = RunConfig::with_defaults(String::new(), String::new()).policy;
     println!(
@@ -186,7 +206,7 @@ fn main() {
     );
     println!("| granted lifetime | steady mean /s (busiest s) | outage mean /s (busiest s) | first 5 min after, mean /s (busiest s) | least time left at a scheduled refresh | slowest node fresh after the server returns | node-seconds with an expired token |");
     println!("|---|---|---|---|---|---|---|");
-    for l in wanted {
+    for l in &wanted {
         let r = simulate(nodes, days, l, outage_min);
         println!(
             "| {} | {:.2} ({}) | {:.2} ({}) | {:.2} ({}) | {:.0} s | {:.0} s | {:.0} |",
