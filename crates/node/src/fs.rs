@@ -119,7 +119,10 @@ fn own_start_time() -> u64 {
 /// `(state, start time)` of `/proc/<pid>/stat` (proc(5) fields 3 and 22; the comm, field 2, may
 /// hold spaces and parentheses, so fields are counted from the last `)`).
 fn proc_start_time(pid: &str) -> Option<(char, u64)> {
-    let stat = fs::read_to_string(Path::new("/proc").join(pid).join("stat")).ok()?;
+    // Under 1.2 kB: 52 numeric fields and a comm of at most 64 bytes.
+    let mut buf = [0u8; 2048];
+    let stat = read_small(&Path::new("/proc").join(pid).join("stat"), &mut buf).ok()?;
+    let stat = std::str::from_utf8(stat).ok()?;
     let mut rest = stat.get(stat.rfind(')')? + 1..)?.split_ascii_whitespace();
     let state = rest.next()?.chars().next()?;
     // Field 3 is the first after the comm, so field 22 is 19 further on.
@@ -179,16 +182,54 @@ fn sweep_temps(dir: &Path, prefix: Option<&str>) {
     for e in entries.flatten() {
         let name = e.file_name();
         let name = name.to_string_lossy();
-        let ours = match prefix {
-            Some(p) => name.starts_with(p),
-            None => name.starts_with('.') && name.contains(".tmp-"),
-        };
-        if !ours {
-            continue;
+        if prefix.is_none_or(|p| name.starts_with(p)) {
+            remove_if_stale_temp(dir, &name);
         }
-        let alive = temp_writer(&name).is_some_and(|(pid, start)| writer_alive(pid, start));
-        if !alive {
-            let _ = fs::remove_file(e.path());
+    }
+}
+
+/// Removes `dir/name` when `name` is a temp file of [`write_atomic`]'s form whose writer no
+/// longer runs (the rule of [`remove_stale_temps`]), for a caller that lists `dir` itself and
+/// sweeps in the same walk. Returns whether `name` has a temp file's form (removed or not).
+/// Best effort: errors are ignored.
+pub fn remove_if_stale_temp(dir: &Path, name: &str) -> bool {
+    if !(name.starts_with('.') && name.contains(".tmp-")) {
+        return false;
+    }
+    let alive = temp_writer(name).is_some_and(|(pid, start)| writer_alive(pid, start));
+    if !alive {
+        let _ = fs::remove_file(dir.join(name));
+    }
+    true
+}
+
+/// Reads a file of at most `buf.len()` bytes into `buf` (open, reads until end of file, close:
+/// no `stat` for a size hint, no allocation), for the small files read on a verb's hot path
+/// (leases, `/proc/<pid>/stat`).
+///
+/// # Errors
+/// The I/O error; `InvalidData` when the file is longer than `buf`.
+pub fn read_small<'b>(path: &Path, buf: &'b mut [u8]) -> io::Result<&'b [u8]> {
+    use std::io::Read;
+    let mut f = File::open(path)?;
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            // Full: only end of file on the next read makes it whole.
+            let mut probe = [0u8; 1];
+            return match f.read(&mut probe)? {
+                0 => Ok(&buf[..len]),
+                _ => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{} is longer than {} bytes", path.display(), buf.len()),
+                )),
+            };
+        }
+        match f.read(&mut buf[len..]) {
+            Ok(0) => return Ok(&buf[..len]),
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }

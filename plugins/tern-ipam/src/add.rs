@@ -30,10 +30,10 @@ pub fn add(input: &AddInput) -> Result<CniResult, IpamError> {
         None => Dns::default(),
     };
     let store = Store::open(&cfg.location())?;
-    store.sweep_temps();
+    let leases = store.leases_swept()?;
+    tern_node::phase::mark("lease-scan");
     let id = input.container_id.as_str();
     let ifname = input.ifname.as_str();
-    let leases = store.leases()?;
 
     let mut requested: Vec<IpAddr> = cfg.requested.clone();
     let mut ips = Vec::with_capacity(cfg.ranges.len());

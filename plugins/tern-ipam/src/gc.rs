@@ -28,7 +28,6 @@ pub fn gc(input: &GcInput) -> Result<Vec<String>, IpamError> {
     let Some(store) = Store::open_existing(&loc)? else {
         return Ok(Vec::new());
     };
-    store.sweep_temps();
     let attachments: HashSet<(&str, &str)> = valid
         .iter()
         .map(|a| (a.container_id.trim(), a.ifname.as_str()))
@@ -36,7 +35,7 @@ pub fn gc(input: &GcInput) -> Result<Vec<String>, IpamError> {
     let ids: HashSet<&str> = valid.iter().map(|a| a.container_id.trim()).collect();
     let mut released = Vec::new();
     let mut errors = Vec::new();
-    for lease in store.leases()? {
+    for lease in store.leases_swept()? {
         let keep = match &lease.owner {
             Owner::Attachment { id, ifname } => {
                 attachments.contains(&(id.as_str(), ifname.as_str()))

@@ -49,6 +49,11 @@ pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
 /// which `tern_node::fs::remove_stale_temps` recognises.
 const LEASE_TEMP_NAME: &str = "tern-lease";
 
+/// The lease size read into one reused buffer (4 KiB); a longer file is read by `read_to_string`.
+/// A lease is `<containerID>\r\n<ifname>`: ifnames are at most 15 bytes, runtimes' container
+/// IDs 64.
+const LEASE_MAX_BYTES: usize = 4096;
+
 /// The network directory with its lock held.
 #[derive(Debug)]
 pub struct Store {
@@ -152,21 +157,46 @@ impl Store {
     /// # Errors
     /// [`IpamError::Store`] when the directory cannot be listed.
     pub fn leases(&self) -> Result<Vec<Lease>, IpamError> {
+        self.scan(false)
+    }
+
+    /// [`Store::leases`] and [`Store::sweep_temps`] in one walk of the directory (ADD and GC do
+    /// both; a second listing was ≈4 syscalls more per ADD).
+    ///
+    /// # Errors
+    /// As [`Store::leases`].
+    pub fn leases_swept(&self) -> Result<Vec<Lease>, IpamError> {
+        self.scan(true)
+    }
+
+    fn scan(&self, sweep: bool) -> Result<Vec<Lease>, IpamError> {
         let entries =
             fs::read_dir(&self.dir).map_err(|e| IpamError::store("list", &self.dir, e))?;
         let mut names: Vec<(String, IpAddr)> = entries
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
+                if sweep && tern_node::fs::remove_if_stale_temp(&self.dir, &name) {
+                    return None;
+                }
                 let ip = name.parse::<IpAddr>().ok()?;
                 Some((name, ip))
             })
             .collect();
         names.sort();
         let mut leases = Vec::with_capacity(names.len());
+        let mut buf = vec![0u8; LEASE_MAX_BYTES];
         for (file_name, ip) in names {
             let path = self.dir.join(&file_name);
-            match fs::read_to_string(&path) {
+            let content = match tern_node::fs::read_small(&path, &mut buf) {
+                Ok(bytes) => std::str::from_utf8(bytes)
+                    .map(str::to_owned)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+                // Longer than any lease tern-ipam or host-local writes: read it all the same.
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => fs::read_to_string(&path),
+                Err(e) => Err(e),
+            };
+            match content {
                 Ok(content) => leases.push(Lease {
                     ip,
                     file_name,
@@ -272,7 +302,10 @@ impl Store {
     /// The address recorded in `last_reserved_ip.<range_set>`, if readable.
     pub fn last_reserved_ip(&self, range_set: usize) -> Option<IpAddr> {
         let p = self.dir.join(format!("{LAST_RESERVED_PREFIX}{range_set}"));
-        fs::read_to_string(p).ok()?.trim().parse().ok()
+        // An address is at most 45 bytes; anything longer is no cursor.
+        let mut buf = [0u8; 64];
+        let text = tern_node::fs::read_small(&p, &mut buf).ok()?;
+        std::str::from_utf8(text).ok()?.trim().parse().ok()
     }
 
     /// Removes the lease file of `lease`; already gone counts as success.

@@ -97,6 +97,23 @@ fn stale_temps_are_swept_and_never_leases() {
     assert!(s.leases().unwrap().is_empty());
     s.sweep_temps();
     assert!(!stale.exists());
+    // The same in ADD's one walk, beside a lease that is kept.
+    fs::write(&stale, "c1\r\neth0").unwrap();
+    fs::write(s.dir().join("10.0.0.9"), "c9\r\neth0").unwrap();
+    let leases = s.leases_swept().unwrap();
+    assert_eq!(leases.len(), 1);
+    assert_eq!(leases[0].file_name, "10.0.0.9");
+    assert!(!stale.exists());
+}
+
+#[test]
+fn a_lease_longer_than_the_buffer_is_read_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(&loc(tmp.path())).unwrap();
+    let id = "c".repeat(10_000);
+    fs::write(s.dir().join("10.0.0.7"), format!("{id}\r\neth0")).unwrap();
+    let leases = s.leases().unwrap();
+    assert!(leases[0].owner.is_attachment(&id, "eth0"));
 }
 
 #[test]
