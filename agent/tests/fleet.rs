@@ -8,7 +8,7 @@ mod simulate;
 
 fn one_hour() -> simulate::Lifetime {
     simulate::Lifetime {
-        name: "1h",
+        name: "1h".into(),
         status_s: 3600,
         valid_s: 3600,
     }
