@@ -74,6 +74,15 @@ fn read_long(path: &Path) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Opens the network directory, `O_DIRECTORY`: anything else there fails at once with
+/// `ENOTDIR` (a FIFO opened plainly would block until a writer came).
+fn open_dir(dir: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY)
+        .open(dir)
+}
+
 /// The network directory with its lock held.
 #[derive(Debug)]
 pub struct Store {
@@ -90,7 +99,7 @@ impl Store {
     pub fn open(loc: &StoreLocation) -> Result<Store, IpamError> {
         let dir = loc.data_dir.join(&loc.name);
         // Made only when missing (the first ADD of a network), not on every ADD.
-        let dir_file = match File::open(&dir) {
+        let dir_file = match open_dir(&dir) {
             Ok(f) => f,
             Err(_) => {
                 fs::DirBuilder::new()
@@ -98,7 +107,7 @@ impl Store {
                     .mode(0o755)
                     .create(&dir)
                     .map_err(|e| IpamError::store("create directory", &dir, e))?;
-                File::open(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?
+                open_dir(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?
             }
         };
         Store::lock_in(dir, dir_file)
@@ -124,7 +133,7 @@ impl Store {
     }
 
     fn lock(dir: PathBuf) -> Result<Store, IpamError> {
-        let dir_file = File::open(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?;
+        let dir_file = open_dir(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?;
         Store::lock_in(dir, dir_file)
     }
 

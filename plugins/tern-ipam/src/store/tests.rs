@@ -185,6 +185,21 @@ fn a_lease_without_end_is_skipped() {
     assert_eq!(leases[0].file_name, "10.0.0.6");
 }
 
+/// A FIFO where the network directory should be fails ADD's open at once: open(2) of it
+/// waited for a writer, so ADD hung for good (host-local fails with "not a directory").
+#[test]
+fn a_fifo_for_the_network_directory_fails_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    nix::unistd::mkfifo(&tmp.path().join("net1"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let l = loc(tmp.path());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(Store::open(&l).map(drop)).unwrap());
+    let opened = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("Store::open hung on a FIFO");
+    assert!(matches!(opened, Err(IpamError::Store { .. })), "{opened:?}");
+}
+
 #[test]
 fn open_existing_does_not_create() {
     let tmp = tempfile::tempdir().unwrap();
