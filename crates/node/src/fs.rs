@@ -205,13 +205,16 @@ pub fn remove_if_stale_temp(dir: &Path, name: &str) -> bool {
 
 /// Reads a file of at most `buf.len()` bytes into `buf` (open, reads until end of file, close:
 /// no `stat` for a size hint, no allocation), for the small files read on a verb's hot path
-/// (leases, `/proc/<pid>/stat`).
+/// (leases, `/proc/<pid>/stat`). Opened `O_NONBLOCK`, which changes nothing for a regular file:
+/// a FIFO found where such a file should be reads as what is in it (empty without a writer)
+/// instead of blocking open(2) until a writer comes, which would hang the verb for good.
 ///
 /// # Errors
-/// The I/O error; `InvalidData` when the file is longer than `buf`.
+/// The I/O error (`WouldBlock` for a FIFO with a writer but no data); `InvalidData` when the
+/// file is longer than `buf`.
 pub fn read_small<'b>(path: &Path, buf: &'b mut [u8]) -> io::Result<&'b [u8]> {
     use std::io::Read;
-    let mut f = File::open(path)?;
+    let mut f = open_nonblocking(path)?;
     let mut len = 0;
     loop {
         if len == buf.len() {
@@ -232,6 +235,18 @@ pub fn read_small<'b>(path: &Path, buf: &'b mut [u8]) -> io::Result<&'b [u8]> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Opens `path` for reading with `O_NONBLOCK`: a FIFO does not wait for a writer (see
+/// [`read_small`]).
+///
+/// # Errors
+/// The I/O error of open(2).
+pub fn open_nonblocking(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)
 }
 
 /// Removes `path`, treating "already gone" as success.
@@ -310,6 +325,34 @@ mod tests {
         assert_eq!(temp_writer(".x.json.tmp-123-4"), Some((123, None)));
         assert_eq!(temp_writer(".x.json.tmp-123-99-4"), Some((123, Some(99))));
         assert_eq!(temp_writer("x.json"), None);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A FIFO read by [`read_small`] (a lease or cursor of that type, by hand or by a tool) gives
+    /// what is in it without waiting for a writer: open(2) of a FIFO for reading blocks until one
+    /// comes, and tern-ipam's ADD, DEL and GC hung in it for good, holding the network's lock.
+    #[test]
+    fn read_small_does_not_wait_for_a_fifo_writer() {
+        let dir = std::env::temp_dir().join(format!("tern-fs-fifo-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("10.0.0.2");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = fifo.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 64];
+            tx.send(
+                read_small(&p, &mut buf)
+                    .map(<[u8]>::len)
+                    .map_err(|e| e.kind()),
+            )
+            .unwrap();
+        });
+        let read = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("read_small waited for a FIFO's writer");
+        assert_eq!(read, Ok(0), "a FIFO nobody writes reads as empty");
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -49,10 +49,39 @@ pub const LAST_RESERVED_PREFIX: &str = "last_reserved_ip.";
 /// which `tern_node::fs::remove_stale_temps` recognises.
 const LEASE_TEMP_NAME: &str = "tern-lease";
 
-/// The lease size read into one reused buffer (4 KiB); a longer file is read by `read_to_string`.
+/// The lease size read into one reused buffer (4 KiB); a longer file is read by [`read_long`].
 /// A lease is `<containerID>\r\n<ifname>`: ifnames are at most 15 bytes, runtimes' container
 /// IDs 64.
 const LEASE_MAX_BYTES: usize = 4096;
+
+/// The most of a lease file read (1 MiB): past it the file is skipped as unreadable. Without a
+/// bound a lease that never ends (a symlink to `/dev/zero`) was read until memory ran out.
+const LEASE_READ_LIMIT: u64 = 1 << 20;
+
+/// Reads a lease longer than [`LEASE_MAX_BYTES`], up to [`LEASE_READ_LIMIT`].
+fn read_long(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    tern_node::fs::open_nonblocking(path)?
+        .take(LEASE_READ_LIMIT + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > LEASE_READ_LIMIT {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("longer than {LEASE_READ_LIMIT} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Opens the network directory, `O_DIRECTORY`: anything else there fails at once with
+/// `ENOTDIR` (a FIFO opened plainly would block until a writer came).
+fn open_dir(dir: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY)
+        .open(dir)
+}
 
 /// The network directory with its lock held.
 #[derive(Debug)]
@@ -70,7 +99,7 @@ impl Store {
     pub fn open(loc: &StoreLocation) -> Result<Store, IpamError> {
         let dir = loc.data_dir.join(&loc.name);
         // Made only when missing (the first ADD of a network), not on every ADD.
-        let dir_file = match File::open(&dir) {
+        let dir_file = match open_dir(&dir) {
             Ok(f) => f,
             Err(_) => {
                 fs::DirBuilder::new()
@@ -78,7 +107,7 @@ impl Store {
                     .mode(0o755)
                     .create(&dir)
                     .map_err(|e| IpamError::store("create directory", &dir, e))?;
-                File::open(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?
+                open_dir(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?
             }
         };
         Store::lock_in(dir, dir_file)
@@ -104,7 +133,7 @@ impl Store {
     }
 
     fn lock(dir: PathBuf) -> Result<Store, IpamError> {
-        let dir_file = File::open(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?;
+        let dir_file = open_dir(&dir).map_err(|e| IpamError::store("open directory", &dir, e))?;
         Store::lock_in(dir, dir_file)
     }
 
@@ -152,7 +181,8 @@ impl Store {
 
     /// Every lease, ordered by file name (host-local walks the directory in that order). Files
     /// whose name is not an address (`lock`, `last_reserved_ip.*`, temp files) are not leases;
-    /// unreadable files are skipped, as host-local does.
+    /// unreadable files are skipped, as host-local does; bytes that are not UTF-8 are read as
+    /// U+FFFD (an owner of no valid attachment).
     ///
     /// # Errors
     /// [`IpamError::Store`] when the directory cannot be listed.
@@ -188,12 +218,15 @@ impl Store {
         let mut buf = vec![0u8; LEASE_MAX_BYTES];
         for (file_name, ip) in names {
             let path = self.dir.join(&file_name);
+            // Bytes that are not UTF-8 are kept as U+FFFD: such an owner equals no container ID
+            // or ifname (both ASCII), as in host-local's byte comparison, so GC releases the
+            // lease instead of keeping a file it cannot read as text for good.
             let content = match tern_node::fs::read_small(&path, &mut buf) {
-                Ok(bytes) => std::str::from_utf8(bytes)
-                    .map(str::to_owned)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+                Ok(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
                 // Longer than any lease tern-ipam or host-local writes: read it all the same.
-                Err(e) if e.kind() == io::ErrorKind::InvalidData => fs::read_to_string(&path),
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    read_long(&path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                }
                 Err(e) => Err(e),
             };
             match content {
@@ -269,7 +302,8 @@ impl Store {
             .create(true)
             .truncate(false)
             .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW)
+            // O_NONBLOCK: a FIFO in the cursor's place fails (ENXIO) instead of blocking open(2).
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
             .open(self.dir.join(file))?;
         f.write_all_at(data, 0)?;
         f.set_len(data.len() as u64)

@@ -279,3 +279,24 @@ fn gc_releases_host_local_leases_too() {
         "host-local goes on after GC"
     );
 }
+
+/// A FIFO or a file of bytes that are not UTF-8 where a lease should be: ADD and DEL go on
+/// without waiting for the FIFO's writer (they hung in open(2) for good, holding the lock), and
+/// GC releases both, as it does an empty lease (the non-UTF-8 one was kept for good).
+#[test]
+fn fifo_and_non_utf8_leases_neither_hang_nor_stay() {
+    if tern_testkit::root::skip() {
+        return;
+    }
+    let n = Net::new();
+    let c = n.conf("1.1.0", json!({"subnet": "10.26.0.0/24"}));
+    fs::create_dir_all(n.dir()).unwrap();
+    nix::unistd::mkfifo(&n.dir().join("10.26.0.2"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    fs::write(n.dir().join("10.26.0.3"), b"c\xff3\r\neth0").unwrap();
+    assert_eq!(add_ok(Ipam::Tern, "c1", &c), ["10.26.0.4/24"]);
+    let o = del(Ipam::Tern, "c9", &c);
+    assert!(o.success(), "{}", o.describe());
+    let o = gc(&c, Some(json!([{"containerID": "c1", "ifname": "eth0"}])));
+    assert!(o.success(), "{}", o.describe());
+    assert_eq!(n.files(), ["10.26.0.4", "last_reserved_ip.0", "lock"]);
+}

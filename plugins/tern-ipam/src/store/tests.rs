@@ -116,6 +116,90 @@ fn a_lease_longer_than_the_buffer_is_read_whole() {
     assert!(leases[0].owner.is_attachment(&id, "eth0"));
 }
 
+/// A lease that is not UTF-8 (garbage in a torn file, a tool's bytes) is still a lease, of an
+/// owner no valid attachment is: listed, so GC releases it. It was skipped as unreadable, so
+/// GC kept it and its address for good (host-local compares the bytes as they are).
+#[test]
+fn a_lease_not_utf8_is_a_lease_of_nobody_valid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(&loc(tmp.path())).unwrap();
+    fs::write(s.dir().join("10.0.0.8"), b"c\xff8\r\neth0").unwrap();
+    fs::write(s.dir().join("10.0.0.9"), b"c9\r\neth0\xff").unwrap();
+    let leases = s.leases_swept().unwrap();
+    let names: Vec<&str> = leases.iter().map(|l| l.file_name.as_str()).collect();
+    assert_eq!(names, ["10.0.0.8", "10.0.0.9"]);
+    assert!(!leases[1].owner.is_attachment("c9", "eth0"));
+    assert!(!leases[1].owner.is_legacy_of("c9"));
+}
+
+/// A FIFO where a lease or the cursor should be does not hang the store: open(2) of a FIFO
+/// waited for a writer, so ADD, DEL and GC blocked for good with the lock held, and every later
+/// ADD of the network waited behind them. It reads as empty, as an empty lease file does.
+#[test]
+fn a_fifo_for_a_lease_or_the_cursor_does_not_hang() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("net1");
+    fs::create_dir(&dir).unwrap();
+    for name in ["10.0.0.2", "last_reserved_ip.0"] {
+        nix::unistd::mkfifo(&dir.join(name), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    }
+    fs::write(dir.join("10.0.0.3"), "c3\r\neth0").unwrap();
+    let l = loc(tmp.path());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let s = Store::open(&l).unwrap();
+        let names: Vec<String> = s
+            .leases_swept()
+            .unwrap()
+            .into_iter()
+            .map(|l| l.file_name)
+            .collect();
+        let cursor = s.last_reserved_ip(0);
+        let taken = s.reserve("10.0.0.2".parse().unwrap(), "c1", "eth0", 0);
+        let placed = s.reserve("10.0.0.4".parse().unwrap(), "c1", "eth0", 0);
+        tx.send((names, cursor, taken.unwrap(), placed.unwrap()))
+            .unwrap();
+    });
+    let (names, cursor, taken, placed) = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the store hung on a FIFO");
+    assert_eq!(names, ["10.0.0.2", "10.0.0.3"]);
+    assert_eq!(cursor, None);
+    assert!(!taken, "the FIFO's address is not handed out");
+    assert!(
+        placed,
+        "a cursor that cannot be written does not fail the lease"
+    );
+}
+
+/// A lease that never ends (a symlink to `/dev/zero`) is skipped after 1 MiB: it was read until
+/// memory ran out.
+#[test]
+fn a_lease_without_end_is_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(&loc(tmp.path())).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", s.dir().join("10.0.0.5")).unwrap();
+    fs::write(s.dir().join("10.0.0.6"), "c6\r\neth0").unwrap();
+    let leases = s.leases().unwrap();
+    assert_eq!(leases.len(), 1);
+    assert_eq!(leases[0].file_name, "10.0.0.6");
+}
+
+/// A FIFO where the network directory should be fails ADD's open at once: open(2) of it
+/// waited for a writer, so ADD hung for good (host-local fails with "not a directory").
+#[test]
+fn a_fifo_for_the_network_directory_fails_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    nix::unistd::mkfifo(&tmp.path().join("net1"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let l = loc(tmp.path());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(Store::open(&l).map(drop)).unwrap());
+    let opened = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("Store::open hung on a FIFO");
+    assert!(matches!(opened, Err(IpamError::Store { .. })), "{opened:?}");
+}
+
 #[test]
 fn open_existing_does_not_create() {
     let tmp = tempfile::tempdir().unwrap();
