@@ -206,8 +206,10 @@ impl Store {
 pub struct NetpolStats {
     /// Whether the table has been applied after a full sync.
     pub synced: bool,
-    /// Tables applied.
+    /// Tables applied (replaces and updates).
     pub applies: u64,
+    /// Of [`NetpolStats::applies`], those that changed elements only (`ruleset::update_script`).
+    pub updates: u64,
     /// Tables the kernel refused.
     pub apply_errors: u64,
     /// Tables restored after someone else changed them.

@@ -63,13 +63,19 @@ impl Collector for NetpolCollector {
         counter(
             e,
             "tern_agent_network_policy_applies",
-            "Tables applied.",
+            "Table changes applied (whole replaces and element updates).",
             s.applies,
         )?;
         counter(
             e,
+            "tern_agent_network_policy_updates",
+            "Of the applies, element adds and deletes in place of a replace.",
+            s.updates,
+        )?;
+        counter(
+            e,
             "tern_agent_network_policy_apply_errors",
-            "Tables the kernel refused (the previous one stayed).",
+            "Table changes the kernel refused (a refused update is followed by a replace; a refused replace leaves the previous table).",
             s.apply_errors,
         )?;
         counter(

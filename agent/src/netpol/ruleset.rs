@@ -25,7 +25,7 @@
 //! Invariant: every script touches `inet tern_netpol` only, and replacing is one transaction
 //! (`add table` + `delete table` + the new table).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use super::addrs::{element, AddrSet, Range};
@@ -49,9 +49,34 @@ pub struct Size {
     pub pods: u64,
 }
 
+/// One named set or verdict map of the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedSet {
+    /// `set` or `map`.
+    pub kind: &'static str,
+    /// Its name (`p4_0`, `ingress4`...).
+    pub name: String,
+    /// Its declaration line (`type ipv4_addr; flags interval; `).
+    pub decl: String,
+    /// Its elements as nft writes them (`10.0.0.0/24`, `10.0.1.2 : jump in_0`), in table order.
+    pub elements: Vec<String>,
+}
+
+/// The table of a [`Plan`], kept in parts so that two tables can be compared set by set
+/// ([`update_script`]); [`Table::text`] is the nft text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Table {
+    /// The peer and endpoint sets, in declaration order.
+    pub sets: Vec<NamedSet>,
+    /// The per-pod chains' text.
+    pub chains: String,
+    /// The verdict maps `ingress4`, `ingress6`, `egress4`, `egress6`.
+    pub maps: Vec<NamedSet>,
+}
+
 #[derive(Default)]
 struct Writer {
-    sets: String,
+    sets: Vec<NamedSet>,
     chains: String,
     set_names: BTreeMap<(char, bool, String), String>,
     chain_names: BTreeMap<String, String>,
@@ -106,12 +131,14 @@ impl Writer {
         }
         let name = format!("{kind}{}_{n}", if v4 { 4 } else { 6 });
         let flags = if kind == 'p' { "flags interval; " } else { "" };
-        let _ = writeln!(
-            self.sets,
-            "\tset {name} {{\n\t\ttype {ty}; {flags}\n\t\telements = {{ {body} }}\n\t}}"
-        );
         self.size.sets += 1;
         self.size.elements += elements.len() as u64;
+        self.sets.push(NamedSet {
+            kind: "set",
+            name: name.clone(),
+            decl: format!("type {ty}; {flags}"),
+            elements,
+        });
         self.set_names.insert((kind, v4, body), name.clone());
         name
     }
@@ -201,23 +228,75 @@ impl Writer {
     }
 }
 
-fn map(name: &str, v4: bool, entries: &BTreeMap<std::net::IpAddr, String>) -> String {
+fn map(name: &str, v4: bool, entries: &BTreeMap<std::net::IpAddr, String>) -> NamedSet {
     let (_, ty) = fam(v4);
-    let items: Vec<String> = entries
-        .iter()
-        .filter(|(ip, _)| ip.is_ipv4() == v4)
-        .map(|(ip, chain)| format!("{ip} : jump {chain}"))
-        .collect();
-    let elements = if items.is_empty() {
-        String::new()
-    } else {
-        format!("\t\telements = {{ {} }}\n", items.join(", "))
-    };
-    format!("\tmap {name} {{\n\t\ttype {ty} : verdict\n{elements}\t}}\n")
+    NamedSet {
+        kind: "map",
+        name: name.to_owned(),
+        decl: format!("type {ty} : verdict"),
+        elements: entries
+            .iter()
+            .filter(|(ip, _)| ip.is_ipv4() == v4)
+            .map(|(ip, chain)| format!("{ip} : jump {chain}"))
+            .collect(),
+    }
 }
 
-/// The table's text for `plan`, and its size.
-pub fn table(plan: &Plan) -> (String, Size) {
+impl NamedSet {
+    fn write(&self, out: &mut String) {
+        let _ = write!(out, "\t{} {} {{\n\t\t{}\n", self.kind, self.name, self.decl);
+        if !self.elements.is_empty() {
+            let _ = writeln!(out, "\t\telements = {{ {} }}", self.elements.join(", "));
+        }
+        out.push_str("\t}\n");
+    }
+
+    /// An element's key: the element itself in a set, the part before ` : ` in a map (what
+    /// `delete element` names).
+    fn key<'a>(&self, element: &'a str) -> &'a str {
+        if self.kind == "map" {
+            element.split(" : ").next().unwrap_or(element)
+        } else {
+            element
+        }
+    }
+}
+
+impl Table {
+    /// The table's nft text (`table inet tern_netpol { ... }`).
+    pub fn text(&self) -> String {
+        let mut s = format!("table {FAMILY} {TABLE} {{\n");
+        self.sets.iter().for_each(|set| set.write(&mut s));
+        s.push_str(&self.chains);
+        self.maps.iter().for_each(|m| m.write(&mut s));
+        s.push_str(
+            "\tchain egress {\n\
+             \t\ttype filter hook forward priority filter; policy accept;\n\
+             \t\tct state established,related accept\n\
+             \t\tip saddr vmap @egress4\n\
+             \t\tip6 saddr vmap @egress6\n\
+             \t}\n\
+             \tchain ingress {\n\
+             \t\ttype filter hook forward priority filter + 1; policy accept;\n\
+             \t\tct state established,related accept\n\
+             \t\tip daddr vmap @ingress4\n\
+             \t\tip6 daddr vmap @ingress6\n\
+             \t}\n}\n",
+        );
+        s
+    }
+
+    /// The script that replaces the table with this one in one transaction.
+    pub fn replace_script(&self) -> String {
+        format!(
+            "add table {FAMILY} {TABLE}\ndelete table {FAMILY} {TABLE}\n{}",
+            self.text()
+        )
+    }
+}
+
+/// The table of `plan`, and its size.
+pub fn render(plan: &Plan) -> (Table, Size) {
     let mut w = Writer::default();
     // An address is keyed once: the first pod (in name order) holding it wins.
     let mut ingress = BTreeMap::new();
@@ -238,35 +317,69 @@ pub fn table(plan: &Plan) -> (String, Size) {
     }
     w.size.pods = plan.pods.len() as u64;
     w.size.elements += (ingress.len() + egress.len()) as u64;
-    let mut s = format!("table {FAMILY} {TABLE} {{\n{}{}", w.sets, w.chains);
-    s.push_str(&map("ingress4", true, &ingress));
-    s.push_str(&map("ingress6", false, &ingress));
-    s.push_str(&map("egress4", true, &egress));
-    s.push_str(&map("egress6", false, &egress));
-    s.push_str(
-        "\tchain egress {\n\
-         \t\ttype filter hook forward priority filter; policy accept;\n\
-         \t\tct state established,related accept\n\
-         \t\tip saddr vmap @egress4\n\
-         \t\tip6 saddr vmap @egress6\n\
-         \t}\n\
-         \tchain ingress {\n\
-         \t\ttype filter hook forward priority filter + 1; policy accept;\n\
-         \t\tct state established,related accept\n\
-         \t\tip daddr vmap @ingress4\n\
-         \t\tip6 daddr vmap @ingress6\n\
-         \t}\n}\n",
-    );
-    (s, w.size)
+    let maps = vec![
+        map("ingress4", true, &ingress),
+        map("ingress6", false, &ingress),
+        map("egress4", true, &egress),
+        map("egress6", false, &egress),
+    ];
+    let table = Table {
+        sets: w.sets,
+        chains: w.chains,
+        maps,
+    };
+    (table, w.size)
+}
+
+/// The table's text for `plan`, and its size.
+pub fn table(plan: &Plan) -> (String, Size) {
+    let (t, size) = render(plan);
+    (t.text(), size)
 }
 
 /// The script that replaces the table with `plan`'s in one transaction, and the table's size.
 pub fn replace_script(plan: &Plan) -> (String, Size) {
-    let (t, size) = table(plan);
-    (
-        format!("add table {FAMILY} {TABLE}\ndelete table {FAMILY} {TABLE}\n{t}"),
-        size,
-    )
+    let (t, size) = render(plan);
+    (t.replace_script(), size)
+}
+
+/// The script that turns the kernel's table `old` into `new` by element changes alone, in one
+/// transaction: every `delete element` first (an interval that grows or splits is deleted and
+/// added again, so no added interval overlaps one still present), then every `add element`.
+/// Empty when the two are equal; `None` when anything but elements differs (a set, map or
+/// chain added, removed or renamed, a rule changed): then only a replace gives `new`.
+pub fn update_script(old: &Table, new: &Table) -> Option<String> {
+    if old.chains != new.chains || old.sets.len() != new.sets.len() {
+        return None;
+    }
+    let pairs = old
+        .sets
+        .iter()
+        .zip(&new.sets)
+        .chain(old.maps.iter().zip(&new.maps));
+    let (mut deletes, mut adds) = (String::new(), String::new());
+    for (o, n) in pairs {
+        if (o.kind, &o.name, &o.decl) != (n.kind, &n.name, &n.decl) {
+            return None;
+        }
+        let (was, now): (BTreeSet<&str>, BTreeSet<&str>) = (
+            o.elements.iter().map(String::as_str).collect(),
+            n.elements.iter().map(String::as_str).collect(),
+        );
+        let gone: Vec<&str> = was.difference(&now).map(|e| o.key(e)).collect();
+        let came: Vec<&str> = now.difference(&was).copied().collect();
+        for (list, verb, out) in [(gone, "delete", &mut deletes), (came, "add", &mut adds)] {
+            if !list.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "{verb} element {FAMILY} {TABLE} {} {{ {} }}",
+                    o.name,
+                    list.join(", ")
+                );
+            }
+        }
+    }
+    Some(deletes + &adds)
 }
 
 /// The script that removes the table (nothing when it is absent).

@@ -1,13 +1,18 @@
 //! The syncer: every 100 ms it looks at the store's generation (at once when an admission waits
 //! for the table: a pod's ADD is held meanwhile); once every kind has been listed and the store
-//! changed, it compiles the plan for this node, renders the table and, when the script differs
-//! from the last one applied, replaces the table in one nft transaction. Every resync period it
-//! also lists the table and restores it when someone else changed it.
+//! changed, it compiles the plan for this node and renders the table; when that differs from the
+//! last one applied, it changes the kernel's table in one nft transaction: element adds and
+//! deletes when only the sets' and maps' elements differ (a pod's address in the verdict maps and
+//! peer sets: a few hundred bytes, `ruleset::update_script`), else a replace of the whole table.
+//! Every resync period it also lists the table and restores it (a replace) when someone else
+//! changed it.
 //!
 //! Invariants: no apply before the first full sync; a failed apply leaves the previous table
-//! in force and is retried on the next tick; after `tern-agent uninstall` began, nothing is
-//! applied; [`Store::applied`](super::controller::Store::applied) only moves to a generation
-//! the kernel table reflects (what a waiting admission trusts).
+//! in force and is retried on the next tick (an update the kernel refused is followed by a
+//! replace at once); after `tern-agent uninstall` began, nothing is applied; the kernel's table
+//! after an update equals the replace of the same render (`tests/netpol_update_kernel.rs`);
+//! [`Store::applied`](super::controller::Store::applied) only moves to a generation the kernel
+//! table reflects (what a waiting admission trusts).
 
 use std::time::{Duration, Instant};
 
@@ -17,16 +22,16 @@ use tracing::{info, warn};
 use super::compile::{compile, World};
 use super::controller::Shared;
 use super::model::{Namespace, Pod, Policy};
-use super::ruleset::{replace_script, Size, FAMILY, TABLE};
+use super::ruleset::{render as render_table, update_script, Size, Table, FAMILY, TABLE};
 
 /// How often the store's generation is looked at (also the longest batching of changes).
 const TICK: Duration = Duration::from_millis(100);
 
-/// What [`render`] made: the script for the store at `generation`, its size and the number of
+/// What [`render`] made: the table for the store at `generation`, its size and the number of
 /// policies in force.
 struct Rendered {
     generation: u64,
-    script: String,
+    table: Table,
     size: Size,
     policies: usize,
 }
@@ -51,10 +56,10 @@ fn render(s: &Shared) -> Option<Rendered> {
         namespaces: &namespaces,
         policies: &policies,
     });
-    let (script, size) = replace_script(&plan);
+    let (table, size) = render_table(&plan);
     Some(Rendered {
         generation,
-        script,
+        table,
         size,
         policies: plan.policies,
     })
@@ -89,18 +94,26 @@ fn mark_applied(s: &Shared, generation: u64) {
     s.notify();
 }
 
-/// The last script applied and the table as listed right after it (the drift check's reference).
+/// The last table applied and the table as listed right after it (the drift check's reference).
 struct Applied {
-    script: String,
+    table: Table,
     listing: Option<String>,
 }
 
-/// Replaces the table with `script` in one transaction and counts the sync; true when the kernel
-/// took it.
+/// How [`apply`] changes the kernel's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Change {
+    /// Element adds and deletes (`ruleset::update_script`).
+    Update,
+    /// The whole table replaced.
+    Replace,
+}
+
+/// Runs `script` (one transaction) and counts the sync; true when the kernel took it.
 fn apply(
     s: &Shared,
     nft: &Nft,
-    script: &str,
+    (script, change): (&str, Change),
     size: Size,
     policies: usize,
     started: Instant,
@@ -125,13 +138,23 @@ fn apply(
             }
             st.synced = true;
             st.applies += 1;
+            if change == Change::Update {
+                st.updates += 1;
+            }
             st.size = size;
             st.policies = policies as u64;
             true
         }
         Err(e) => {
             st.apply_errors += 1;
-            warn!(error = %e, "network policy: cannot apply the table; the previous one stays");
+            match change {
+                Change::Update => {
+                    warn!(error = %e, "network policy: cannot update the table's elements; replacing it");
+                }
+                Change::Replace => {
+                    warn!(error = %e, "network policy: cannot apply the table; the previous one stays");
+                }
+            }
             false
         }
     }
@@ -168,7 +191,7 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
         let started = Instant::now();
         let Some(Rendered {
             generation,
-            script,
+            table,
             size,
             policies,
         }) = render(s)
@@ -177,7 +200,8 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
         };
         seen = generation;
         tried = generation;
-        let mut stale = applied.as_ref().is_none_or(|a| a.script != script);
+        let mut stale = applied.as_ref().is_none_or(|a| a.table != table);
+        let mut drifted = false;
         if drift_check {
             last_check = Instant::now();
             let now = nft.list_table(FAMILY, TABLE).ok().flatten();
@@ -188,14 +212,30 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
                 );
                 s.stats().restores += 1;
                 stale = true;
+                drifted = true;
             }
         }
         if stale {
-            if apply(s, nft, &script, size, policies, started) {
+            // An update only from a table the kernel is known to hold.
+            let update = applied
+                .as_ref()
+                .filter(|_| !drifted)
+                .and_then(|a| update_script(&a.table, &table));
+            let done = update
+                .is_some_and(|u| apply(s, nft, (&u, Change::Update), size, policies, started))
+                || apply(
+                    s,
+                    nft,
+                    (&table.replace_script(), Change::Replace),
+                    size,
+                    policies,
+                    started,
+                );
+            if done {
                 // admissions waiting for this table go first; the drift check's listing after
                 mark_applied(s, generation);
                 applied = Some(Applied {
-                    script,
+                    table,
                     listing: listing(nft),
                 });
             } else {
@@ -257,6 +297,7 @@ pub(crate) mod tests {
         s.store().mark_listed(Kind::Namespaces);
         let r = render(&s).unwrap();
         assert_eq!((r.size.pods, r.policies), (1, 1));
-        assert!(r.script.contains("10.0.0.2 : jump in_0"), "{}", r.script);
+        let text = r.table.text();
+        assert!(text.contains("10.0.0.2 : jump in_0"), "{text}");
     }
 }

@@ -14,6 +14,10 @@ fn pod(name: &str, app: &str, node: &str, ips: &[&str]) -> crate::netpol::model:
 }
 
 fn plan(pols: &[serde_json::Value]) -> Plan {
+    plan_of(three_pods(), pols)
+}
+
+fn three_pods() -> Vec<crate::netpol::model::Pod> {
     let mut pods = vec![
         pod("a", "web", "n1", &["10.0.1.2", "fd00:1::2"]),
         pod("b", "web", "n1", &["10.0.1.3", "fd00:1::3"]),
@@ -24,6 +28,10 @@ fn plan(pols: &[serde_json::Value]) -> Plan {
         protocol: Protocol::Tcp,
         port: 8080,
     });
+    pods
+}
+
+fn plan_of(pods: Vec<crate::netpol::model::Pod>, pols: &[serde_json::Value]) -> Plan {
     let pols: Vec<_> = pols
         .iter()
         .map(|s| {
@@ -107,5 +115,96 @@ fn removal_touches_only_the_table() {
     assert_eq!(
         remove_script(),
         "add table inet tern_netpol\ndelete table inet tern_netpol\n"
+    );
+}
+
+/// Ingress for `app: web` from `app: cli` and from 10.9.0.0/16 on TCP 80.
+fn web_from_cli() -> serde_json::Value {
+    json!({"podSelector": {"matchLabels": {"app": "web"}},
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "cli"}}}, {"ipBlock": {"cidr": "10.9.0.0/16"}}],
+                     "ports": [{"port": 80}]}]})
+}
+
+fn rendered(pods: Vec<crate::netpol::model::Pod>) -> Table {
+    render(&plan_of(pods, &[web_from_cli()])).0
+}
+
+#[test]
+fn the_render_in_parts_is_the_table_text() {
+    let p = plan(&[web_from_cli()]);
+    assert_eq!(render(&p).0.text(), table(&p).0);
+    assert_eq!(render(&p).0.replace_script(), replace_script(&p).0);
+}
+
+#[test]
+fn an_admitted_pod_sharing_a_chain_is_one_element_per_family_in_the_maps() {
+    let old = rendered(three_pods());
+    let mut pods = three_pods();
+    pods.push(pod("d", "web", "n1", &["10.0.1.9", "fd00:1::9"]));
+    let update = update_script(&old, &rendered(pods)).expect("elements only");
+    assert_eq!(
+        update,
+        "add element inet tern_netpol ingress4 { 10.0.1.9 : jump in_0 }\n\
+         add element inet tern_netpol ingress6 { fd00:1::9 : jump in_0 }\n"
+    );
+    assert_eq!(update_script(&old, &old).as_deref(), Some(""));
+}
+
+#[test]
+fn a_peer_whose_address_moves_is_deleted_before_the_sets_intervals_are_added() {
+    let old = rendered(three_pods());
+    let mut pods = three_pods();
+    // c moves next to the ipBlock (10.9.255.255 + 1): the set's intervals merge.
+    pods[2] = pod("c", "cli", "n2", &["10.10.0.0", "fd00:2::2"]);
+    pods.push(pod("e", "cli", "n2", &["10.0.2.3"]));
+    let new = rendered(pods);
+    let update = update_script(&old, &new).expect("elements only");
+    assert_eq!(
+        update,
+        "delete element inet tern_netpol p4_0 { 10.0.2.2, 10.9.0.0/16 }\n\
+         add element inet tern_netpol p4_0 { 10.0.2.3, 10.9.0.0-10.10.0.0 }\n",
+        "{}",
+        new.text()
+    );
+    // a web pod's address taken away and given to another: its key leaves one map entry
+    let mut pods = three_pods();
+    pods[1] = pod("b", "web", "n1", &["10.0.1.7", "fd00:1::3"]);
+    let update = update_script(&old, &rendered(pods)).expect("elements only");
+    assert_eq!(
+        update,
+        "delete element inet tern_netpol ingress4 { 10.0.1.3 }\n\
+         add element inet tern_netpol ingress4 { 10.0.1.7 : jump in_0 }\n"
+    );
+}
+
+#[test]
+fn a_new_chain_set_or_rule_needs_a_replace() {
+    let old = rendered(three_pods());
+    // an egress policy for web as well: a new chain in the egress maps
+    let mut pods = three_pods();
+    pods.push(pod("d", "web", "n1", &["10.0.1.9"]));
+    let other = plan_of(
+        pods.clone(),
+        &[
+            web_from_cli(),
+            json!({"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Egress"]}),
+        ],
+    );
+    assert_eq!(
+        update_script(&old, &render(&other).0),
+        None,
+        "egress maps gain a chain"
+    );
+    // the cli peers gone: the set is gone
+    let no_cli: Vec<_> = three_pods().into_iter().filter(|p| p.name != "c").collect();
+    assert_eq!(update_script(&old, &rendered(no_cli)), None);
+    // the first web pod loses its isolation: still elements only (its map entries go)
+    let mut pods = three_pods();
+    pods[0] = pod("a", "other", "n1", &["10.0.1.2", "fd00:1::2"]);
+    let update = update_script(&old, &rendered(pods)).expect("elements only");
+    assert_eq!(
+        update,
+        "delete element inet tern_netpol ingress4 { 10.0.1.2 }\n\
+         delete element inet tern_netpol ingress6 { fd00:1::2 }\n"
     );
 }

@@ -3,7 +3,9 @@
 //! applying `inet tern_netpol` there with the nft tool, and a deny-all ingress policy for `web`.
 //! `web`'s Pod is known without addresses (the kubelet posts them only after ADD returned):
 //! before its admission `cli` reaches it; once `admit` answered `isolated`, the first
-//! connection already fails. Needs root and nft (`TERN_ROOT_TESTS=run`).
+//! connection already fails. A second `web` pod admitted after it shares its chain: the syncer
+//! changes the table by one element update (no replace), and it too fails from its first
+//! connection. Needs root and nft (`TERN_ROOT_TESTS=run`).
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 
@@ -88,6 +90,36 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
         assert!(connects(&web, ip, Duration::from_secs(3)), "web -> {ip}");
     }
     eprintln!("admission of an isolated pod answered in {took:?} (compile and nft apply, the syncer woken by the admission)");
+
+    // A second pod the policy selects shares web's chain: its addresses enter the verdict maps
+    // by an element update, and it too is refused from its first connection.
+    let (_web2, web2_ips) = wire_pod(&node, 4, "web2");
+    let web2_s = ips(web2_ips);
+    let web2_refs: Vec<&str> = web2_s.iter().map(String::as_str).collect();
+    {
+        let mut st = s.store();
+        let p = pod_from_json(&pod("web2", "web", "n1", &[])).unwrap();
+        st.pods.insert("x/web2".into(), p);
+        st.generation += 1;
+    }
+    let updates = s.stats().updates;
+    let started = Instant::now();
+    assert_eq!(admit(&s, &req("web2", &web2_refs), later()), Ok(true));
+    let took = started.elapsed();
+    assert_eq!(
+        s.stats().updates,
+        updates + 1,
+        "one element update, no replace"
+    );
+    for ip in web2_ips {
+        assert!(
+            !connects(&cli, ip, Duration::from_millis(600)),
+            "cli -> {ip}: web2's first connection after admission must be refused"
+        );
+    }
+    eprintln!(
+        "admission of a pod sharing a chain answered in {took:?} (compile and an element update)"
+    );
     s.stop.stop();
     syncer.join().unwrap();
 }
