@@ -494,5 +494,7 @@ down() {
     ip -o -6 route show | awk '/^fd99:210:/ {print $1}' | while read -r r; do ip -6 route del "$r" 2>/dev/null || true; done
     # IPv6 forwarding, which tern's ADD turned on for the pods' IPv6 addresses, back as it was
     [ ! -s "$KT/ipv6-forwarding" ] || sysctl -qw net.ipv6.conf.all.forwarding="$(cat "$KT/ipv6-forwarding")" || true
+    # the conntrack CLOSE_WAIT timeout, which the conformance tier's kube-proxy set
+    [ ! -s "$KT/conntrack-close-wait" ] || sysctl -qw net.netfilter.nf_conntrack_tcp_timeout_close_wait="$(cat "$KT/conntrack-close-wait")" || true
     rm -rf "$KT"
 }

@@ -74,9 +74,12 @@ clusterCIDR: "$CLUSTER_CIDRS"
 nodePortAddresses: [$npa]
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 1h0m0s}
 iptables: {localhostNodePorts: false}
 YAML
+    # kube-proxy's default CLOSE_WAIT timeout (1 h; "KubeProxy should set TCP CLOSE_WAIT timeout"
+    # checks it) is written to the machine's conntrack sysctl: `down` puts the machine's value back
+    sysctl -n net.netfilter.nf_conntrack_tcp_timeout_close_wait >"$KT/conntrack-close-wait"
     start kube-proxy "$E2E_BIN/kube-proxy" --config "$k/config.yaml" --v=1
     wait_for 60 "kube-proxy healthz" curl -sf http://127.0.0.1:10256/healthz
 }
