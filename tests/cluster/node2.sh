@@ -79,6 +79,8 @@ else
     NODE_NETS6=$NODE_NET6
 fi
 NODE2_IPS="$NODE2_IP${NODE2_IP6:+,$NODE2_IP6}"
+# the address node 2 moves to in scripts/two-nodes' readdress case (in its serving certificate)
+NODE2_IP_NEXT="${NODE2_IP%.*}.3"
 BRIDGE=kt-br0
 NODE2_VETH=kt-n2h
 NODE2_CTR=tern-kt-node2
@@ -140,7 +142,7 @@ bridge_address() {
 # node2_pki: node 2's kubelet client certificate and kubeconfig, and its serving certificate.
 node2_pki() {
     cert kubelet2 "system:node:$NODE2" system:nodes
-    cert kubelet2-serving "system:node:$NODE2" system:nodes "IP:$NODE2_IP,${NODE2_IP6:+IP:$NODE2_IP6,}IP:127.0.0.1,DNS:$NODE2"
+    cert kubelet2-serving "system:node:$NODE2" system:nodes "IP:$NODE2_IP,IP:$NODE2_IP_NEXT,${NODE2_IP6:+IP:$NODE2_IP6,}IP:127.0.0.1,DNS:$NODE2"
     kubeconfig kubelet2
 }
 
@@ -230,7 +232,7 @@ YAML
     cat >"$fs/usr/local/sbin/tern-node2-kubelet" <<KUBELET
 #!/bin/sh
 exec $K8S_BIN/kubelet --config $e/kubelet.yaml --kubeconfig $KT/pki/kubelet2.kubeconfig \\
-    --root-dir /var/lib/kubelet --hostname-override $NODE2 --node-ip $NODE2_IPS --v=1 >>/var/log/tern-node2/kubelet.log 2>&1
+    --root-dir /var/lib/kubelet --hostname-override $NODE2 --node-ip \${NODE2_IPS:-$NODE2_IPS} --v=1 >>/var/log/tern-node2/kubelet.log 2>&1
 KUBELET
     chmod 0755 "$fs/usr/local/sbin/tern-node2-kubelet"
     # PID 1: the variables are expanded here, the rest in node 2
@@ -381,13 +383,14 @@ node2_up() {
     log "node 2 ($NODE2, $NODE2_IPS) registered in $((SECONDS - t0))s"
 }
 
-# node2_restart_kubelet: node 2's kubelet stopped and started again (PID 1 keeps containerd, as
-# for node2_down); a kubelet registers its Node only when it starts.
+# node2_restart_kubelet [NODE_IPS]: node 2's kubelet stopped and started again (PID 1 keeps
+# containerd, as for node2_down), with --node-ip NODE_IPS when given; a kubelet registers its
+# Node only when it starts.
 node2_restart_kubelet() {
     # shellcheck disable=SC2016 # expanded in node 2
     node2_exec sh -c 'touch /run/draining; kill $(cat /run/kubelet.pid); while kill -0 $(cat /run/kubelet.pid) 2>/dev/null; do sleep 0.2; done'
     # shellcheck disable=SC2016 # expanded in node 2
-    node2_podman exec -d "$NODE2_CTR" sh -c 'echo $$ >/run/kubelet.pid; exec /usr/local/sbin/tern-node2-kubelet'
+    node2_podman exec -d -e NODE2_IPS="${1:-$NODE2_IPS}" "$NODE2_CTR" sh -c 'echo $$ >/run/kubelet.pid; exec /usr/local/sbin/tern-node2-kubelet'
 }
 
 # node2_down: node 2 and its network gone; nothing of it left on the machine.
