@@ -268,6 +268,7 @@ check_node_clean() {
     ls -d $CNI_BIN/* $CNI_NET/* 2>/dev/null >"$KT/preexisting" || true
     nft list table inet tern_nat >/dev/null 2>&1 && touch "$KT/nat-preexisting"
     nft list table inet tern_netpol >/dev/null 2>&1 && touch "$KT/netpol-preexisting"
+    ip link show tern.vxlan >/dev/null 2>&1 && touch "$KT/vxlan-preexisting"
     # tern's ADD turns IPv6 forwarding on for a pod with an IPv6 address (as ptp does): `down` puts
     # the machine's value back
     sysctl -n net.ipv6.conf.all.forwarding >"$KT/ipv6-forwarding" 2>/dev/null || true
@@ -483,6 +484,9 @@ down() {
     # run's pod addresses, which the next run's pods may get
     [ -e "$KT/netpol-preexisting" ] || nft delete table inet tern_netpol 2>/dev/null || true
     ip link del "$NR_LINK" 2>/dev/null || true
+    # the agent's VXLAN device (TERN_CLUSTER_NODE_ROUTES=vxlan): it outlives the agent, as the
+    # node routes do; its routes, neighbour and FDB entries go with it
+    [ -e "$KT/vxlan-preexisting" ] || ip link del tern.vxlan 2>/dev/null || true
     # kube-proxy's tables (it leaves them when stopped) and the guard, when this tier made them
     if [ -d "$KT/kube-proxy" ]; then
         "$GOBIN_DIR/e2e/kube-proxy" --cleanup >/dev/null 2>&1 || true
@@ -494,5 +498,7 @@ down() {
     ip -o -6 route show | awk '/^fd99:210:/ {print $1}' | while read -r r; do ip -6 route del "$r" 2>/dev/null || true; done
     # IPv6 forwarding, which tern's ADD turned on for the pods' IPv6 addresses, back as it was
     [ ! -s "$KT/ipv6-forwarding" ] || sysctl -qw net.ipv6.conf.all.forwarding="$(cat "$KT/ipv6-forwarding")" || true
+    # the conntrack CLOSE_WAIT timeout, which the conformance tier's kube-proxy set
+    [ ! -s "$KT/conntrack-close-wait" ] || sysctl -qw net.netfilter.nf_conntrack_tcp_timeout_close_wait="$(cat "$KT/conntrack-close-wait")" || true
     rm -rf "$KT"
 }

@@ -31,6 +31,11 @@
 #   dual stack) in place of lib.sh's kt-node0 /32; node 2 is 10.99.219.2/24 (fd99:219::2/64) on a
 #   veth into its netns (eth0; the host end kt-n2h on the bridge), default routes via node 1, so
 #   the nodes share one L2 segment and tern-agent's host-gw routes (`--node-routes`) connect them.
+#   With TERN_CLUSTER_NODE_ROUTES=vxlan node 2 sits on another subnet, 10.99.218.2/24
+#   (fd99:218::2/64), behind a router netns kt-router (10.99.219.254 on the bridge, 10.99.218.254
+#   on node 2's veth; no default route, so it forwards between the two subnets and nothing else):
+#   the nodes share no L2 segment, host-gw cannot reach, and tern-agent runs with
+#   `--node-routes=vxlan` (tests/conformance/lib.sh install_tern).
 #   The guard (tests/conformance/lib.sh, inet tern_kt_guard) runs in node 2's netns too, and node
 #   1's rejects what comes from the node network for anywhere off the cluster: node 2's traffic
 #   leaves through node 1, and no test traffic leaves the machine.
@@ -45,15 +50,37 @@
 #   sandbox image are pulled, never copied by hand.
 # - Teardown (node2_down, first thing in lib.sh's `down`): the kubelet stopped, the pods' sandboxes
 #   stopped and removed through node 2's CRI (tern's DEL on node 2), the container removed, the
-#   veth, bridge, cgroups under /tern-kube2, mounts and files under $KT/node2 gone. lib.sh's own
+#   veth, router netns, bridge, cgroups under /tern-kube2, mounts and files under $KT/node2 gone. lib.sh's own
 #   teardown removes node 1's routes into the pod ranges, node routes included.
 
 NODE2=tern-node2
-NODE2_IP=10.99.219.2
-NODE2_IP6="${NODE_IP6:+fd99:219::2}"
-NODE2_IPS="$NODE2_IP${NODE2_IP6:+,$NODE2_IP6}"
 NODE_NET=10.99.219.0/24
 NODE_NET6="${NODE_IP6:+fd99:219::/64}"
+# host-gw (node 2 on node 1's bridge) or vxlan (node 2 on its own subnet behind kt-router)
+NODE_ROUTES="${TERN_CLUSTER_NODE_ROUTES:-host-gw}"
+ROUTER_NS=kt-router
+# NODE_NETS*: the node networks as nft set elements (one subnet with host-gw, two with vxlan)
+if [ "$NODE_ROUTES" = vxlan ]; then
+    NODE2_IP=10.99.218.2
+    NODE2_IP6="${NODE_IP6:+fd99:218::2}"
+    NODE2_NET=10.99.218.0/24
+    NODE2_NET6="${NODE_IP6:+fd99:218::/64}"
+    NODE_NETS="$NODE_NET, $NODE2_NET"
+    NODE_NETS6="${NODE_IP6:+$NODE_NET6, $NODE2_NET6}"
+    # the router's address on each subnet: node 1's route to node 2's and node 2's default
+    ROUTER_IP1=10.99.219.254
+    ROUTER_IP1_6=fd99:219::fe
+    ROUTER_IP2=10.99.218.254
+    ROUTER_IP2_6=fd99:218::fe
+else
+    NODE2_IP=10.99.219.2
+    NODE2_IP6="${NODE_IP6:+fd99:219::2}"
+    NODE_NETS=$NODE_NET
+    NODE_NETS6=$NODE_NET6
+fi
+NODE2_IPS="$NODE2_IP${NODE2_IP6:+,$NODE2_IP6}"
+# the address node 2 moves to in scripts/two-nodes' readdress case (in its serving certificate)
+NODE2_IP_NEXT="${NODE2_IP%.*}.3"
 BRIDGE=kt-br0
 NODE2_VETH=kt-n2h
 NODE2_CTR=tern-kt-node2
@@ -115,7 +142,7 @@ bridge_address() {
 # node2_pki: node 2's kubelet client certificate and kubeconfig, and its serving certificate.
 node2_pki() {
     cert kubelet2 "system:node:$NODE2" system:nodes
-    cert kubelet2-serving "system:node:$NODE2" system:nodes "IP:$NODE2_IP,${NODE2_IP6:+IP:$NODE2_IP6,}IP:127.0.0.1,DNS:$NODE2"
+    cert kubelet2-serving "system:node:$NODE2" system:nodes "IP:$NODE2_IP,IP:$NODE2_IP_NEXT,${NODE2_IP6:+IP:$NODE2_IP6,}IP:127.0.0.1,DNS:$NODE2"
     kubeconfig kubelet2
 }
 
@@ -123,11 +150,11 @@ node2_pki() {
 # node network (node 2 itself, or its pods after its egress NAT) may reach the cluster's ranges
 # and the node network, nothing else; pods may reach node 2's address.
 node2_guard_rules() {
-    nft insert rule inet tern_kt_guard forward ip saddr "$CLUSTER_CIDR" ip daddr "$NODE_NET" accept
-    nft add rule inet tern_kt_guard forward ip saddr "$NODE_NET" ip daddr != "{ $CLUSTER_CIDR, $NODE_NET, $SERVICE_CIDR }" counter reject
+    nft insert rule inet tern_kt_guard forward ip saddr "$CLUSTER_CIDR" ip daddr "{ $NODE_NETS }" accept
+    nft add rule inet tern_kt_guard forward ip saddr "{ $NODE_NETS }" ip daddr != "{ $CLUSTER_CIDR, $NODE_NETS, $SERVICE_CIDR }" counter reject
     if [ -n "$NODE_NET6" ]; then
-        nft insert rule inet tern_kt_guard forward ip6 saddr "$CLUSTER_CIDR6" ip6 daddr "$NODE_NET6" accept
-        nft add rule inet tern_kt_guard forward ip6 saddr "$NODE_NET6" ip6 daddr != "{ $CLUSTER_CIDR6, $NODE_NET6, $SERVICE_CIDR6 }" counter reject
+        nft insert rule inet tern_kt_guard forward ip6 saddr "$CLUSTER_CIDR6" ip6 daddr "{ $NODE_NETS6 }" accept
+        nft add rule inet tern_kt_guard forward ip6 saddr "{ $NODE_NETS6 }" ip6 daddr != "{ $CLUSTER_CIDR6, $NODE_NETS6, $SERVICE_CIDR6 }" counter reject
     fi
 }
 
@@ -201,6 +228,13 @@ YAML
             -e "s|^nodePortAddresses: .*|nodePortAddresses: [\"$NODE2_IP/32\"${NODE2_IP6:+, \"$NODE2_IP6/128\"}]|" \
             "$KT/kube-proxy/config.yaml" >"$fs$e/kube-proxy.yaml"
     fi
+    # the kubelet, on its own so that a check can restart it (node2_restart_kubelet)
+    cat >"$fs/usr/local/sbin/tern-node2-kubelet" <<KUBELET
+#!/bin/sh
+exec $K8S_BIN/kubelet --config $e/kubelet.yaml --kubeconfig $KT/pki/kubelet2.kubeconfig \\
+    --root-dir /var/lib/kubelet --hostname-override $NODE2 --node-ip \${NODE2_IPS:-$NODE2_IPS} --v=1 >>/var/log/tern-node2/kubelet.log 2>&1
+KUBELET
+    chmod 0755 "$fs/usr/local/sbin/tern-node2-kubelet"
     # PID 1: the variables are expanded here, the rest in node 2
     cat >"$fs/usr/local/sbin/tern-node2-init" <<INIT
 #!/bin/bash
@@ -229,8 +263,7 @@ export PATH="$GOBIN_DIR/containerd:\$PATH"
 containerd --config $e/containerd.toml --log-level warn >>\$log/containerd.log 2>&1 &
 echo \$! >/run/containerd.pid
 for _ in \$(seq 1 120); do [ -S /run/containerd/containerd.sock ] && break; sleep 0.25; done
-$K8S_BIN/kubelet --config $e/kubelet.yaml --kubeconfig $KT/pki/kubelet2.kubeconfig \
-    --root-dir /var/lib/kubelet --hostname-override $NODE2 --node-ip $NODE2_IPS --v=1 >>\$log/kubelet.log 2>&1 &
+/usr/local/sbin/tern-node2-kubelet &
 echo \$! >/run/kubelet.pid
 if [ -f $e/kube-proxy.yaml ]; then
     $GOBIN_DIR/e2e/kube-proxy --config $e/kube-proxy.yaml --v=1 >>\$log/kube-proxy.log 2>&1 &
@@ -247,25 +280,68 @@ INIT
     chmod 0755 "$fs/usr/local/sbin/tern-node2-init"
 }
 
+# node2_router: with vxlan, the router netns between node 1's bridge and node 2's veth (the host
+# end, $NODE2_VETH, moved into it): forwarding on, no default route, and a guard that forwards
+# only between the two node subnets; node 1's routes to node 2's subnet through it.
+node2_router() {
+    local r=(ip netns exec "$ROUTER_NS")
+    ip netns add "$ROUTER_NS"
+    "${r[@]}" ip link set lo up
+    ip link add kt-r1h type veth peer name kt-r1c
+    ip link set kt-r1h master "$BRIDGE" up
+    ip link set kt-r1c netns "$ROUTER_NS"
+    ip link set "$NODE2_VETH" netns "$ROUTER_NS"
+    "${r[@]}" ip addr add "$ROUTER_IP1/24" dev kt-r1c
+    "${r[@]}" ip addr add "$ROUTER_IP2/24" dev "$NODE2_VETH"
+    if [ -n "$NODE2_IP6" ]; then
+        "${r[@]}" ip addr add "$ROUTER_IP1_6/64" dev kt-r1c nodad
+        "${r[@]}" ip addr add "$ROUTER_IP2_6/64" dev "$NODE2_VETH" nodad
+        "${r[@]}" sysctl -qw net.ipv6.conf.all.forwarding=1
+    fi
+    "${r[@]}" sysctl -qw net.ipv4.ip_forward=1
+    "${r[@]}" ip link set kt-r1c up
+    "${r[@]}" ip link set "$NODE2_VETH" up
+    local v6=''
+    [ -z "$NODE2_IP6" ] || v6="
+        ip6 saddr { $NODE_NETS6 } ip6 daddr { $NODE_NETS6 } accept"
+    "${r[@]}" nft -f - <<NFT
+table inet tern_kt_guard {
+    chain forward {
+        type filter hook forward priority filter; policy accept;
+        ip saddr { $NODE_NETS } ip daddr { $NODE_NETS } accept$v6
+        counter reject
+    }
+}
+NFT
+    ip route replace "$NODE2_NET" via "$ROUTER_IP1"
+    [ -z "$NODE2_IP6" ] || ip -6 route replace "$NODE2_NET6" via "$ROUTER_IP1_6"
+}
+
 # node2_network PID: the veth into node 2's netns (PID's), its addresses and default routes, and
-# the guard in its netns.
+# the guard in its netns. With host-gw the host end is on node 1's bridge and node 1 is the
+# default gateway; with vxlan it is in the router netns, the gateway.
 node2_network() {
-    local pid=$1
+    local pid=$1 gw=$NODE_IP gw6=$NODE_IP6
     ip link add "$NODE2_VETH" type veth peer name kt-n2c
-    ip link set "$NODE2_VETH" master "$BRIDGE" up
+    if [ "$NODE_ROUTES" = vxlan ]; then
+        node2_router
+        gw=$ROUTER_IP2 gw6=$ROUTER_IP2_6
+    else
+        ip link set "$NODE2_VETH" master "$BRIDGE" up
+    fi
     ip link set kt-n2c netns "$pid"
     nsenter -t "$pid" -n ip link set kt-n2c name eth0
     nsenter -t "$pid" -n ip addr add "$NODE2_IP/24" dev eth0
     [ -z "$NODE2_IP6" ] || nsenter -t "$pid" -n ip addr add "$NODE2_IP6/64" dev eth0 nodad
     nsenter -t "$pid" -n ip link set eth0 up
     nsenter -t "$pid" -n ip link set lo up
-    nsenter -t "$pid" -n ip route add default via "$NODE_IP"
-    [ -z "$NODE2_IP6" ] || nsenter -t "$pid" -n ip -6 route add default via "$NODE_IP6"
-    # the guard in node 2's netns: its pods reach the cluster and the node network, nothing else
+    nsenter -t "$pid" -n ip route add default via "$gw"
+    [ -z "$NODE2_IP6" ] || nsenter -t "$pid" -n ip -6 route add default via "$gw6"
+    # the guard in node 2's netns: its pods reach the cluster and the node networks, nothing else
     local v6=''
     if [ -n "$NODE_NET6" ]; then
         v6="
-        ip6 saddr $CLUSTER_CIDR6 ip6 daddr { $CLUSTER_CIDR6, $NODE_NET6 } accept
+        ip6 saddr $CLUSTER_CIDR6 ip6 daddr { $CLUSTER_CIDR6, $NODE_NETS6 } accept
         ip6 saddr $CLUSTER_CIDR6 counter reject
         ip6 daddr $SERVICE_CIDR6 counter reject"
     fi
@@ -273,7 +349,7 @@ node2_network() {
 table inet tern_kt_guard {
     chain forward {
         type filter hook forward priority filter; policy accept;
-        ip saddr $CLUSTER_CIDR ip daddr { $CLUSTER_CIDR, $NODE_NET } accept
+        ip saddr $CLUSTER_CIDR ip daddr { $CLUSTER_CIDR, $NODE_NETS } accept
         ip saddr $CLUSTER_CIDR counter reject
         ip daddr $SERVICE_CIDR counter reject$v6
     }
@@ -307,6 +383,16 @@ node2_up() {
     log "node 2 ($NODE2, $NODE2_IPS) registered in $((SECONDS - t0))s"
 }
 
+# node2_restart_kubelet [NODE_IPS]: node 2's kubelet stopped and started again (PID 1 keeps
+# containerd, as for node2_down), with --node-ip NODE_IPS when given; a kubelet registers its
+# Node only when it starts.
+node2_restart_kubelet() {
+    # shellcheck disable=SC2016 # expanded in node 2
+    node2_exec sh -c 'touch /run/draining; kill $(cat /run/kubelet.pid); while kill -0 $(cat /run/kubelet.pid) 2>/dev/null; do sleep 0.2; done'
+    # shellcheck disable=SC2016 # expanded in node 2
+    node2_podman exec -d -e NODE2_IPS="${1:-$NODE2_IPS}" "$NODE2_CTR" sh -c 'echo $$ >/run/kubelet.pid; exec /usr/local/sbin/tern-node2-kubelet'
+}
+
 # node2_down: node 2 and its network gone; nothing of it left on the machine.
 node2_down() {
     local n="$KT/node2" ids id h
@@ -323,6 +409,9 @@ node2_down() {
         node2_podman rm -f -t 5 "$NODE2_CTR" >/dev/null 2>&1 || true
     fi
     ip link del "$NODE2_VETH" 2>/dev/null || true
+    # the router (with vxlan) and its veths; node 1's routes through it go with the bridge
+    ip netns del "$ROUTER_NS" 2>/dev/null || true
+    ip link del kt-r1h 2>/dev/null || true
     ip link del "$BRIDGE" 2>/dev/null || true
     # conmon (podman's monitor) can outlive `podman rm` by a moment: its cgroup is only removable
     # once empty (seen here: an empty conmon cgroup left under /tern-kube2); what is still in node

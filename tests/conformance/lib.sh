@@ -74,9 +74,12 @@ clusterCIDR: "$CLUSTER_CIDRS"
 nodePortAddresses: [$npa]
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 1h0m0s}
 iptables: {localhostNodePorts: false}
 YAML
+    # kube-proxy's default CLOSE_WAIT timeout (1 h; "KubeProxy should set TCP CLOSE_WAIT timeout"
+    # checks it) is written to the machine's conntrack sysctl: `down` puts the machine's value back
+    sysctl -n net.netfilter.nf_conntrack_tcp_timeout_close_wait >"$KT/conntrack-close-wait"
     start kube-proxy "$E2E_BIN/kube-proxy" --config "$k/config.yaml" --v=1
     wait_for 60 "kube-proxy healthz" curl -sf http://127.0.0.1:10256/healthz
 }
@@ -84,13 +87,23 @@ YAML
 # install_tern: deploy/ applied as an operator does (only the egress NAT's cluster ranges set to
 # this cluster's): its chain is tern, tern-tuning, portmap, bandwidth, and `tern-agent install`
 # puts the reference portmap and bandwidth from tern's image beside tern's plugins; this tier adds
-# nothing to it, so the specs test what deploy/ ships.
+# nothing to it, so the specs test what deploy/ ships. With TERN_CLUSTER_NODE_ROUTES=vxlan (two
+# nodes on two subnets, node2.sh) deploy/README.md's VXLAN steps on top.
 install_tern() {
     kubectl apply -f "$ROOT/deploy/00-namespace.yaml"
     kubectl -n tern create configmap kubernetes-services-endpoint \
         --from-literal=KUBERNETES_SERVICE_HOST="$API_ADDR" --from-literal=KUBERNETES_SERVICE_PORT="$API_PORT"
     rm -rf "$KT/deploy" && cp -r "$ROOT/deploy" "$KT/deploy"
     sed -i "s|TERN_CLUSTER_CIDRS: .*|TERN_CLUSTER_CIDRS: \"$CLUSTER_CIDRS,$SERVICE_CIDRS\"|" "$KT/deploy/configmap.yaml"
+    if [ "$NODE_ROUTES" = vxlan ]; then
+        # deploy/README.md's steps for nodes on different subnets: the flag, the pods' MTU the
+        # VXLAN device's (1500 - 50 over the IPv4 underlay), deploy/vxlan's RBAC
+        sed -i 's|^\( *\)- --node-routes$|\1- --node-routes=vxlan|' "$KT/deploy/daemonset.yaml"
+        sed -i 's|"mtu": 1500,|"mtu": 1450,|' "$KT/deploy/configmap.yaml"
+        grep -q -- '--node-routes=vxlan' "$KT/deploy/daemonset.yaml"
+        grep -q '"mtu": 1450,' "$KT/deploy/configmap.yaml"
+        kubectl apply -f "$KT/deploy/vxlan/"
+    fi
     kubectl apply -f "$KT/deploy/"
     kubectl -n tern rollout status daemonset/tern-agent --timeout=180s
     wait_for 60 "deploy/'s conflist (tern, tern-tuning, portmap, bandwidth)" bash -c "jq -e '[.plugins[].type] == [\"tern\",\"tern-tuning\",\"portmap\",\"bandwidth\"]' $CNI_NET/10-tern.conflist"
