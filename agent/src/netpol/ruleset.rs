@@ -331,12 +331,6 @@ pub fn render(plan: &Plan) -> (Table, Size) {
     (table, w.size)
 }
 
-/// The table's text for `plan`, and its size.
-pub fn table(plan: &Plan) -> (String, Size) {
-    let (t, size) = render(plan);
-    (t.text(), size)
-}
-
 /// The script that replaces the table with `plan`'s in one transaction, and the table's size.
 pub fn replace_script(plan: &Plan) -> (String, Size) {
     let (t, size) = render(plan);

@@ -173,12 +173,6 @@ impl Store {
         &self.dir
     }
 
-    /// Removes temp files left by tern-ipam processes killed mid-write. Safe only because the
-    /// lock is held: no live tern-ipam is writing.
-    pub fn sweep_temps(&self) {
-        tern_node::fs::remove_stale_temps(&self.dir);
-    }
-
     /// Every lease, ordered by file name (host-local walks the directory in that order). Files
     /// whose name is not an address (`lock`, `last_reserved_ip.*`, temp files) are not leases;
     /// unreadable files are skipped, as host-local does; bytes that are not UTF-8 are read as
@@ -190,7 +184,8 @@ impl Store {
         self.scan(false)
     }
 
-    /// [`Store::leases`] and [`Store::sweep_temps`] in one walk of the directory (ADD and GC do
+    /// [`Store::leases`], and the temp files of tern-ipam processes killed mid-write removed (the
+    /// rule of `tern_node::fs::remove_stale_temps`), in one walk of the directory (ADD and GC do
     /// both; a second listing was ≈4 syscalls more per ADD).
     ///
     /// # Errors
