@@ -13,6 +13,7 @@ pub mod kubeconfig;
 pub mod logging;
 pub mod mint;
 pub mod netpol;
+pub mod node_cidrs;
 pub mod plan;
 mod prom;
 pub mod routes;

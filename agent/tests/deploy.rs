@@ -101,6 +101,14 @@ fn daemonset_has_what_the_agent_needs() {
     assert_ne!(metrics.port(), cfg.listen.port());
     // Node routes are on, for the node the downward API names.
     assert_eq!(cfg.routes.unwrap().node_name, "$(NODE_NAME)");
+    // The conflist the init container writes is the one whose ranges follow the Node's podCIDRs.
+    let install_args: Vec<String> = strs(&init["command"])[2..].to_vec();
+    let install = tern_agent::install::InstallConfig::from_args(&install_args, &env).unwrap();
+    assert_eq!(
+        cfg.pod_cidrs_conflist.as_deref(),
+        Some(install.cni_conf_dir.join(&install.conflist_name).as_path())
+    );
+    assert!(install.pod_cidrs_from_node);
     assert!(
         cfg.egress.is_none(),
         "egress NAT comes from the ConfigMap, not the flags"

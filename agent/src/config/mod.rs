@@ -63,6 +63,14 @@ pub struct RunConfig {
     pub channel_min_interval: Duration,
     /// Read deadline for one channel request.
     pub channel_read_timeout: Duration,
+    /// This node's name (`--node-name`, `NODE_NAME`), when given.
+    pub node_name: Option<String>,
+    /// The conflist whose IPAM ranges follow this node's `spec.podCIDRs`
+    /// (`--pod-cidrs-conflist`, [`crate::node_cidrs`]); `None`: not followed.
+    pub pod_cidrs_conflist: Option<PathBuf>,
+    /// `timeoutSeconds` of each Node watch, also how often this Node is read when no watch
+    /// learns its podCIDRs (`--watch-timeout`).
+    pub watch_timeout: Duration,
     /// Node routes (`--node-routes`); `None` when off.
     pub routes: Option<crate::routes::RouteConfig>,
     /// Egress NAT (`--egress-nat`); `None` when off.
@@ -119,6 +127,9 @@ impl RunConfig {
             wall_check: Duration::from_secs(30),
             channel_min_interval: Duration::from_secs(30),
             channel_read_timeout: Duration::from_secs(2),
+            node_name: None,
+            pod_cidrs_conflist: None,
+            watch_timeout: Duration::from_secs(300),
             routes: None,
             egress: None,
             netpol: None,

@@ -72,6 +72,11 @@ pub struct RunArgs {
     /// Minimum spacing of channel-triggered refreshes
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub channel_interval: Duration,
+    /// The conflist `tern-agent install` wrote, as mounted here: its IPAM ranges (those install
+    /// renders from the Node) are rewritten when this node's spec.podCIDRs change (the Node
+    /// registered again with new ones); needs --node-name
+    #[arg(long, value_name = "FILE")]
+    pub pod_cidrs_conflist: Option<PathBuf>,
     /// Node routes.
     #[command(flatten)]
     pub routes: crate::routes::RouteArgs,
@@ -125,6 +130,12 @@ impl RunConfig {
         c.wall_check = a.wall_check;
         c.channel_min_interval = a.channel_interval;
         c.routes = crate::routes::RouteConfig::from_args(&a.routes)?;
+        c.node_name = a.routes.node_name.clone().filter(|n| !n.is_empty());
+        c.pod_cidrs_conflist = a.pod_cidrs_conflist;
+        c.watch_timeout = a.routes.watch_timeout;
+        if c.pod_cidrs_conflist.is_some() && c.node_name.is_none() {
+            anyhow::bail!("--pod-cidrs-conflist needs --node-name or NODE_NAME (the Node whose spec.podCIDRs it follows)");
+        }
         c.egress =
             crate::egress::EgressConfig::from_args(&a.egress, a.routes.node_name.as_deref())?;
         c.netpol = crate::netpol::NetpolConfig::from_args(

@@ -19,6 +19,7 @@ use tracing::{error, info, warn};
 
 use crate::args::{parse_bool, parse_duration};
 use crate::mint::ControllerSettings;
+use crate::node_cidrs::NodeCidrs;
 
 pub mod ruleset;
 
@@ -163,13 +164,24 @@ impl EgressNat {
     ///
     /// # Errors
     /// The nft tool is missing (the agent then refuses to start), or the thread cannot start.
-    pub fn start(run: ControllerSettings, cfg: EgressConfig) -> anyhow::Result<EgressNat> {
+    ///
+    /// With [`PodRanges::FromNode`], `own_cidrs` (this node's podCIDRs as the agent follows them,
+    /// [`crate::node_cidrs`]) moves the pod ranges when the Node's change, at once.
+    pub fn start(
+        run: ControllerSettings,
+        cfg: EgressConfig,
+        own_cidrs: Option<Arc<NodeCidrs>>,
+    ) -> anyhow::Result<EgressNat> {
         let nft = Nft::find().context("--egress-nat")?;
         let shared = Arc::new(Shared::default());
+        let own_cidrs = own_cidrs.filter(|_| matches!(cfg.pod, PodRanges::FromNode(_)));
+        if let Some(c) = &own_cidrs {
+            c.listen(Arc::clone(&shared));
+        }
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("egress-nat".into())
-            .spawn(move || controller(&s, &run, &cfg, &nft))?;
+            .spawn(move || controller(&s, &run, &cfg, &nft, own_cidrs.as_deref()))?;
         Ok(EgressNat {
             shared,
             thread: Some(thread),
@@ -223,16 +235,40 @@ fn pod_ranges(s: &Shared, run: &ControllerSettings, cfg: &EgressConfig) -> Optio
     }
 }
 
-fn controller(s: &Shared, run: &ControllerSettings, cfg: &EgressConfig, nft: &Nft) {
+/// The pod ranges in `cidrs` (a Node's podCIDRs), when they parse and differ from `now`.
+fn moved_ranges(cidrs: &[String], now: &[IpNetwork]) -> Option<Vec<IpNetwork>> {
+    let nets: Vec<IpNetwork> = cidrs.iter().filter_map(|c| c.parse().ok()).collect();
+    (!nets.is_empty() && nets != now).then_some(nets)
+}
+
+fn controller(
+    s: &Shared,
+    run: &ControllerSettings,
+    cfg: &EgressConfig,
+    nft: &Nft,
+    own_cidrs: Option<&NodeCidrs>,
+) {
     let Some(pod) = pod_ranges(s, run, cfg) else {
         return;
     };
-    let ranges = Ranges {
+    let mut ranges = Ranges {
         pod,
         cluster: cfg.cluster.clone(),
     };
     let mut applied: Option<String> = None;
+    let mut seen = 0;
     loop {
+        if let Some(cell) = own_cidrs {
+            let (generation, cidrs) = cell.current();
+            if generation != seen {
+                seen = generation;
+                if let Some(pod) = moved_ranges(&cidrs, &ranges.pod) {
+                    info!(from = ?ranges.pod, to = ?pod, "egress NAT: this node's podCIDRs changed (its Node registered again); the rule set follows");
+                    ranges.pod = pod;
+                    applied = None;
+                }
+            }
+        }
         if crate::uninstall::uninstalling(&run.kubeconfig) {
             info!(
                 table = TABLE,
@@ -264,7 +300,8 @@ fn controller(s: &Shared, run: &ControllerSettings, cfg: &EgressConfig, nft: &Nf
                 Err(e) => warn!(error = %e, "egress NAT: cannot apply the rule set"),
             }
         }
-        if s.sleep(cfg.resync) {
+        let woken = || own_cidrs.is_some_and(|c| c.generation() != seen);
+        if s.sleep_unless(cfg.resync, woken) {
             return;
         }
     }

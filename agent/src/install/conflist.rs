@@ -64,6 +64,52 @@ pub fn ranges_for(cidrs: &[String]) -> Value {
     )
 }
 
+/// Whether `ranges` has the shape [`ranges_for`] renders: one range set per CIDR, each holding
+/// one range with a `subnet` and nothing else.
+fn is_rendered_ranges(ranges: &Value) -> bool {
+    ranges.as_array().is_some_and(|sets| {
+        !sets.is_empty()
+            && sets.iter().all(|set| {
+                set.as_array().is_some_and(|rs| {
+                    rs.len() == 1
+                        && rs[0]
+                            .as_object()
+                            .is_some_and(|r| r.len() == 1 && r["subnet"].is_string())
+                })
+            })
+    })
+}
+
+/// `conflist` with its pod ranges following new podCIDRs: the `ranges` of every plugin's `ipam`
+/// of type `tern-ipam` or `host-local` that has the shape [`RANGES_PLACEHOLDER`] renders to (one
+/// range set per CIDR, each `[{"subnet": CIDR}]`) set to [`ranges_for`]`(cidrs)`, as `install`
+/// would render it now. `None` when nothing changes (every such `ranges` already matches, or
+/// there is none). Ranges of any other shape (an operator's own, with `rangeStart` or two ranges
+/// in a set) are left as they are.
+pub fn with_pod_ranges(conflist: &Value, cidrs: &[String]) -> Option<Value> {
+    let want = ranges_for(cidrs);
+    let mut out = conflist.clone();
+    let mut changed = false;
+    for plugin in out.get_mut("plugins")?.as_array_mut()?.iter_mut() {
+        // get_mut, not IndexMut: indexing would add `"ipam": null` to a plugin without one.
+        let Some(ipam) = plugin.get_mut("ipam").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let follows = ipam
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t == "tern-ipam" || t == "host-local");
+        let Some(ranges) = ipam.get_mut("ranges") else {
+            continue;
+        };
+        if follows && is_rendered_ranges(ranges) && *ranges != want {
+            *ranges = want.clone();
+            changed = true;
+        }
+    }
+    changed.then_some(out)
+}
+
 /// Fills the template's placeholders. `ranges` is needed only when the template uses
 /// [`RANGES_PLACEHOLDER`].
 ///
@@ -153,6 +199,7 @@ pub fn validate_tuning(conflist: &Value, allowlist: &Allowlist) -> anyhow::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_conflist_that_calls_the_api_needs_tern_lookup() {
@@ -235,5 +282,39 @@ mod tests {
         );
         let badval = serde_json::json!({"plugins": [{"type": "tern-tuning", "sysctl": {"net.ipv4.tcp_keepalive_time": "6\n0"}}]});
         assert!(validate_tuning(&badval, &Allowlist::builtin()).is_err());
+    }
+
+    #[test]
+    fn pod_ranges_follow_only_what_install_renders() {
+        let installed = render(
+            DEFAULT_TEMPLATE,
+            Path::new("/k"),
+            "n1",
+            Some(&ranges_for(&["10.1.0.0/24".into(), "fd00:1::/64".into()])),
+        )
+        .unwrap();
+        let cidrs = ["10.1.0.0/24".to_owned(), "fd00:9::/64".to_owned()];
+        let moved = with_pod_ranges(&installed, &cidrs).expect("the IPv6 range changed");
+        assert_eq!(moved["plugins"][0]["ipam"]["ranges"], ranges_for(&cidrs));
+        // Everything else as it was: only the ranges differ.
+        let mut back = moved.clone();
+        back["plugins"][0]["ipam"]["ranges"] = installed["plugins"][0]["ipam"]["ranges"].clone();
+        assert_eq!(back, installed);
+        assert!(moved["plugins"][1].get("ipam").is_none(), "no ipam added");
+        assert_eq!(with_pod_ranges(&moved, &cidrs), None, "already following");
+        // An operator's own ranges (rangeStart; two ranges in a set), another IPAM type, and
+        // documents that are not conflists are left alone.
+        let own = json!({"plugins": [
+            {"type": "tern", "ipam": {"type": "tern-ipam", "ranges": [[{"subnet": "10.1.0.0/24", "rangeStart": "10.1.0.10"}]]}},
+            {"type": "tern", "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.1.0.0/25"}, {"subnet": "10.1.0.128/25"}]]}},
+            {"type": "tern", "ipam": {"type": "dhcp", "ranges": [[{"subnet": "10.1.0.0/24"}]]}},
+            "not a plugin"
+        ]});
+        assert_eq!(with_pod_ranges(&own, &cidrs), None);
+        assert_eq!(with_pod_ranges(&json!([1]), &cidrs), None);
+        assert_eq!(with_pod_ranges(&json!({"plugins": 3}), &cidrs), None);
+        let host_local = json!({"plugins": [{"type": "bridge", "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.1.0.0/24"}]]}}]});
+        let moved = with_pod_ranges(&host_local, &cidrs).unwrap();
+        assert_eq!(moved["plugins"][0]["ipam"]["ranges"], ranges_for(&cidrs));
     }
 }

@@ -35,7 +35,7 @@ pub mod reference;
 
 pub use config::{InstallArgs, InstallConfig, Report, DEFAULT_PLUGINS};
 pub use conflist::{
-    ranges_for, render, require_lookup_helper, validate_tuning, DEFAULT_TEMPLATE,
+    ranges_for, render, require_lookup_helper, validate_tuning, with_pod_ranges, DEFAULT_TEMPLATE,
     KUBECONFIG_PLACEHOLDER, NODE_NAME_PLACEHOLDER, RANGES_PLACEHOLDER,
 };
 

@@ -170,6 +170,8 @@ pub(crate) struct Shared {
     pub(crate) cfg: RouteConfig,
     pub(crate) stats: Mutex<RouteStats>,
     pub(crate) stop: crate::stop_signal::StopSignal,
+    /// Where this node's own podCIDRs are published, as the watch sees them.
+    pub(crate) own_cidrs: Option<Arc<crate::node_cidrs::NodeCidrs>>,
 }
 
 impl Shared {
@@ -193,16 +195,23 @@ pub struct RouteController {
 }
 
 impl RouteController {
-    /// Starts the controller thread in the calling thread's network namespace.
+    /// Starts the controller thread in the calling thread's network namespace. With
+    /// `own_cidrs`, every list and change of this node's own Node publishes its podCIDRs there
+    /// (the followers of [`crate::node_cidrs`] need no request of their own).
     ///
     /// # Errors
     /// The thread cannot be spawned.
-    pub fn start(run: ControllerSettings, cfg: RouteConfig) -> anyhow::Result<RouteController> {
+    pub fn start(
+        run: ControllerSettings,
+        cfg: RouteConfig,
+        own_cidrs: Option<Arc<crate::node_cidrs::NodeCidrs>>,
+    ) -> anyhow::Result<RouteController> {
         let shared = Arc::new(Shared {
             run,
             cfg,
             stats: Mutex::new(RouteStats::default()),
             stop: crate::stop_signal::StopSignal::default(),
+            own_cidrs,
         });
         let s = Arc::clone(&shared);
         let (tx, done) = std::sync::mpsc::channel();

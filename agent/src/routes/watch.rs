@@ -39,6 +39,9 @@ impl Loop<'_> {
     /// Makes the kernel match the nodes known now, and records what was done. `client`
     /// publishes this node's VTEP MAC (VXLAN) when its Node does not carry it yet.
     fn apply(&mut self, client: &tern_kube::Client) {
+        if let (Some(cell), Some(me)) = (&self.s.own_cidrs, self.nodes.get(&self.s.cfg.node_name)) {
+            cell.publish(&me.pod_cidrs);
+        }
         if crate::uninstall::uninstalling(&self.s.run.kubeconfig) {
             debug!("node routes: tern-agent uninstall began; routes are no longer kept");
             return;

@@ -125,19 +125,48 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The node controllers `cfg` turns on: node routes, egress NAT, NetworkPolicy.
+/// The node controllers `cfg` turns on: node routes, egress NAT, NetworkPolicy, and the
+/// follower of this node's podCIDRs when the conflist or the egress NAT derive from them.
 fn start_controllers(cfg: &RunConfig) -> anyhow::Result<Controllers> {
+    let egress_from_node = cfg
+        .egress
+        .as_ref()
+        .is_some_and(|e| matches!(e.pod, crate::egress::PodRanges::FromNode(_)));
+    let node_name = cfg
+        .node_name
+        .clone()
+        .filter(|_| cfg.pod_cidrs_conflist.is_some() || egress_from_node);
+    let own_cidrs = node_name
+        .as_ref()
+        .map(|_| Arc::new(crate::node_cidrs::NodeCidrs::default()));
     let routes = match cfg.routes.clone() {
         Some(rc) => Some(crate::routes::RouteController::start(
             cfg.controller_settings(),
             rc,
+            own_cidrs.clone(),
         )?),
         None => None,
+    };
+    let follower = match (node_name, &own_cidrs) {
+        // With the route controller publishing and no conflist to keep, nothing is left to do.
+        (Some(node_name), Some(cells)) if routes.is_none() || cfg.pod_cidrs_conflist.is_some() => {
+            Some(crate::node_cidrs::Follower::start(
+                cfg.controller_settings(),
+                crate::node_cidrs::FollowConfig {
+                    node_name,
+                    conflist: cfg.pod_cidrs_conflist.clone(),
+                    poll: routes.is_none().then_some(cfg.watch_timeout),
+                },
+                Arc::clone(cells),
+            )?)
+        }
+        _ => None,
     };
     let egress = match cfg.egress.clone() {
         Some(ec) => Some(crate::egress::EgressNat::start(
             cfg.controller_settings(),
             ec,
+            own_cidrs,
         )?),
         None => None,
     };
@@ -148,13 +177,14 @@ fn start_controllers(cfg: &RunConfig) -> anyhow::Result<Controllers> {
         )?),
         None => None,
     };
-    Ok((routes, egress, netpol))
+    Ok((routes, egress, netpol, follower))
 }
 
 type Controllers = (
     Option<crate::routes::RouteController>,
     Option<crate::egress::EgressNat>,
     Option<crate::netpol::NetpolController>,
+    Option<crate::node_cidrs::Follower>,
 );
 
 /// A running agent. Dropping it without [`Agent::shutdown`] leaves its threads running.
@@ -168,6 +198,7 @@ pub struct Agent {
     verb_receiver: verbs::VerbReceiver,
     egress: Option<crate::egress::EgressNat>,
     netpol: Option<crate::netpol::NetpolController>,
+    follower: Option<crate::node_cidrs::Follower>,
 }
 
 impl Agent {
@@ -195,7 +226,7 @@ impl Agent {
             .transpose()?;
         let verb_metrics = verbs::VerbMetrics::default();
         let verb_receiver = verbs::VerbReceiver::start(&cfg.metrics_socket, verb_metrics.clone())?;
-        let (routes, egress, netpol) = start_controllers(&cfg)?;
+        let (routes, egress, netpol, follower) = start_controllers(&cfg)?;
         let shared = Arc::new(Shared {
             cfg,
             clock,
@@ -268,6 +299,7 @@ impl Agent {
             verb_receiver,
             egress,
             netpol,
+            follower,
         })
     }
 
@@ -304,6 +336,9 @@ impl Agent {
         }
         if let Some(n) = self.netpol {
             n.stop();
+        }
+        if let Some(f) = self.follower {
+            f.stop();
         }
         self.shared.stop.store(true, Ordering::SeqCst);
         {

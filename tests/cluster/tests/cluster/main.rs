@@ -27,6 +27,7 @@ mod lifecycle;
 mod netpol;
 mod netpol_admit;
 mod node_routes;
+mod pod_cidrs;
 mod rbac;
 mod tokens;
 
@@ -49,6 +50,7 @@ const CASES: &[Case] = &[
     ("dual_stack", dual_stack::dual_stack),
     ("critest", critest::critest),
     ("node_routes", node_routes::node_routes),
+    ("pod_cidrs_follow", pod_cidrs::pod_cidrs_follow),
     ("network_policy", netpol::network_policy),
     (
         "network_policy_new_pod",
