@@ -130,7 +130,13 @@ fn follow(stop: &StopSignal, run: &ControllerSettings, cfg: &FollowConfig, cidrs
     let mut rng = Rng::from_entropy();
     let mut failures = 0u32;
     let mut errors = std::collections::BTreeMap::new();
-    let mut next_poll = Instant::now();
+    // The conflist is checked against the Node at once (it may have changed while the agent was
+    // down); the egress NAT alone read the Node itself at start.
+    let mut next_poll = Instant::now()
+        + cfg
+            .poll
+            .filter(|_| cfg.conflist.is_none())
+            .unwrap_or_default();
     let mut done = 0u64;
     let mut retry_at: Option<Instant> = None;
     loop {
