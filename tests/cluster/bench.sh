@@ -2,7 +2,10 @@
 # tests/cluster/bench.sh — the pod-start row of scripts/bench (`scripts/bench --cluster`): on the
 # real one-node cluster of tests/cluster, the time from a pod's creation to the API reporting it
 # Ready, for tern's deployed chain and for the reference chains (ptp + host-local + tuning with the
-# same keepalive sysctls: the current release v1.10, and Debian's 1.1.1), in one run.
+# same keepalive sysctls: the current release v1.10, and Debian's 1.1.1), in one run. Every chain
+# does the same work: the reference chains end, as the deployed one does, with the portmap and
+# bandwidth tern installed (v1.10.0, the same capabilities; --bare-reference leaves them out, the
+# rows before 2026-12-05).
 #
 # Method: rounds; each round creates one pod per chain, in rotating order, one at a time (pods
 # started one after another, as a node sees most of the time). A chain is chosen by its conflist:
@@ -20,10 +23,11 @@
 # (the CRI RunPodSandbox, which runs the chain's ADD) and of kubelet_pod_start_sli_duration_seconds
 # (the kubelet's pod start SLI): exact means, no bucket rounding. Evented PLEG (alpha in v1.34) is
 # not used: the tier keeps the kubelet's default relist, so per-pod Ready comes in relist steps,
-# and the sandbox mean is the figure that shows the chain's share.
+# and the sandbox mean is the figure that shows the chain's share. --rounds R repeats the sizes R
+# times, the chains' order rotated by one each round.
 #
 # Usage (root, after scripts/setup and scripts/build-go): bash tests/cluster/bench.sh [--pods N]
-#   [--density N[,N...]] (--pods 0: the density batches alone)
+#   [--density N[,N...]] [--rounds R] [--bare-reference] (--pods 0: the density batches alone)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -47,11 +51,13 @@ spec:
 EOF
 }
 
-pods=30 densities=""
+pods=30 densities="" rounds=1 bare_reference=false
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --pods) pods=$2; shift ;;
         --density) densities=${2//,/ }; shift ;;
+        --rounds) rounds=$2; shift ;;
+        --bare-reference) bare_reference=true ;;
         *) echo "tests/cluster/bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -74,16 +80,28 @@ for rel in v110 deb; do
     echo "$CNI_NET/05-ref-$rel.conflist" >>"$KT/created"
 done
 cidr=$(kubectl get node "$NODE" -o jsonpath='{.spec.podCIDR}')
-# ref_conflist REL: ptp + host-local + tuning of release REL on the node's podCIDR.
+# ref_conflist REL: ptp + host-local + tuning of release REL on the node's podCIDR, then the
+# deployed chain's own portmap and bandwidth entries (the binaries tern installed in $CNI_BIN), so
+# that each chain runs the same plugins after its interface and IPAM (not with --bare-reference).
 ref_conflist() {
-    jq -n --arg rel "$1" --arg cidr "$cidr" --arg dir "$KT/ref-ipam-$1" '{
-        cniVersion: "1.0.0", name: ("ref-" + $rel), plugins: [
+    jq -n --arg rel "$1" --arg cidr "$cidr" --arg dir "$KT/ref-ipam-$1" --argjson bare "$bare_reference" '{
+        cniVersion: "1.0.0", name: ("ref-" + $rel), plugins: ([
           {type: ("ptp-" + $rel), ipMasq: false, mtu: 1500,
            ipam: {type: ("host-local-" + $rel), ranges: [[{subnet: $cidr}]], dataDir: $dir,
                   routes: [{dst: "0.0.0.0/0"}]}},
           {type: ("tuning-" + $rel), sysctl: {"net.ipv4.tcp_keepalive_time": "600",
-           "net.ipv4.tcp_keepalive_intvl": "60", "net.ipv4.tcp_keepalive_probes": "5"}}]}'
+           "net.ipv4.tcp_keepalive_intvl": "60", "net.ipv4.tcp_keepalive_probes": "5"}}]
+          + if $bare then [] else [
+          {type: "portmap", capabilities: {portMappings: true}, snat: true},
+          {type: "bandwidth", capabilities: {bandwidth: true}}] end)}'
 }
+# The deployed chain's portmap and bandwidth entries must be the ones the reference chains get.
+if [ "$bare_reference" = false ]; then
+    jq -e '[.plugins[] | select(.type == "portmap" or .type == "bandwidth")]
+        == [{type: "portmap", capabilities: {portMappings: true}, snat: true},
+            {type: "bandwidth", capabilities: {bandwidth: true}}]' "$CNI_NET"/10-tern.conflist >/dev/null ||
+        { log "the deployed conflist's portmap and bandwidth differ from the reference chains' (ref_conflist)"; exit 1; }
+fi
 
 # pod_ip NAME: the pod's (first) address.
 pod_ip() { kubectl get pod "$1" -o jsonpath='{.status.podIP}'; }
@@ -133,10 +151,17 @@ done
 pct() { tr ' ' '\n' | grep . | sort -n | awk -v q="$1" '{a[NR]=$1} END {i=int((NR-1)*q+0.5)+1; printf "%.1f", a[i]/1000}'; }
 label_of() {
     case $1 in
-        tern) echo "tern + deployed IPAM + tern-tuning" ;;
-        v110) echo "ptp + host-local + tuning (v1.10.0)" ;;
-        deb) echo "ptp + host-local + tuning (Debian 1.1.1)" ;;
+        tern) echo "tern (deployed chain)" ;;
+        v110) echo "reference v1.10.0" ;;
+        deb) echo "reference Debian 1.1.1" ;;
     esac
+}
+# chain_legend: what each label's chain runs, printed above the tables.
+chain_legend() {
+    local tail=" + portmap + bandwidth (v1.10.0, tern's)"
+    [ "$bare_reference" = false ] || tail=" (--bare-reference: no portmap, no bandwidth)"
+    echo "chains: tern (deployed chain) = $(jq -r '[.plugins[].type] | join(" + ")' "$CNI_NET"/10-tern.conflist);"
+    echo "        reference REL = ptp + host-local + tuning of REL$tail"
 }
 
 # kubelet_sum_count FILE METRIC [LABEL_MATCH]: "sum count" of a histogram in a /metrics dump.
@@ -148,9 +173,9 @@ kubelet_sum_count() {
 }
 kubelet_metrics() { kubectl get --raw "/api/v1/nodes/$NODE/proxy/metrics" >"$1"; }
 
-# density CHAIN N: N pods created at once on chain CHAIN; prints one line of figures.
+# density CHAIN N ROUND: N pods created at once on chain CHAIN; prints one line of figures.
 density() {
-    local c=$1 n=$2 sel="density=$1-$2" w="$KT/density-$1-$2"
+    local c=$1 n=$2 round=$3 sel="density=$1-$2-$3" w="$KT/density-$1-$2-$3"
     use_chain "$c"
     kubelet_metrics "$w.before"
     # every Ready transition, stamped on receipt (the watch opened before the pods exist)
@@ -161,7 +186,7 @@ density() {
     sleep 1
     local i t0 t1
     for ((i = 0; i < n; i++)); do
-        pod_manifest "d-$c-$n-$i" | sed "s/labels: {app: tern-test}/labels: {app: tern-test, density: $c-$n}/"
+        pod_manifest "d-$c-$n-$round-$i" | sed "s/labels: {app: tern-test}/labels: {app: tern-test, density: $c-$n-$round}/"
         echo ---
     done >"$w.yaml"
     t0=$(date +%s.%N)
@@ -179,7 +204,7 @@ density() {
     read -r -a sb1 <<<"$(kubelet_sum_count "$w.after" kubelet_runtime_operations_duration_seconds 'operation_type="run_podsandbox"')"
     read -r -a sli0 <<<"$(kubelet_sum_count "$w.before" kubelet_pod_start_sli_duration_seconds)"
     read -r -a sli1 <<<"$(kubelet_sum_count "$w.after" kubelet_pod_start_sli_duration_seconds)"
-    printf '%-40s %4d %9.2f %8s %8s %8s %5d %12s %12s\n' "$(label_of "$c")" "$n" "$(echo "$t1 - $t0" | bc)" \
+    printf '%-24s %5d %4d %9.2f %8s %8s %8s %5d %12s %12s\n' "$(label_of "$c")" "$round" "$n" "$(echo "$t1 - $t0" | bc)" \
         "$(echo "$per" | pct 0.5)" "$(echo "$per" | pct 0.99)" "$(echo "$per" | pct 1)" "$(echo "$per" | wc -w)" \
         "$(awk -v s="${sb1[0]}" -v t="${sb0[0]}" -v c="${sb1[1]}" -v d="${sb0[1]}" 'BEGIN { if (c > d) printf "%.1f (%d)", (s - t) * 1000 / (c - d), c - d; else print "-" }')" \
         "$(awk -v s="${sli1[0]}" -v t="${sli0[0]}" -v c="${sli1[1]}" -v d="${sli0[1]}" 'BEGIN { if (c > d) printf "%.1f (%d)", (s - t) * 1000 / (c - d), c - d; else print "-" }')"
@@ -189,16 +214,20 @@ density() {
 if [ -n "$densities" ]; then
     echo "pod start at density (load $(cut -d' ' -f1-3 /proc/loadavg)): N pods created in one kubectl create;"
     echo "all Ready: s; each pod create -> Ready (watch) p50 / p99 / max: ms, and pods seen; the kubelet's means over the batch: ms (count):"
-    printf '%-40s %4s %9s %8s %8s %8s %5s %12s %12s\n' chain N "all Ready" p50 p99 max seen "RunPodSandbox" "pod start SLI"
-    for n in $densities; do
-        for ((k = 0; k < ${#chains[@]}; k++)); do
-            density "${chains[$(((n + k) % ${#chains[@]}))]}" "$n"
+    chain_legend
+    printf '%-24s %5s %4s %9s %8s %8s %8s %5s %12s %12s\n' chain round N "all Ready" p50 p99 max seen "RunPodSandbox" "pod start SLI"
+    for ((r = 1; r <= rounds; r++)); do
+        for n in $densities; do
+            for ((k = 0; k < ${#chains[@]}; k++)); do
+                density "${chains[$(((n + r - 1 + k) % ${#chains[@]}))]}" "$n" "$r"
+            done
         done
     done
 fi
 [ "$pods" -gt 0 ] || exit 0
 
 echo "pod start on the real cluster (create -> Ready, ms; $pods pods per chain, one at a time; load $(cut -d' ' -f1-3 /proc/loadavg))"
+chain_legend
 printf '%-44s %8s %8s\n' chain p50 p90
 declare -A p50
 for c in "${chains[@]}"; do
