@@ -2,17 +2,19 @@
 //! refresher thread drives) with `tern-agent run`'s default settings, against an API server that
 //! grants tokens of a given lifetime and is down for 30 minutes.
 //!
-//! `cargo run -p tern-agent --example simulate [--outage MIN] [nodes] [days] [lifetime ...]`,
-//! lifetimes `1h`, `24h`, `1y-warnafter` or `<N>s` (a grant of N seconds, as the agent's
-//! `--token-lifetime` asks of scripts/scale's server; default: the first three; 5,000 nodes, 7
-//! days, a 10-minute outage). Prints a Markdown table.
+//! `cargo run -p tern-agent --example simulate [--outage MIN] [--outage-at SECS] [--start-spread
+//! SECS] [--seed N] [nodes] [days] [lifetime ...]`, lifetimes `1h`, `24h`, `1y-warnafter` or `<N>s`
+//! (a grant of N seconds, as the agent's `--token-lifetime` asks of scripts/scale's server;
+//! default: the first three; 5,000 nodes, 7 days, a 10-minute outage). Prints a Markdown table.
 //!
-//! Model: every node starts within the first 10 minutes (a DaemonSet rollout) and asks for the
+//! Model: every node starts within the first 10 minutes (a DaemonSet rollout; `--start-spread`
+//! sets another window, e.g. the seconds scripts/scale took to start its agents) and asks for the
 //! default lifetime (24 h). The server grants `1h` (a `--service-account-max-token-expiration=1h`
 //! cap), `24h` (as asked), or `1y-warnafter` (`status.expirationTimestamp` 3607 s ahead while the
 //! JWT stays valid for a year, as with `--service-account-extend-token-expiration`: the agent
 //! schedules from the status, the token never expires). An outage (default 10 minutes) starts on
-//! day 4 at 12:00: every request in it fails at once without `Retry-After` (connection refused, the worst
+//! day 4 at 12:00, when the fleet's refreshes are spread evenly (`--outage-at` puts it that many
+//! seconds after the first node's start instead, as scripts/scale's `--outage` phase prints): every request in it fails at once without `Retry-After` (connection refused, the worst
 //! case for load). Requests outside it succeed at once. Plugin-triggered channel requests are not
 //! modelled (they need a 401, which an outage does not produce).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -78,14 +80,44 @@ fn granted_seconds(arg: &str) -> Lifetime {
     }
 }
 
-/// Runs `nodes` planners for `days` (at least 5: the outage is on day 4) against `life`, with an
-/// outage of `outage_min` minutes.
-pub fn simulate(nodes: usize, days: i64, life: &Lifetime, outage_min: i64) -> Row {
+/// When the fleet starts and when the server is down, and the seed of every node's jitter.
+#[derive(Clone)]
+pub struct Scenario {
+    /// Nodes start uniformly within this many ms of the first.
+    pub start_spread_ms: i64,
+    /// The outage begins this many ms after the first start.
+    pub outage_at_ms: i64,
+    /// The outage lasts this many minutes.
+    pub outage_min: i64,
+    /// Seed of the generator that seeds each node's.
+    pub seed: u64,
+}
+
+impl Scenario {
+    /// The default: a rollout over 10 minutes, an outage of `outage_min` minutes on day 4 at
+    /// 12:00, when the fleet's refreshes are spread evenly.
+    pub fn day_four(outage_min: i64) -> Self {
+        Scenario {
+            start_spread_ms: 10 * MIN,
+            outage_at_ms: 3 * DAY + 12 * 60 * MIN,
+            outage_min,
+            seed: 20_260_101,
+        }
+    }
+}
+
+/// Runs `nodes` planners for `days` (long enough for the outage and 5 minutes after it) against
+/// `life`, as `sc` says.
+pub fn simulate(nodes: usize, days: i64, life: &Lifetime, sc: &Scenario) -> Row {
     let policy = RunConfig::with_defaults(String::new(), String::new()).policy;
     let horizon = days * DAY;
-    let o0 = 3 * DAY + 12 * 60 * MIN;
-    let o1 = o0 + outage_min * MIN;
-    let mut seeds = Rng::seeded(20_260_101);
+    let o0 = sc.outage_at_ms;
+    let o1 = o0 + sc.outage_min * MIN;
+    assert!(
+        o1 + 5 * MIN <= horizon,
+        "the outage and 5 minutes after it must end within the days simulated"
+    );
+    let mut seeds = Rng::seeded(sc.seed);
     let mut planners: Vec<Planner> = (0..nodes)
         .map(|_| Planner::new(policy.clone(), Rng::seeded(seeds.next_u64())))
         .collect();
@@ -97,7 +129,10 @@ pub fn simulate(nodes: usize, days: i64, life: &Lifetime, outage_min: i64) -> Ro
     let mut min_margin_ms = i64::MAX;
     let mut heap = BinaryHeap::new();
     for n in 0..nodes {
-        heap.push(Reverse(((seeds.unit() * 10.0 * MIN as f64) as i64, n)));
+        heap.push(Reverse((
+            (seeds.unit() * sc.start_spread_ms as f64) as i64,
+            n,
+        )));
     }
     while let Some(Reverse((t, n))) = heap.pop() {
         if t >= horizon {
@@ -134,8 +169,11 @@ pub fn simulate(nodes: usize, days: i64, life: &Lifetime, outage_min: i64) -> Ro
             / ((b - a) / 1000) as f64
     };
     let peak = |a: i64, b: i64| *per_second[s(a)..s(b)].iter().max().unwrap();
-    // Steady state: day 2 to the outage, and from an hour after it to the end.
-    let steady = [(DAY, o0), (o1 + 60 * MIN, horizon)];
+    // Steady state: day 2 to the outage, and from an hour after it to the end (where those exist).
+    let steady: Vec<(i64, i64)> = [(DAY, o0), (o1 + 60 * MIN, horizon)]
+        .into_iter()
+        .filter(|(a, b)| b - a >= 1000)
+        .collect();
     let steady_len: i64 = steady.iter().map(|(a, b)| b - a).sum();
     Row {
         steady_mean: steady
@@ -143,7 +181,7 @@ pub fn simulate(nodes: usize, days: i64, life: &Lifetime, outage_min: i64) -> Ro
             .map(|(a, b)| mean(*a, *b) * (b - a) as f64)
             .sum::<f64>()
             / steady_len as f64,
-        steady_peak: steady.iter().map(|(a, b)| peak(*a, *b)).max().unwrap(),
+        steady_peak: steady.iter().map(|(a, b)| peak(*a, *b)).max().unwrap_or(0),
         outage_mean: mean(o0, o1),
         outage_peak: peak(o0, o1),
         after_mean: mean(o1, o1 + 5 * MIN),
@@ -159,16 +197,29 @@ pub fn simulate(nodes: usize, days: i64, life: &Lifetime, outage_min: i64) -> Ro
     }
 }
 
+/// Removes `flag VALUE` from `args` and returns VALUE parsed, if the flag is there.
+fn take_flag<T: std::str::FromStr>(args: &mut Vec<String>, flag: &str) -> Option<T> {
+    let i = args.iter().position(|a| a == flag)?;
+    let value = args
+        .get(i + 1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{flag} takes a whole number"));
+    args.drain(i..i + 2);
+    Some(value)
+}
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let mut outage_min = 10;
-    if let Some(i) = args.iter().position(|a| a == "--outage") {
-        outage_min = args
-            .get(i + 1)
-            .and_then(|m| m.parse().ok())
-            .expect("--outage MIN: whole minutes");
-        args.drain(i..i + 2);
-    }
+    let outage_min = take_flag(&mut args, "--outage").unwrap_or(10);
+    let outage_at_s: Option<i64> = take_flag(&mut args, "--outage-at");
+    let default = Scenario::day_four(outage_min);
+    let sc = Scenario {
+        start_spread_ms: take_flag::<i64>(&mut args, "--start-spread")
+            .map_or(default.start_spread_ms, |s| s * 1000),
+        outage_at_ms: outage_at_s.map_or(default.outage_at_ms, |s| s * 1000),
+        seed: take_flag(&mut args, "--seed").unwrap_or(default.seed),
+        ..default
+    };
     let nodes: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(5000);
     let days: i64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(7);
     let all = [
@@ -200,14 +251,20 @@ fn main() {
         all.to_vec()
     };
     let policy = RunConfig::with_defaults(String::new(), String::new()).policy;
+    let when = outage_at_s.map_or("on day 4".to_string(), |s| {
+        format!("{s} s after the first start")
+    });
     println!(
-        "{nodes} nodes, {days} days, defaults (backoff base {:?}, cap {:?}), {outage_min}-minute outage on day 4\n",
-        policy.backoff_base, policy.backoff_cap
+        "{nodes} nodes started within {} s, {days} days, defaults (backoff base {:?}, cap {:?}), {outage_min}-minute outage {when}, seed {}\n",
+        sc.start_spread_ms / 1000,
+        policy.backoff_base,
+        policy.backoff_cap,
+        sc.seed
     );
     println!("| granted lifetime | steady mean /s (busiest s) | outage mean /s (busiest s) | first 5 min after, mean /s (busiest s) | least time left at a scheduled refresh | slowest node fresh after the server returns | node-seconds with an expired token |");
     println!("|---|---|---|---|---|---|---|");
     for l in &wanted {
-        let r = simulate(nodes, days, l, outage_min);
+        let r = simulate(nodes, days, l, &sc);
         println!(
             "| {} | {:.2} ({}) | {:.2} ({}) | {:.2} ({}) | {:.0} s | {:.0} s | {:.0} |",
             l.name,

@@ -16,7 +16,7 @@ fn one_hour() -> simulate::Lifetime {
 
 #[test]
 fn one_hour_tokens_cost_at_most_two_requests_a_second_and_ride_out_ten_minutes() {
-    let r = simulate::simulate(5000, 5, &one_hour(), 10);
+    let r = simulate::simulate(5000, 5, &one_hour(), &simulate::Scenario::day_four(10));
     // Steady state: the fleet over the mean refresh interval (3/4 of an hour): 1.85/s.
     assert!(r.steady_mean <= 2.0, "steady {}/s", r.steady_mean);
     assert!(
@@ -45,7 +45,7 @@ fn one_hour_tokens_cost_at_most_two_requests_a_second_and_ride_out_ten_minutes()
 
 #[test]
 fn a_thirty_minute_outage_outlasts_some_tokens_but_not_the_load_bounds() {
-    let r = simulate::simulate(5000, 5, &one_hour(), 30);
+    let r = simulate::simulate(5000, 5, &one_hour(), &simulate::Scenario::day_four(30));
     assert!(r.outage_mean <= 20.0, "outage mean {}/s", r.outage_mean);
     assert!(r.outage_peak <= 100, "busiest second {}", r.outage_peak);
     assert!(
