@@ -27,9 +27,12 @@
 #   /etc/cni/net.d), the vfs driver (no image is used: --rootfs), `--network none`,
 #   `--cgroupns=private`, cgroup parent /tern-kube2, `--ulimit nofile=20000:20000 --ulimit
 #   nproc=32768:32768` (without them runc fails "error setting rlimit": no CAP_SYS_RESOURCE here).
-# - Network: the bridge kt-br0 in the root netns holds node 1's 10.99.219.1/24 (fd99:219::1/64 in
-#   dual stack) in place of lib.sh's kt-node0 /32; node 2 is 10.99.219.2/24 (fd99:219::2/64) on a
-#   veth into its netns (eth0; the host end kt-n2h on the bridge), default routes via node 1, so
+# - Network: a bridge kt-br0 in the root netns is the node network; node 1's 10.99.219.1/24
+#   (fd99:219::1/64 in dual stack) is on lib.sh's veth kt-node0 (a /24 here, not its /32), whose
+#   peer kt-node1 is a port of the bridge, as a NIC on a switch (the bridge itself holds no
+#   address: its own sends lose the UDP-tunnel offloads, bridge_address); node 2 is
+#   10.99.219.2/24 (fd99:219::2/64) on a veth into its netns (eth0; the host end kt-n2h on the
+#   bridge), default routes via node 1, so
 #   the nodes share one L2 segment and tern-agent's host-gw routes (`--node-routes`) connect them.
 #   With TERN_CLUSTER_NODE_ROUTES=vxlan node 2 sits on another subnet, 10.99.218.2/24
 #   (fd99:218::2/64), behind a router netns kt-router (10.99.219.254 on the bridge, 10.99.218.254
@@ -130,13 +133,19 @@ node2_rootfs() {
     echo "$out"
 }
 
-# bridge_address: node 1's address on the bridge the two nodes share (lib.sh's node_address in
-# two-node mode).
+# bridge_address: node 1's address on the node network the two nodes share (lib.sh's
+# node_address in two-node mode): on lib.sh's veth kt-node0, its peer kt-node1 a port of the
+# bridge, as an operator's NIC is its switch's port. Not on the bridge itself: this kernel's
+# bridge does not pass on the UDP-tunnel offloads (hw_enc_features), so node 1's VXLAN packets
+# were segmented in software there (docs/BENCHMARKS.md, "Explained").
 bridge_address() {
     ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
-    ip addr replace "$NODE_IP/24" dev "$BRIDGE"
-    [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$BRIDGE" nodad
     ip link set "$BRIDGE" up
+    ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1"
+    ip link set "${NODE_LINK%0}1" master "$BRIDGE" up
+    ip addr replace "$NODE_IP/24" dev "$NODE_LINK"
+    [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$NODE_LINK" nodad
+    ip link set "$NODE_LINK" up
 }
 
 # node2_pki: node 2's kubelet client certificate and kubeconfig, and its serving certificate.
