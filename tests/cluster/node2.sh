@@ -28,9 +28,9 @@
 #   `--cgroupns=private`, cgroup parent /tern-kube2, `--ulimit nofile=20000:20000 --ulimit
 #   nproc=32768:32768` (without them runc fails "error setting rlimit": no CAP_SYS_RESOURCE here).
 # - Network: a bridge kt-br0 in the root netns is the node network; node 1's 10.99.219.1/24
-#   (fd99:219::1/64 in dual stack) is on lib.sh's veth kt-node0 (a /24 here, not its /32), whose
-#   peer kt-node1 is a port of the bridge, as a NIC on a switch (the bridge itself holds no
-#   address: its own sends lose the UDP-tunnel offloads, bridge_address); node 2 is
+#   (fd99:219::1/64 in dual stack) is on the bridge itself (host-gw) or, with vxlan, on lib.sh's
+#   veth kt-node0 (a /24 here, not its /32), whose peer kt-node1 is a port of the bridge, as a NIC
+#   on a switch (the bridge's own sends lose the UDP-tunnel offloads: bridge_address); node 2 is
 #   10.99.219.2/24 (fd99:219::2/64) on a veth into its netns (eth0; the host end kt-n2h on the
 #   bridge), default routes via node 1, so
 #   the nodes share one L2 segment and tern-agent's host-gw routes (`--node-routes`) connect them.
@@ -134,18 +134,24 @@ node2_rootfs() {
 }
 
 # bridge_address: node 1's address on the node network the two nodes share (lib.sh's
-# node_address in two-node mode): on lib.sh's veth kt-node0, its peer kt-node1 a port of the
-# bridge, as an operator's NIC is its switch's port. Not on the bridge itself: this kernel's
-# bridge does not pass on the UDP-tunnel offloads (hw_enc_features), so node 1's VXLAN packets
-# were segmented in software there (docs/BENCHMARKS.md, "Explained").
+# node_address in two-node mode). With vxlan on lib.sh's veth kt-node0 (a /24), its peer kt-node1
+# a port of the bridge, as an operator's NIC is its switch's port: this kernel's bridge does not
+# pass on the UDP-tunnel offloads (hw_enc_features), so node 1's VXLAN packets sent from the
+# bridge itself were segmented in software (docs/BENCHMARKS.md, "Explained"). With host-gw on the
+# bridge itself, as before: the one host-gw run with the veth (2026-12-05) lost the IPv6 pings
+# across the nodes, not yet explained.
 bridge_address() {
     ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
     ip link set "$BRIDGE" up
-    ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1"
-    ip link set "${NODE_LINK%0}1" master "$BRIDGE" up
-    ip addr replace "$NODE_IP/24" dev "$NODE_LINK"
-    [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$NODE_LINK" nodad
-    ip link set "$NODE_LINK" up
+    local dev=$BRIDGE
+    if [ "$NODE_ROUTES" = vxlan ]; then
+        dev=$NODE_LINK
+        ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1"
+        ip link set "${NODE_LINK%0}1" master "$BRIDGE" up
+    fi
+    ip addr replace "$NODE_IP/24" dev "$dev"
+    [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$dev" nodad
+    ip link set "$dev" up
 }
 
 # node2_pki: node 2's kubelet client certificate and kubeconfig, and its serving certificate.
