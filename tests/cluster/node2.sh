@@ -138,8 +138,9 @@ node2_rootfs() {
 # a port of the bridge, as an operator's NIC is its switch's port: this kernel's bridge does not
 # pass on the UDP-tunnel offloads (hw_enc_features), so node 1's VXLAN packets sent from the
 # bridge itself were segmented in software (docs/BENCHMARKS.md, "Explained"). With host-gw on the
-# bridge itself, as before: the one host-gw run with the veth (2026-12-05) lost the IPv6 pings
-# across the nodes, not yet explained.
+# bridge itself, as before: with the veth, node 1's IPv6 neighbour solicitations are bridged and
+# node2_guard_rules' reject meets them (br_netfilter), and with those let through IPv6 TCP across
+# still hung (docs/BENCHMARKS.md, 2026-12-05).
 bridge_address() {
     ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
     ip link set "$BRIDGE" up
