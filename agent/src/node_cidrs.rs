@@ -47,6 +47,16 @@ impl NodeCidrs {
             if cidrs.is_empty() || st.1 == cidrs {
                 return false;
             }
+            // Only lists install could render: each a CIDR, none twice (the API server validates
+            // spec.podCIDRs; this keeps a bad one out of the conflist all the same).
+            let bad = cidrs
+                .iter()
+                .enumerate()
+                .any(|(i, c)| c.parse::<ipnetwork::IpNetwork>().is_err() || cidrs[..i].contains(c));
+            if bad {
+                warn!(pod_cidrs = ?cidrs, "this node's spec.podCIDRs are not distinct CIDRs: ignored");
+                return false;
+            }
             st.0 += 1;
             st.1 = cidrs.to_vec();
         }
@@ -225,6 +235,11 @@ mod tests {
         let c = NodeCidrs::default();
         assert_eq!(c.current(), (0, vec![]));
         assert!(!c.publish(&[]));
+        assert!(!c.publish(&["banana".to_owned()]), "not a CIDR");
+        assert!(
+            !c.publish(&["10.1.0.0/24".to_owned(), "10.1.0.0/24".to_owned()]),
+            "twice"
+        );
         let a = vec!["10.1.0.0/24".to_owned()];
         assert!(c.publish(&a));
         assert!(!c.publish(&a));

@@ -138,6 +138,15 @@ impl RunConfig {
         }
         c.egress =
             crate::egress::EgressConfig::from_args(&a.egress, a.routes.node_name.as_deref())?;
+        let polls_node = c.pod_cidrs_conflist.is_some()
+            || c.egress
+                .as_ref()
+                .is_some_and(|e| matches!(e.pod, crate::egress::PodRanges::FromNode(_)));
+        if polls_node && c.watch_timeout < Duration::from_secs(1) {
+            // Without --node-routes the follower GETs this Node every --watch-timeout: under
+            // 1 s (0 s) that is a busy loop of requests.
+            anyhow::bail!("--watch-timeout must be at least 1s");
+        }
         c.netpol = crate::netpol::NetpolConfig::from_args(
             &a.netpol,
             a.routes.node_name.as_deref(),
@@ -203,6 +212,54 @@ mod tests {
         assert_eq!(c.token_lifetime, Duration::from_secs(86_400));
         assert_eq!(c.policy.backoff_cap, Duration::from_secs(240));
         assert!(c.listen.ip().is_loopback());
+    }
+
+    #[test]
+    fn pod_cidrs_conflist_needs_a_node_and_a_watch_timeout_of_1s() {
+        let env = env_of(&[
+            ("KUBERNETES_SERVICE_HOST", "h"),
+            ("KUBERNETES_SERVICE_PORT", "1"),
+        ]);
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        // An empty --node-name overrides any NODE_NAME of the test's environment.
+        let e = RunConfig::from_args(
+            &args(&["--pod-cidrs-conflist", "/c", "--node-name", ""]),
+            &env,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("needs --node-name"), "{e}");
+        // Without --node-routes the follower GETs the Node every --watch-timeout: 0 s would spin.
+        let e = RunConfig::from_args(
+            &args(&[
+                "--pod-cidrs-conflist",
+                "/c",
+                "--node-name",
+                "n1",
+                "--watch-timeout",
+                "0s",
+            ]),
+            &env,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--watch-timeout must be at least 1s"), "{e}");
+        let c = RunConfig::from_args(
+            &args(&[
+                "--pod-cidrs-conflist",
+                "/c",
+                "--node-name",
+                "n1",
+                "--watch-timeout",
+                "1s",
+            ]),
+            &env,
+        )
+        .unwrap();
+        assert_eq!(c.node_name.as_deref(), Some("n1"));
+        assert_eq!(c.watch_timeout, Duration::from_secs(1));
+        // Nothing polls the Node: the flag means nothing and stays accepted as before.
+        assert!(RunConfig::from_args(&args(&["--watch-timeout", "0s"]), &env).is_ok());
     }
 
     #[test]

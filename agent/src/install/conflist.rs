@@ -74,7 +74,11 @@ fn is_rendered_ranges(ranges: &Value) -> bool {
                     rs.len() == 1
                         && rs[0]
                             .as_object()
-                            .is_some_and(|r| r.len() == 1 && r["subnet"].is_string())
+                            // get, not Index: a Map's Index panics on a missing key (a range
+                            // such as `{"gateway": ...}` would kill the follower's thread).
+                            .is_some_and(|r| {
+                                r.len() == 1 && r.get("subnet").is_some_and(Value::is_string)
+                            })
                 })
             })
     })
@@ -313,6 +317,13 @@ mod tests {
         assert_eq!(with_pod_ranges(&own, &cidrs), None);
         assert_eq!(with_pod_ranges(&json!([1]), &cidrs), None);
         assert_eq!(with_pod_ranges(&json!({"plugins": 3}), &cidrs), None);
+        // A one-key range that is not a subnet (a typo, a gateway alone) is not install's: left
+        // alone, without a panic.
+        let typo = json!({"plugins": [
+            {"type": "tern", "ipam": {"type": "tern-ipam", "ranges": [[{"subnett": "10.1.0.0/24"}]]}},
+            {"type": "tern", "ipam": {"type": "host-local", "ranges": [[{"gateway": "10.1.0.1"}]]}}
+        ]});
+        assert_eq!(with_pod_ranges(&typo, &cidrs), None);
         let host_local = json!({"plugins": [{"type": "bridge", "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.1.0.0/24"}]]}}]});
         let moved = with_pod_ranges(&host_local, &cidrs).unwrap();
         assert_eq!(moved["plugins"][0]["ipam"]["ranges"], ranges_for(&cidrs));
