@@ -263,6 +263,9 @@ fn controller(
             if generation != seen {
                 seen = generation;
                 if let Some(pod) = moved_ranges(&cidrs, &ranges.pod) {
+                    for out in pod.iter().filter(|p| !inside(p, &cfg.cluster)) {
+                        error!(pod_cidr = %out, "egress NAT: this node's new pod range is inside no --cluster-cidrs (TERN_CLUSTER_CIDRS) range of its family: its traffic is NOT masqueraded; fix --cluster-cidrs");
+                    }
                     info!(from = ?ranges.pod, to = ?pod, "egress NAT: this node's podCIDRs changed (its Node registered again); the rule set follows");
                     ranges.pod = pod;
                     applied = None;

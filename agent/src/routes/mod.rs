@@ -51,7 +51,8 @@ pub struct RouteArgs {
     /// The UDP port of --node-routes=vxlan (the same on every node; IANA's is 4789)
     #[arg(long, value_name = "PORT", default_value_t = 4789, value_parser = clap::value_parser!(u16).range(1..))]
     pub vxlan_port: u16,
-    /// This node's name (the downward API's spec.nodeName), needed by --node-routes
+    /// This node's name (the downward API's spec.nodeName), needed by --node-routes,
+    /// --pod-cidrs-conflist and the egress NAT's ranges read from the Node
     #[arg(long, value_name = "NAME", env = "NODE_NAME", hide_env_values = true)]
     pub node_name: Option<String>,
     /// How long one node watch lasts before it is renewed (timeoutSeconds)
