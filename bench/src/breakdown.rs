@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::env::Env;
 use crate::exec::{SPAWNS, TRACE};
-use crate::floor::{exec_chain_floor, exec_floor, kernel_floor};
+use crate::floor::{exec_chain_floor, exec_floor, files_floor, kernel_floor};
 use crate::opts::Opts;
 use crate::rounds::{bench_subject, pct, Phase};
 use crate::subjects::{subjects, Subject};
@@ -160,11 +160,13 @@ pub(crate) fn breakdown(o: &Opts, env: &mut Env) -> Res<()> {
     let rounds = o.rounds.min(o.pods).max(1);
     let mut acc: Vec<Phase> = rows.iter().map(|_| Phase::default()).collect();
     let mut floor = Phase::default();
+    let mut files = Phase::default();
     let mut execs = Phase::default();
     let mut done = 0;
     for r in 0..rounds {
         let n = o.pods / rounds + usize::from(r < o.pods % rounds);
         floor.lat.extend(kernel_floor(env, n, done)?.lat);
+        files.lat.extend(files_floor(env, n, done)?.lat);
         execs.lat.extend(exec_floor(env, &o.tern, n)?.lat);
         done += n;
         for j in 0..rows.len() {
@@ -189,7 +191,7 @@ pub(crate) fn breakdown(o: &Opts, env: &mut Env) -> Res<()> {
     }
     let p50 = |i: usize| pct(&acc[i].lat, 0.5);
     let kfloor = pct(&floor.lat, 0.5);
-    let efloor = exec_chain_floor(&floor, &execs);
+    let efloor = exec_chain_floor(&floor, &files, &execs);
     println!("\nchain ADD p50, ms (same rounds):");
     for (i, (s, traced)) in rows.iter().enumerate() {
         println!(
@@ -204,10 +206,16 @@ pub(crate) fn breakdown(o: &Opts, env: &mut Env) -> Res<()> {
         );
     }
     println!(
-        "  {:<26} {efloor:>8.3}  (the kernel floor + tern's and tern-tuning's execs, a VERSION each: p50 {:.3}, p99 {:.3})",
+        "  {:<26} {efloor:>8.3}  (the kernel floor + the files + tern's and tern-tuning's execs, a VERSION each: p50 {:.3}, p99 {:.3})",
         "exec-chain floor",
         pct(&execs.lat, 0.5),
         pct(&execs.lat, 0.99)
+    );
+    println!(
+        "  {:<26} {:>8.3}  (p99 {:.3}; the ADD's files in one long-lived process: lease and cursor in the IPAM data directory on the bench's disk, state and tuning backup on tmpfs; O_TMPFILE + write + linkat each, the cursor in place)",
+        "files",
+        pct(&files.lat, 0.5),
+        pct(&files.lat, 0.99)
     );
     println!(
         "  {:<26} {kfloor:>8.3}  (p99 {:.3}; tern + tern-tuning's kernel work in one long-lived process: pod netns open + socket inside, veth pair, 2 host sysctls, 2 links up, 1 address, 3 routes, 3 pod sysctls; GETLINK of both ends)",

@@ -1,14 +1,21 @@
-//! The floors under a chain ADD. The kernel floor: the kernel work of tern + tern-tuning (pod
-//! netns entered, veth pair, sysctls, addresses, routes) done by this one long-lived process, pod
-//! after pod. The exec floor: tern and tern-tuning exec'd for a VERSION each (start-up and exit,
-//! no work). Their sum, the exec-chain floor, is what no chain of those two exec'd plugins can
-//! beat; its target is the chain's ADD p50 at most [`EXEC_CHAIN_TARGET`] times it.
+//! The floors under a chain ADD. The kernel floor: the netlink and sysctl work of tern +
+//! tern-tuning (pod netns entered, veth pair, sysctls, addresses, routes) done by this one
+//! long-lived process, pod after pod. The files floor: the files that ADD leaves on the node
+//! (lease, cursor, state, tuning backup), written by the same process. The exec floor: tern and
+//! tern-tuning exec'd for a VERSION each (start-up and exit, no work). Their sum, the exec-chain
+//! floor, is what no chain of those two exec'd plugins can beat; its target is the chain's ADD
+//! p50 at most [`EXEC_CHAIN_TARGET`] times it.
 
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ipnetwork::IpNetwork;
+use nix::fcntl::AtFlags;
+use nix::unistd::linkat;
 use tern_net::netlink::{Handle, KernelRoute, RouteScope};
 use tern_net::netns::NetNs;
 use tern_net::sysctl::{self, SysctlKey, SysctlValue};
@@ -126,7 +133,73 @@ pub(crate) fn exec_floor(env: &Env, tern: &Path, samples: usize) -> Res<Phase> {
     run_parallel(&env.host_ns, &items, 1, &work)
 }
 
-/// The exec-chain floor p50, ms: the kernel floor's p50 plus the two execs' p50.
-pub(crate) fn exec_chain_floor(kernel: &Phase, execs: &Phase) -> f64 {
-    pct(&kernel.lat, 0.5) + pct(&execs.lat, 0.5)
+/// The exec-chain floor p50, ms: the kernel floor's p50 plus the files' ([`files_floor`]) plus
+/// the two execs' p50.
+pub(crate) fn exec_chain_floor(kernel: &Phase, files: &Phase, execs: &Phase) -> f64 {
+    pct(&kernel.lat, 0.5) + pct(&files.lat, 0.5) + pct(&execs.lat, 0.5)
+}
+
+/// Creates `name` in the directory `dir` (open as `dir_file`) holding `content`, whole or absent
+/// as the plugins write their files: written with no name (`O_TMPFILE`) and linked into place.
+fn create_whole(dir: &Path, dir_file: &File, name: &str, content: &[u8]) -> Res<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_TMPFILE)
+        .open(dir)
+        .map_err(|e| format!("O_TMPFILE in {}: {e}", dir.display()))?;
+    f.write_all(content)
+        .map_err(|e| format!("write in {}: {e}", dir.display()))?;
+    linkat(&f, "", dir_file, name, AtFlags::AT_EMPTY_PATH)
+        .map_err(|e| format!("link {name} in {}: {e}", dir.display()))
+}
+
+/// Per pod, timed: the files a chain ADD leaves on the node, written by this one long-lived
+/// process in the fewest syscalls that keep each whole or absent (`O_TMPFILE`, write, `linkat`),
+/// where the chain keeps them: the IPAM lease (container ID and ifname, as host-local's) and the
+/// range's cursor (overwritten in place) in the IPAM data directory on the bench's disk (ext4
+/// here, as `/var/lib/cni/networks`); tern's per-attachment state and tern-tuning's backup of
+/// the sysctls it changed on tmpfs (as `/run/cni`). No lock, no directory walk, no JSON: a
+/// long-lived process keeps those in memory. Part of "the kernel work of an ADD" (issue 32):
+/// every one of these files must exist when the ADD returns.
+pub(crate) fn files_floor(env: &Env, pods: usize, addrs_from: usize) -> Res<Phase> {
+    let ipam = env.work.join("floor-ipam");
+    let state = env.run_work.join("floor-state");
+    for d in [&ipam, &state] {
+        std::fs::create_dir_all(d).map_err(|e| format!("mkdir {}: {e}", d.display()))?;
+    }
+    let open = |d: &Path| File::open(d).map_err(|e| format!("open {}: {e}", d.display()));
+    let (ipam_dir, state_dir) = (open(&ipam)?, open(&state)?);
+    let cursor_path = ipam.join("last_reserved_ip.0");
+    let cursor = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&cursor_path)
+        .map_err(|e| format!("{}: {e}", cursor_path.display()))?;
+    let items: Vec<usize> = (addrs_from..addrs_from + pods).collect();
+    let work = |n: &usize| -> Res<Duration> {
+        let addr = Ipv4Addr::new(10, 120, (n / 250) as u8, (n % 250 + 2) as u8).to_string();
+        let id = format!("{:064x}", n);
+        let attachment = format!("{id}-eth0");
+        let state_json = format!(
+            r#"{{"hostVeth":"kfl{n}","ifname":"eth0","ips":["{addr}/32"],"netns":"/run/netns/pod"}}"#
+        );
+        let backup = r#"{"net.ipv4.tcp_keepalive_time":"7200","net.ipv4.tcp_keepalive_intvl":"75","net.ipv4.tcp_keepalive_probes":"9"}"#;
+        let t0 = Instant::now();
+        create_whole(&ipam, &ipam_dir, &addr, format!("{id}\neth0").as_bytes())?;
+        cursor
+            .write_all_at(addr.as_bytes(), 0)
+            .and_then(|()| cursor.set_len(addr.len() as u64))
+            .map_err(|e| format!("cursor: {e}"))?;
+        create_whole(&state, &state_dir, &attachment, state_json.as_bytes())?;
+        create_whole(
+            &state,
+            &state_dir,
+            &format!("tuning-{attachment}"),
+            backup.as_bytes(),
+        )?;
+        Ok(t0.elapsed())
+    };
+    run_parallel(&env.host_ns, &items, 1, &work)
 }

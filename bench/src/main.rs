@@ -75,7 +75,7 @@ mod startup;
 mod subjects;
 
 use env::Env;
-use floor::{exec_floor, kernel_floor};
+use floor::{exec_floor, files_floor, kernel_floor};
 use kernel::bench_kernel_veth;
 use opts::{parse_opts, Opts};
 use report::report_latencies;
@@ -124,6 +124,7 @@ fn run(o: &Opts) -> Res<()> {
     let rounds = o.rounds.min(o.pods).max(1);
     let mut rows: Vec<Row> = Vec::new();
     let mut floor = Phase::default();
+    let mut files = Phase::default();
     let mut execs = Phase::default();
     for &par in &o.parallel {
         let mut kdel = Phase::default();
@@ -135,6 +136,7 @@ fn run(o: &Opts) -> Res<()> {
             let (ka, kd) = bench_kernel_veth(&mut env, n, par)?;
             if par == 1 {
                 floor.lat.extend(kernel_floor(&mut env, n, floor_done)?.lat);
+                files.lat.extend(files_floor(&env, n, floor_done)?.lat);
                 execs.lat.extend(exec_floor(&env, &o.tern, n)?.lat);
                 floor_done += n;
             }
@@ -166,7 +168,7 @@ fn run(o: &Opts) -> Res<()> {
     }
 
     report_latencies(o, &rows, &env);
-    report::report_targets(&rows, &floor, &execs);
+    report::report_targets(&rows, &floor, &files, &execs);
     startup_floor(o, &env, &rows, &host_local, &cni_path)?;
     report_rss(o, &mut env, &subs, &host_local)
 }

@@ -67,6 +67,9 @@ ref_bins=$(mktemp -d)
 trap 'rm -rf "$ref_bins"; down' EXIT
 # The cluster up and tern installed by the tier's own `install` case (node.sh up, then deploy/
 # applied as an operator does), kept running for the rounds.
+# The tier installs the release binaries of this tree (scripts/setup builds them for the tests).
+log "building the release binaries (cargo build --release --workspace)"
+(cd "$ROOT" && cargo build --release -q --workspace)
 log "bringing up the cluster under $KT and installing tern (the tier's install case)"
 (cd "$ROOT" && KT="$KT" TERN_CLUSTER_KEEP=1 cargo test -q -p tern-cluster --test cluster -- --exact cluster::install)
 
