@@ -220,46 +220,33 @@ mod tests {
             ("KUBERNETES_SERVICE_HOST", "h"),
             ("KUBERNETES_SERVICE_PORT", "1"),
         ]);
-        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let parse = |a: &[&str]| {
+            let args: Vec<String> = a.iter().map(|s| (*s).to_owned()).collect();
+            RunConfig::from_args(&args, &env)
+        };
+        let follow = |timeout: &str| {
+            parse(&[
+                "--pod-cidrs-conflist",
+                "/c",
+                "--node-name",
+                "n1",
+                "--watch-timeout",
+                timeout,
+            ])
+        };
         // An empty --node-name overrides any NODE_NAME of the test's environment.
-        let e = RunConfig::from_args(
-            &args(&["--pod-cidrs-conflist", "/c", "--node-name", ""]),
-            &env,
-        )
-        .unwrap_err()
-        .to_string();
+        let e = parse(&["--pod-cidrs-conflist", "/c", "--node-name", ""])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("needs --node-name"), "{e}");
         // Without --node-routes the follower GETs the Node every --watch-timeout: 0 s would spin.
-        let e = RunConfig::from_args(
-            &args(&[
-                "--pod-cidrs-conflist",
-                "/c",
-                "--node-name",
-                "n1",
-                "--watch-timeout",
-                "0s",
-            ]),
-            &env,
-        )
-        .unwrap_err()
-        .to_string();
+        let e = follow("0s").unwrap_err().to_string();
         assert!(e.contains("--watch-timeout must be at least 1s"), "{e}");
-        let c = RunConfig::from_args(
-            &args(&[
-                "--pod-cidrs-conflist",
-                "/c",
-                "--node-name",
-                "n1",
-                "--watch-timeout",
-                "1s",
-            ]),
-            &env,
-        )
-        .unwrap();
+        let c = follow("1s").unwrap();
         assert_eq!(c.node_name.as_deref(), Some("n1"));
         assert_eq!(c.watch_timeout, Duration::from_secs(1));
         // Nothing polls the Node: the flag means nothing and stays accepted as before.
-        assert!(RunConfig::from_args(&args(&["--watch-timeout", "0s"]), &env).is_ok());
+        assert!(parse(&["--watch-timeout", "0s"]).is_ok());
     }
 
     #[test]

@@ -219,9 +219,7 @@ fn pod_ranges(s: &Shared, run: &ControllerSettings, cfg: &EgressConfig) -> Optio
             });
         match got {
             Ok(nets) => {
-                for out in nets.iter().filter(|p| !inside(p, &cfg.cluster)) {
-                    error!(pod_cidr = %out, "egress NAT: this node's pod range (the Node's spec.podCIDRs) is inside no --cluster-cidrs (TERN_CLUSTER_CIDRS) range of its family: its traffic is NOT masqueraded (masquerading would hide its pods' traffic to other nodes' pods); fix --cluster-cidrs");
-                }
+                log_outside_cluster(&nets, &cfg.cluster);
                 return Some(nets);
             }
             Err(e) => {
@@ -232,6 +230,14 @@ fn pod_ranges(s: &Shared, run: &ControllerSettings, cfg: &EgressConfig) -> Optio
             return None;
         }
         delay = (delay * 2).min(run.policy.backoff_cap);
+    }
+}
+
+/// Logs each of this node's pod ranges (from its Node's spec.podCIDRs, at start or followed)
+/// that lies inside no `cluster` range: its traffic is left unmasqueraded.
+fn log_outside_cluster(pod: &[IpNetwork], cluster: &[IpNetwork]) {
+    for out in pod.iter().filter(|p| !inside(p, cluster)) {
+        error!(pod_cidr = %out, "egress NAT: this node's pod range (the Node's spec.podCIDRs) is inside no --cluster-cidrs (TERN_CLUSTER_CIDRS) range of its family: its traffic is NOT masqueraded (masquerading would hide its pods' traffic to other nodes' pods); fix --cluster-cidrs");
     }
 }
 
@@ -263,9 +269,7 @@ fn controller(
             if generation != seen {
                 seen = generation;
                 if let Some(pod) = moved_ranges(&cidrs, &ranges.pod) {
-                    for out in pod.iter().filter(|p| !inside(p, &cfg.cluster)) {
-                        error!(pod_cidr = %out, "egress NAT: this node's new pod range is inside no --cluster-cidrs (TERN_CLUSTER_CIDRS) range of its family: its traffic is NOT masqueraded; fix --cluster-cidrs");
-                    }
+                    log_outside_cluster(&pod, &cfg.cluster);
                     info!(from = ?ranges.pod, to = ?pod, "egress NAT: this node's podCIDRs changed (its Node registered again); the rule set follows");
                     ranges.pod = pod;
                     applied = None;
