@@ -83,6 +83,17 @@ fn open_dir(dir: &Path) -> io::Result<File> {
         .open(dir)
 }
 
+/// How [`Store::place_no_replace`] placed a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Renamed into place: the temp file is gone.
+    Renamed,
+    /// Hard-linked into place (no `RENAME_NOREPLACE`): the temp file remains.
+    Linked,
+    /// The lease's name was taken: nothing placed.
+    Taken,
+}
+
 /// The network directory with its lock held.
 #[derive(Debug)]
 pub struct Store {
@@ -268,7 +279,6 @@ impl Store {
             return Err(IpamError::store("write lease", &tmp, e));
         }
         let placed = self.place_no_replace(&tmp_name, &name);
-        let _ = tern_node::fs::remove_if_exists(&tmp);
         match placed {
             Ok(true) => {}
             Ok(false) => return Ok(false),
@@ -304,9 +314,19 @@ impl Store {
         f.set_len(data.len() as u64)
     }
 
-    /// Moves `tmp` to `name` unless `name` exists: `Ok(false)` then. `tmp` may remain (a hard
-    /// link fallback); the caller removes it.
+    /// Moves `tmp` to `name` unless `name` exists: `Ok(false)` then. `tmp` is gone afterwards
+    /// in every case (removed unless the rename moved it: no `unlink` after a rename, the
+    /// common case).
     fn place_no_replace(&self, tmp: &str, name: &str) -> io::Result<bool> {
+        let placed = self.move_or_link(tmp, name);
+        if !matches!(placed, Ok(Placement::Renamed)) {
+            let _ = tern_node::fs::remove_if_exists(&self.dir.join(tmp));
+        }
+        placed.map(|p| p != Placement::Taken)
+    }
+
+    /// `tmp` renamed to `name`, or linked there, or neither because `name` exists.
+    fn move_or_link(&self, tmp: &str, name: &str) -> io::Result<Placement> {
         match renameat2(
             &self.dir_file,
             tmp,
@@ -314,13 +334,13 @@ impl Store {
             name,
             RenameFlags::RENAME_NOREPLACE,
         ) {
-            Ok(()) => Ok(true),
-            Err(Errno::EEXIST) => Ok(false),
+            Ok(()) => Ok(Placement::Renamed),
+            Err(Errno::EEXIST) => Ok(Placement::Taken),
             // Filesystems without RENAME_NOREPLACE: link(2) refuses to replace as well.
             Err(Errno::EINVAL) | Err(Errno::ENOSYS) => {
                 match fs::hard_link(self.dir.join(tmp), self.dir.join(name)) {
-                    Ok(()) => Ok(true),
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                    Ok(()) => Ok(Placement::Linked),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Placement::Taken),
                     Err(e) => Err(e),
                 }
             }
