@@ -10,9 +10,11 @@
 //! - `last_reserved_ip.<rangeSetIndex>`: the last address handed out from that range set.
 //!
 //! Invariants: every method runs with the lock held (a [`Store`] *is* the held lock; dropping it
-//! unlocks). A lease file is either absent or complete: it is written to a temp file and
-//! renamed into place with `RENAME_NOREPLACE` (or linked, which also refuses to replace), so a
-//! crash leaves at most a stale temp file, which the next locked operation removes. The lock is an
+//! unlocks). A lease file is either absent or complete: it is written as a file with no name
+//! (`O_TMPFILE`) and linked into place, which refuses to replace, so a crash leaves nothing; where
+//! the filesystem has no `O_TMPFILE`, it is written to a temp file and renamed into place with
+//! `RENAME_NOREPLACE` (or linked), so a crash leaves at most a stale temp file, which the next
+//! locked operation removes. The lock is an
 //! `flock`, which the kernel drops when its holder dies, so a killed plugin never blocks the next.
 //!
 //! Durability: none is paid for (no fsync of a lease, the cursor or the directory; host-local does
@@ -27,11 +29,13 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::net::IpAddr;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{renameat2, Flock, FlockArg, RenameFlags};
+use nix::fcntl::{renameat2, AtFlags, Flock, FlockArg, RenameFlags};
+use nix::unistd::linkat;
 
 use crate::config::StoreLocation;
 use crate::error::IpamError;
@@ -262,27 +266,15 @@ impl Store {
         range_set: usize,
     ) -> Result<bool, IpamError> {
         let name = ip.to_string();
-        let tmp_name = tern_node::fs::temp_name(LEASE_TEMP_NAME);
-        let tmp = self.dir.join(&tmp_name);
         let content = format!("{}{LINE_BREAK}{ifname}", id.trim());
-        let written = (|| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            f.write_all(content.as_bytes())
-        })();
-        tern_node::phase::mark("lease-write");
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(IpamError::store("write lease", &tmp, e));
-        }
-        let placed = self.place_no_replace(&tmp_name, &name);
+        let placed = match self.create_unnamed(&name, content.as_bytes()) {
+            Some(placed) => placed,
+            None => self.create_through_temp(&name, content.as_bytes()),
+        };
         match placed {
             Ok(true) => {}
             Ok(false) => return Ok(false),
-            Err(e) => return Err(IpamError::store("create lease", self.dir.join(&name), e)),
+            Err(e) => return Err(e),
         }
         tern_node::phase::mark("lease-rename");
         let last = format!("{LAST_RESERVED_PREFIX}{range_set}");
@@ -292,6 +284,63 @@ impl Store {
         }
         tern_node::phase::mark("cursor-write");
         Ok(true)
+    }
+
+    /// Creates the lease `name` holding `content` as a file with no name (`O_TMPFILE`), then links
+    /// it into place, which refuses to replace as `RENAME_NOREPLACE` does: `Ok(false)` when
+    /// `name` exists. Whole or absent as through a temp file, and a writer killed before the link
+    /// leaves nothing at all; one syscall and one directory entry less. `None` when this
+    /// filesystem or kernel cannot (no `O_TMPFILE`; a link refused for another reason than
+    /// `EEXIST`): then nothing was created and [`Store::create_through_temp`] does it.
+    fn create_unnamed(&self, name: &str, content: &[u8]) -> Option<Result<bool, IpamError>> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_TMPFILE)
+            .open(&self.dir)
+            .ok()?;
+        if let Err(e) = file.write_all(content) {
+            return Some(Err(IpamError::store("write lease", self.dir.join(name), e)));
+        }
+        tern_node::phase::mark("lease-write");
+        // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (root has it); /proc/self/fd does not.
+        let linked = match linkat(&file, "", &self.dir_file, name, AtFlags::AT_EMPTY_PATH) {
+            Err(Errno::ENOENT) | Err(Errno::EPERM) => linkat(
+                &self.dir_file,
+                format!("/proc/self/fd/{}", file.as_raw_fd()).as_str(),
+                &self.dir_file,
+                name,
+                AtFlags::AT_SYMLINK_FOLLOW,
+            ),
+            other => other,
+        };
+        match linked {
+            Ok(()) => Some(Ok(true)),
+            Err(Errno::EEXIST) => Some(Ok(false)),
+            Err(_) => None,
+        }
+    }
+
+    /// Creates the lease `name` holding `content` through a temp file renamed into place (see
+    /// [`Store::place_no_replace`]): `Ok(false)` when `name` exists.
+    fn create_through_temp(&self, name: &str, content: &[u8]) -> Result<bool, IpamError> {
+        let tmp_name = tern_node::fs::temp_name(LEASE_TEMP_NAME);
+        let tmp = self.dir.join(&tmp_name);
+        let written = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(content)
+        })();
+        tern_node::phase::mark("lease-write");
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(IpamError::store("write lease", &tmp, e));
+        }
+        self.place_no_replace(&tmp_name, name)
+            .map_err(|e| IpamError::store("create lease", self.dir.join(name), e))
     }
 
     /// Overwrites `file` with `data` in place: written at offset 0, then cut to its length (no
