@@ -231,7 +231,7 @@ impl Store {
             // Bytes that are not UTF-8 are kept as U+FFFD: such an owner equals no container ID
             // or ifname (both ASCII), as in host-local's byte comparison, so GC releases the
             // lease instead of keeping a file it cannot read as text for good.
-            let content = match tern_node::fs::read_small(&path, &mut buf) {
+            let content = match tern_node::fs::read_small_at(&self.dir_file, &file_name, &mut buf) {
                 Ok(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
                 // Longer than any lease tern-ipam or host-local writes: read it all the same.
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
