@@ -10,7 +10,8 @@
 //! tern-ipam inside tern. It is still looked up in `CNI_PATH` first (a node without the plugin
 //! fails exactly as with exec), then run in this process through the very dispatcher its binary
 //! uses ([`crate::dispatch`]) with the same environment and stdin, and its stdout is parsed the
-//! same way: same code, same effects, no exec.
+//! same way: same code, same effects, no exec. [`Delegate::add_for`] goes one step further for an
+//! ADD with the caller's own netconf: the caller's parsed input in, the result as a value.
 
 mod exec;
 
@@ -23,7 +24,7 @@ use serde_json::Value;
 
 use crate::env::{split_cni_path, Verb};
 use crate::error::{code, Error};
-use crate::plugin::{AttachmentInput, GcInput, NetnsPath, Plugin, StatusInput};
+use crate::plugin::{AddInput, AttachmentInput, GcInput, NetnsPath, Plugin, StatusInput};
 use crate::result::CniResult;
 use crate::skel::dispatch;
 
@@ -245,6 +246,58 @@ impl<'a> Delegate<'a> {
         CniResult::from_json(&v)
             .map(|(r, _)| r)
             .map_err(|e| e.context(self.plugin_type))
+    }
+
+    /// ADD for the caller's own `input` (the delegate made by `input.delegate(…)`), with `stdin`
+    /// the netconf the delegate gets. A built-in delegate whose `stdin` is `input`'s netconf
+    /// byte for byte gets `input` itself, already parsed and checked by the caller's dispatcher
+    /// from the same environment and bytes, and its result as the caller would read it back from
+    /// its stdout ([`CniResult::printed_in`]): the dispatcher's second parse, its checks and the
+    /// result's printing and parsing are skipped, with the same result, error and effects.
+    /// Otherwise (other bytes, e.g. the pod lookup's `ips`; an exec'd delegate) as [`Self::add`].
+    ///
+    /// # Errors
+    /// As [`Self::add`].
+    pub fn add_for(&self, input: &AddInput, stdin: &[u8]) -> Result<CniResult, Error> {
+        let Some(Builtin(plugin)) = self.builtin else {
+            return self.add(stdin);
+        };
+        let same_call = stdin == input.config.bytes.as_slice()
+            && self.container_id == Some(input.container_id.as_str())
+            && self.netns == Some(input.netns.as_path())
+            && self.ifname == Some(input.ifname.as_str())
+            && self.cni_args == Some(input.args_raw.as_str())
+            && self.cni_path == input.cni_path;
+        if !same_call {
+            return self.add(stdin);
+        }
+        self.find()?;
+        let version = input.config.cni_version;
+        match plugin.add(input) {
+            Ok(r) if r.interfaces_indexed() => Ok(r.printed_in(version)),
+            // Printed, it would not parse: the error the caller gets from reading it back.
+            Ok(r) => CniResult::from_json(&r.to_json(version))
+                .map(|(r, _)| r)
+                .map_err(|e| e.context(self.plugin_type)),
+            Err(e) => {
+                tracing::error!(
+                    command = "ADD",
+                    container_id = input.container_id.as_str(),
+                    code = e.code,
+                    details = ?e.details,
+                    "verb failed: {}",
+                    e.msg
+                );
+                // An error with code 0 prints as no error at all (Error::from_json).
+                if e.code == 0 {
+                    return Err(Error::io(
+                        "netplugin failed with no error message: exit status: 1",
+                    )
+                    .context(self.plugin_type));
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Runs a verb that prints nothing on success (DEL, CHECK, STATUS, GC).

@@ -96,6 +96,46 @@ fn prints_golden_json_for_every_version() {
     }
 }
 
+/// An IPAM result with every field set, 1.1.0 route extras and DNS included.
+fn ipam_sample() -> CniResult {
+    CniResult {
+        interfaces: Vec::new(),
+        ips: vec![IpConfig {
+            interface: None,
+            address: "10.99.0.2/24".parse().unwrap(),
+            gateway: Some("10.99.0.1".parse().unwrap()),
+        }],
+        routes: vec![Route {
+            mtu: Some(1400),
+            adv_mss: Some(1360),
+            table: Some(7),
+            scope: Some(0),
+            ..Route::new("10.0.0.0/8".parse().unwrap(), None)
+        }],
+        dns: Dns {
+            nameservers: vec!["10.96.0.10".into()],
+            domain: Some(String::new()),
+            search: vec!["svc.cluster.local".into()],
+            options: Vec::new(),
+        },
+    }
+}
+
+#[test]
+fn printed_in_is_what_parsing_the_printed_result_gives() {
+    for r in [sample(), ipam_sample(), CniResult::default()] {
+        assert!(r.interfaces_indexed());
+        for v in Version::ALL {
+            let (read_back, _) = CniResult::from_json(&r.to_json(v)).unwrap();
+            assert_eq!(r.clone().printed_in(v), read_back, "version {v}");
+        }
+    }
+    let mut dangling = ipam_sample();
+    dangling.ips[0].interface = Some(0);
+    assert!(!dangling.interfaces_indexed());
+    assert!(CniResult::from_json(&dangling.to_json(Version::LATEST)).is_err());
+}
+
 #[test]
 fn converts_between_every_pair_of_versions() {
     for from in Version::ALL {

@@ -213,8 +213,33 @@ pub fn remove_if_stale_temp(dir: &Path, name: &str) -> bool {
 /// The I/O error (`WouldBlock` for a FIFO with a writer but no data); `InvalidData` when the
 /// file is longer than `buf`.
 pub fn read_small<'b>(path: &Path, buf: &'b mut [u8]) -> io::Result<&'b [u8]> {
+    read_whole(open_nonblocking(path)?, &path.display(), buf)
+}
+
+/// [`read_small`] of `name` in the directory open as `dir` (`openat`: one path component to
+/// resolve instead of the whole path, for reading every file of one directory).
+///
+/// # Errors
+/// As [`read_small`].
+pub fn read_small_at<'b>(dir: &File, name: &str, buf: &'b mut [u8]) -> io::Result<&'b [u8]> {
+    use nix::fcntl::{openat, OFlag};
+    let fd = openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(io::Error::from)?;
+    read_whole(File::from(fd), &name, buf)
+}
+
+/// Reads `f` (named `what` in errors) to its end into `buf`.
+fn read_whole<'b>(
+    mut f: File,
+    what: &dyn std::fmt::Display,
+    buf: &'b mut [u8],
+) -> io::Result<&'b [u8]> {
     use std::io::Read;
-    let mut f = open_nonblocking(path)?;
     let mut len = 0;
     loop {
         if len == buf.len() {
@@ -224,7 +249,7 @@ pub fn read_small<'b>(path: &Path, buf: &'b mut [u8]) -> io::Result<&'b [u8]> {
                 0 => Ok(&buf[..len]),
                 _ => Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("{} is longer than {} bytes", path.display(), buf.len()),
+                    format!("{what} is longer than {} bytes", buf.len()),
                 )),
             };
         }

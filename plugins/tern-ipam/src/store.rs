@@ -10,9 +10,11 @@
 //! - `last_reserved_ip.<rangeSetIndex>`: the last address handed out from that range set.
 //!
 //! Invariants: every method runs with the lock held (a [`Store`] *is* the held lock; dropping it
-//! unlocks). A lease file is either absent or complete: it is written to a temp file and
-//! renamed into place with `RENAME_NOREPLACE` (or linked, which also refuses to replace), so a
-//! crash leaves at most a stale temp file, which the next locked operation removes. The lock is an
+//! unlocks). A lease file is either absent or complete: it is written as a file with no name
+//! (`O_TMPFILE`) and linked into place, which refuses to replace, so a crash leaves nothing; where
+//! the filesystem has no `O_TMPFILE`, it is written to a temp file and renamed into place with
+//! `RENAME_NOREPLACE` (or linked), so a crash leaves at most a stale temp file, which the next
+//! locked operation removes. The lock is an
 //! `flock`, which the kernel drops when its holder dies, so a killed plugin never blocks the next.
 //!
 //! Durability: none is paid for (no fsync of a lease, the cursor or the directory; host-local does
@@ -27,11 +29,13 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::net::IpAddr;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{renameat2, Flock, FlockArg, RenameFlags};
+use nix::fcntl::{renameat2, AtFlags, Flock, FlockArg, RenameFlags};
+use nix::unistd::linkat;
 
 use crate::config::StoreLocation;
 use crate::error::IpamError;
@@ -81,6 +85,17 @@ fn open_dir(dir: &Path) -> io::Result<File> {
         .read(true)
         .custom_flags(nix::libc::O_DIRECTORY)
         .open(dir)
+}
+
+/// How [`Store::place_no_replace`] placed a lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    /// Renamed into place: the temp file is gone.
+    Renamed,
+    /// Hard-linked into place (no `RENAME_NOREPLACE`): the temp file remains.
+    Linked,
+    /// The lease's name was taken: nothing placed.
+    Taken,
 }
 
 /// The network directory with its lock held.
@@ -216,7 +231,7 @@ impl Store {
             // Bytes that are not UTF-8 are kept as U+FFFD: such an owner equals no container ID
             // or ifname (both ASCII), as in host-local's byte comparison, so GC releases the
             // lease instead of keeping a file it cannot read as text for good.
-            let content = match tern_node::fs::read_small(&path, &mut buf) {
+            let content = match tern_node::fs::read_small_at(&self.dir_file, &file_name, &mut buf) {
                 Ok(bytes) => Ok(String::from_utf8_lossy(bytes).into_owned()),
                 // Longer than any lease tern-ipam or host-local writes: read it all the same.
                 Err(e) if e.kind() == io::ErrorKind::InvalidData => {
@@ -251,28 +266,15 @@ impl Store {
         range_set: usize,
     ) -> Result<bool, IpamError> {
         let name = ip.to_string();
-        let tmp_name = tern_node::fs::temp_name(LEASE_TEMP_NAME);
-        let tmp = self.dir.join(&tmp_name);
         let content = format!("{}{LINE_BREAK}{ifname}", id.trim());
-        let written = (|| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            f.write_all(content.as_bytes())
-        })();
-        tern_node::phase::mark("lease-write");
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(IpamError::store("write lease", &tmp, e));
-        }
-        let placed = self.place_no_replace(&tmp_name, &name);
-        let _ = tern_node::fs::remove_if_exists(&tmp);
+        let placed = match self.create_unnamed(&name, content.as_bytes()) {
+            Some(placed) => placed,
+            None => self.create_through_temp(&name, content.as_bytes()),
+        };
         match placed {
             Ok(true) => {}
             Ok(false) => return Ok(false),
-            Err(e) => return Err(IpamError::store("create lease", self.dir.join(&name), e)),
+            Err(e) => return Err(e),
         }
         tern_node::phase::mark("lease-rename");
         let last = format!("{LAST_RESERVED_PREFIX}{range_set}");
@@ -282,6 +284,63 @@ impl Store {
         }
         tern_node::phase::mark("cursor-write");
         Ok(true)
+    }
+
+    /// Creates the lease `name` holding `content` as a file with no name (`O_TMPFILE`), then links
+    /// it into place, which refuses to replace as `RENAME_NOREPLACE` does: `Ok(false)` when
+    /// `name` exists. Whole or absent as through a temp file, and a writer killed before the link
+    /// leaves nothing at all; one syscall and one directory entry less. `None` when this
+    /// filesystem or kernel cannot (no `O_TMPFILE`; a link refused for another reason than
+    /// `EEXIST`): then nothing was created and [`Store::create_through_temp`] does it.
+    fn create_unnamed(&self, name: &str, content: &[u8]) -> Option<Result<bool, IpamError>> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_TMPFILE)
+            .open(&self.dir)
+            .ok()?;
+        if let Err(e) = file.write_all(content) {
+            return Some(Err(IpamError::store("write lease", self.dir.join(name), e)));
+        }
+        tern_node::phase::mark("lease-write");
+        // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (root has it); /proc/self/fd does not.
+        let linked = match linkat(&file, "", &self.dir_file, name, AtFlags::AT_EMPTY_PATH) {
+            Err(Errno::ENOENT) | Err(Errno::EPERM) => linkat(
+                &self.dir_file,
+                format!("/proc/self/fd/{}", file.as_raw_fd()).as_str(),
+                &self.dir_file,
+                name,
+                AtFlags::AT_SYMLINK_FOLLOW,
+            ),
+            other => other,
+        };
+        match linked {
+            Ok(()) => Some(Ok(true)),
+            Err(Errno::EEXIST) => Some(Ok(false)),
+            Err(_) => None,
+        }
+    }
+
+    /// Creates the lease `name` holding `content` through a temp file renamed into place (see
+    /// [`Store::place_no_replace`]): `Ok(false)` when `name` exists.
+    fn create_through_temp(&self, name: &str, content: &[u8]) -> Result<bool, IpamError> {
+        let tmp_name = tern_node::fs::temp_name(LEASE_TEMP_NAME);
+        let tmp = self.dir.join(&tmp_name);
+        let written = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(content)
+        })();
+        tern_node::phase::mark("lease-write");
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(IpamError::store("write lease", &tmp, e));
+        }
+        self.place_no_replace(&tmp_name, name)
+            .map_err(|e| IpamError::store("create lease", self.dir.join(name), e))
     }
 
     /// Overwrites `file` with `data` in place: written at offset 0, then cut to its length (no
@@ -304,9 +363,19 @@ impl Store {
         f.set_len(data.len() as u64)
     }
 
-    /// Moves `tmp` to `name` unless `name` exists: `Ok(false)` then. `tmp` may remain (a hard
-    /// link fallback); the caller removes it.
+    /// Moves `tmp` to `name` unless `name` exists: `Ok(false)` then. `tmp` is gone afterwards
+    /// in every case (removed unless the rename moved it: no `unlink` after a rename, the
+    /// common case).
     fn place_no_replace(&self, tmp: &str, name: &str) -> io::Result<bool> {
+        let placed = self.move_or_link(tmp, name);
+        if !matches!(placed, Ok(Placement::Renamed)) {
+            let _ = tern_node::fs::remove_if_exists(&self.dir.join(tmp));
+        }
+        placed.map(|p| p != Placement::Taken)
+    }
+
+    /// `tmp` renamed to `name`, or linked there, or neither because `name` exists.
+    fn move_or_link(&self, tmp: &str, name: &str) -> io::Result<Placement> {
         match renameat2(
             &self.dir_file,
             tmp,
@@ -314,13 +383,13 @@ impl Store {
             name,
             RenameFlags::RENAME_NOREPLACE,
         ) {
-            Ok(()) => Ok(true),
-            Err(Errno::EEXIST) => Ok(false),
+            Ok(()) => Ok(Placement::Renamed),
+            Err(Errno::EEXIST) => Ok(Placement::Taken),
             // Filesystems without RENAME_NOREPLACE: link(2) refuses to replace as well.
             Err(Errno::EINVAL) | Err(Errno::ENOSYS) => {
                 match fs::hard_link(self.dir.join(tmp), self.dir.join(name)) {
-                    Ok(()) => Ok(true),
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                    Ok(()) => Ok(Placement::Linked),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Placement::Taken),
                     Err(e) => Err(e),
                 }
             }

@@ -48,7 +48,7 @@ pub fn add(input: &AddInput, conf: &TernConf) -> Result<CniResult, Error> {
     let store = StateStore::new(&conf.state_dir, &input.config.name);
     let mut undo = Rollback::new();
     tern_node::phase::mark("ipam-prepare");
-    let ipam_result = ipam.add(&ipam_stdin)?;
+    let ipam_result = ipam.add_for(input, &ipam_stdin)?;
     tern_node::phase::mark("ipam");
     undo.push("release IPAM", || {
         ipam.exec(Verb::Del, &ipam_stdin).map_err(|e| e.to_string())

@@ -9,6 +9,31 @@ use super::CniResult;
 use crate::version::{Family, Version};
 
 impl CniResult {
+    /// The result a reader of [`Self::to_json`]`(v)` parses back ([`CniResult::from_json`]), without
+    /// the JSON: what `v` does not know dropped (interface `mtu`/`socketPath`/`pciID` and the
+    /// route extras below 1.1.0). Only for a result whose `ips` name existing interfaces
+    /// ([`Self::interfaces_indexed`]); another would not parse back at all.
+    pub fn printed_in(mut self, v: Version) -> CniResult {
+        if v < Version::V1_1_0 {
+            for i in &mut self.interfaces {
+                i.mtu = None;
+                i.socket_path = None;
+                i.pci_id = None;
+            }
+            for r in &mut self.routes {
+                r.strip_1_1_fields();
+            }
+        }
+        self
+    }
+
+    /// Whether every `ips[].interface` is an index into `interfaces` (as parsing requires).
+    pub fn interfaces_indexed(&self) -> bool {
+        self.ips
+            .iter()
+            .all(|ip| ip.interface.is_none_or(|i| i < self.interfaces.len()))
+    }
+
     /// The result as JSON in version `v`, key order as the reference library prints it.
     ///
     /// Converting down drops what `v` does not know (interface `mtu`/`socketPath`/`pciID` and the

@@ -58,6 +58,37 @@ fn lease_files_are_host_locals_format() {
 }
 
 #[test]
+fn both_ways_of_creating_a_lease_write_the_same_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = Store::open(&loc(tmp.path())).unwrap();
+    let dir = tmp.path().join("net1");
+    // ext4 and tmpfs have O_TMPFILE: the unnamed file linked into place.
+    assert!(matches!(
+        s.create_unnamed("10.1.2.3", b"c1\r\neth0"),
+        Some(Ok(true))
+    ));
+    assert!(matches!(
+        s.create_unnamed("10.1.2.3", b"c2\r\neth0"),
+        Some(Ok(false))
+    ));
+    // The fallback: a temp file renamed into place.
+    assert!(s.create_through_temp("10.1.2.4", b"c1\r\neth1").unwrap());
+    assert!(!s.create_through_temp("10.1.2.3", b"c3\r\neth0").unwrap());
+    use std::os::unix::fs::PermissionsExt;
+    for (name, content) in [("10.1.2.3", b"c1\r\neth0"), ("10.1.2.4", b"c1\r\neth1")] {
+        assert_eq!(fs::read(dir.join(name)).unwrap(), content, "{name}");
+        let mode = fs::metadata(dir.join(name)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{name} is private: {mode:o}");
+    }
+    let mut names: Vec<String> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["10.1.2.3", "10.1.2.4", "lock"], "no temp file left");
+}
+
+#[test]
 fn owners_and_legacy_lookup() {
     assert_eq!(
         Owner::parse("abc\r\neth0\n"),
