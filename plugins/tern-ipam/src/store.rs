@@ -34,7 +34,8 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
-use nix::fcntl::{renameat2, AtFlags, Flock, FlockArg, RenameFlags};
+use nix::fcntl::{AtFlags, Flock, FlockArg};
+use rustix::fs::{renameat_with, RenameFlags};
 use nix::unistd::linkat;
 
 use crate::config::StoreLocation;
@@ -376,24 +377,24 @@ impl Store {
 
     /// `tmp` renamed to `name`, or linked there, or neither because `name` exists.
     fn move_or_link(&self, tmp: &str, name: &str) -> io::Result<Placement> {
-        match renameat2(
+        match renameat_with(
             &self.dir_file,
             tmp,
             &self.dir_file,
             name,
-            RenameFlags::RENAME_NOREPLACE,
+            RenameFlags::NOREPLACE,
         ) {
             Ok(()) => Ok(Placement::Renamed),
-            Err(Errno::EEXIST) => Ok(Placement::Taken),
+            Err(rustix::io::Errno::EXIST) => Ok(Placement::Taken),
             // Filesystems without RENAME_NOREPLACE: link(2) refuses to replace as well.
-            Err(Errno::EINVAL) | Err(Errno::ENOSYS) => {
+            Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOSYS) => {
                 match fs::hard_link(self.dir.join(tmp), self.dir.join(name)) {
                     Ok(()) => Ok(Placement::Linked),
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(Placement::Taken),
                     Err(e) => Err(e),
                 }
             }
-            Err(errno) => Err(io::Error::from_raw_os_error(errno as i32)),
+            Err(errno) => Err(errno.into()),
         }
     }
 
