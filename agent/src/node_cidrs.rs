@@ -10,7 +10,8 @@
 //! a Node that is gone publishes nothing, so nothing changes until it is back.
 //!
 //! Invariants: the conflist is rewritten only when a follower range differs, atomically (temp
-//! file, rename), never created when absent and never once uninstall has begun; only ranges of
+//! file, rename), never created when absent and never once uninstall has begun (the mark is
+//! checked under the conf dir's lock uninstall drains under); only ranges of
 //! the shape `install` renders are touched ([`crate::install::with_pod_ranges`]).
 
 use std::path::{Path, PathBuf};
@@ -195,14 +196,26 @@ fn follow(stop: &StopSignal, run: &ControllerSettings, cfg: &FollowConfig, cidrs
 }
 
 /// Rewrites `path`'s follower ranges for `cidrs` when they differ: read, [`with_pod_ranges`],
-/// written atomically (mode 0644, as `install` writes it). An absent conflist (not installed, or
-/// uninstalled) and a begun uninstall leave everything as it is.
+/// written atomically (mode 0644, as `install` writes it), all under the conf dir's lock
+/// ([`crate::install::lock_conf_dir`]). An absent conflist (not installed, or uninstalled) and a
+/// begun uninstall leave everything as it is.
 ///
 /// [`with_pod_ranges`]: crate::install::with_pod_ranges
 ///
 /// # Errors
 /// The conflist cannot be read, is not JSON, or cannot be written.
 fn rewrite_conflist(path: &Path, cidrs: &[String], kubeconfig: &Path) -> anyhow::Result<()> {
+    // Checked and written under the lock uninstall drains under: a drain between the check and
+    // the write would be undone.
+    let conf_dir = path.parent().unwrap_or(Path::new("."));
+    let _held = match crate::install::lock_conf_dir(conf_dir) {
+        Ok(held) => held,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            debug!(conf_dir = %conf_dir.display(), "no CNI conf dir: no conflist to follow");
+            return Ok(());
+        }
+        Err(e) => return Err(e).with_context(|| format!("lock {}", conf_dir.display())),
+    };
     if crate::uninstall::uninstalling(kubeconfig) {
         debug!("tern-agent uninstall began; the conflist is no longer kept");
         return Ok(());
@@ -297,5 +310,58 @@ mod tests {
         );
         std::fs::write(&path, "{").unwrap();
         assert!(rewrite_conflist(&path, &cidrs, &kubeconfig).is_err());
+    }
+
+    /// A rewrite racing uninstall never undoes its drain: rewrites in a loop (each changes the
+    /// ranges) while uninstall marks and drains; afterwards tern's entry is draining, every round.
+    /// Without the conf dir's lock a rewrite that checked the mark before uninstall wrote it
+    /// landed after the drain (10 of 300 rounds in a reviewer's stress test).
+    #[test]
+    fn a_rewrite_racing_uninstall_never_undoes_the_drain() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let plan = tern_net::drain::DrainPlan {
+            conflist: "10-tern.conflist".into(),
+            kubeconfig: "tern-kubeconfig".into(),
+            plugins: vec!["tern".into()],
+            remove_egress_nat: false,
+            remove_node_routes: false,
+            remove_network_policy: false,
+        };
+        for round in 0..400 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(&plan.conflist);
+            let kubeconfig = dir.path().join(&plan.kubeconfig);
+            let ranges = crate::install::ranges_for(&["10.9.0.0/24".into()]);
+            let installed = crate::install::render(
+                crate::install::DEFAULT_TEMPLATE,
+                &kubeconfig,
+                "n1",
+                Some(&ranges),
+            )
+            .unwrap();
+            std::fs::write(&path, serde_json::to_string_pretty(&installed).unwrap()).unwrap();
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    let pairs = [["10.1.0.0/24".to_owned()], ["10.2.0.0/24".to_owned()]];
+                    let mut i = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        rewrite_conflist(&path, &pairs[i % 2], &kubeconfig).unwrap();
+                        i += 1;
+                    }
+                });
+                std::thread::sleep(Duration::from_micros(200 + (round % 7) * 150));
+                crate::uninstall::mark_and_drain(&plan, dir.path()).unwrap();
+                std::thread::sleep(Duration::from_millis(2));
+                stop.store(true, Ordering::Relaxed);
+            });
+            let now: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            assert_eq!(
+                now["plugins"][0]["draining"],
+                serde_json::Value::Bool(true),
+                "round {round}: the drain was undone"
+            );
+        }
     }
 }

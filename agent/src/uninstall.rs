@@ -181,6 +181,24 @@ pub fn drain(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes the mark (the plan) in `conf_dir`, then drains the conflist `plan.conflist`, both under
+/// the conf dir's lock ([`crate::install::lock_conf_dir`]): the running agent's pod-range rewrite
+/// checks the mark under the same lock, so it either wrote before the drain (which then drains
+/// its file) or sees the mark and writes nothing. An absent conf dir gets no mark and has no
+/// conflist to drain.
+///
+/// # Errors
+/// The conf dir cannot be locked, the mark cannot be written, or [`drain`] fails.
+pub fn mark_and_drain(plan: &DrainPlan, conf_dir: &Path) -> anyhow::Result<()> {
+    let _held = match crate::install::lock_conf_dir(conf_dir) {
+        Ok(held) => held,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("lock {}", conf_dir.display())),
+    };
+    plan.write_mark(conf_dir)?;
+    drain(&conf_dir.join(&plan.conflist))
+}
+
 /// Removes tern from the node in the order of the module docs (no DaemonSet check).
 ///
 /// # Errors
@@ -198,10 +216,7 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
     };
     plan.validate()
         .map_err(|e| anyhow::anyhow!("--conflist-name, --kubeconfig-name, --plugins: {e}"))?;
-    if a.cni_conf_dir.is_dir() {
-        plan.write_mark(&a.cni_conf_dir)?;
-    }
-    drain(&a.cni_conf_dir.join(&a.conflist_name))?;
+    mark_and_drain(&plan, &a.cni_conf_dir)?;
     let attachments = count_attachments(&a.state_dir)?;
     if attachments > 0 {
         warn!(

@@ -35,8 +35,8 @@ use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, Flock, FlockArg};
-use rustix::fs::{renameat_with, RenameFlags};
 use nix::unistd::linkat;
+use rustix::fs::{renameat_with, RenameFlags};
 
 use crate::config::StoreLocation;
 use crate::error::IpamError;
