@@ -182,7 +182,7 @@ pub fn drain(path: &Path) -> anyhow::Result<()> {
 }
 
 /// Writes the mark (the plan) in `conf_dir`, then drains the conflist `plan.conflist`, both under
-/// the conf dir's lock ([`crate::install::lock_conf_dir`]): the running agent's pod-range rewrite
+/// the conf dir's lock ([`tern_net::drain::lock_conf_dir`]): the running agent's pod-range rewrite
 /// checks the mark under the same lock, so it either wrote before the drain (which then drains
 /// its file) or sees the mark and writes nothing. An absent conf dir gets no mark and has no
 /// conflist to drain.
@@ -190,7 +190,7 @@ pub fn drain(path: &Path) -> anyhow::Result<()> {
 /// # Errors
 /// The conf dir cannot be locked, the mark cannot be written, or [`drain`] fails.
 pub fn mark_and_drain(plan: &DrainPlan, conf_dir: &Path) -> anyhow::Result<()> {
-    let _held = match crate::install::lock_conf_dir(conf_dir) {
+    let _held = match tern_net::drain::lock_conf_dir(conf_dir) {
         Ok(held) => held,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e).with_context(|| format!("lock {}", conf_dir.display())),

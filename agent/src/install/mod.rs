@@ -20,13 +20,9 @@
 //! conflist (0644), so the runtime never sees a network without credentials; a refusal leaves the
 //! previous conflist in place.
 
-use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use nix::fcntl::{Flock, FlockArg};
 use tern_kube::write_atomic;
 use tern_net::sysctl::Allowlist;
 use tracing::info;
@@ -147,7 +143,7 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
 
     // 5. The conflist, last; with the mark's removal under the conf dir's lock, so a running
     // agent's pod-range rewrite or an uninstall never interleaves with it.
-    let _held = lock_conf_dir(&cfg.cni_conf_dir)
+    let _held = tern_net::drain::lock_conf_dir(&cfg.cni_conf_dir)
         .with_context(|| format!("lock {}", cfg.cni_conf_dir.display()))?;
     let conflist_path = cfg.cni_conf_dir.join(&cfg.conflist_name);
     write_atomic(&conflist_path, conflist_text.as_bytes(), 0o644)?;
@@ -165,29 +161,6 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
         kubeconfig: kube.kubeconfig,
         conflist: conflist_path,
     })
-}
-
-/// An exclusive `flock(2)` on the CNI conf dir itself, released on drop. Held by every writer of
-/// the conflist and the uninstall mark: install's last step, uninstall's mark and drain
-/// ([`crate::uninstall`]) and the running agent's pod-range rewrite ([`crate::node_cidrs`]), so
-/// a rewrite that found no mark cannot land after uninstall drained the conflist (it would undo
-/// the drain). The directory's own descriptor is locked: no lock file for libcni to see or for
-/// uninstall to leave behind.
-///
-/// # Errors
-/// The directory cannot be opened (`NotFound` when it is absent) or locked.
-pub fn lock_conf_dir(dir: &Path) -> std::io::Result<Flock<File>> {
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let fd = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_DIRECTORY)
-        .open(dir)?;
-    Flock::lock(fd, FlockArg::LockExclusive)
-        .map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno as i32))
 }
 
 /// Entry point for `tern-agent install` with its parsed flags.

@@ -16,6 +16,8 @@
 //! nothing else in them; the release holds an exclusive lock on the mark, so two last DELs at
 //! once release once.
 
+use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
@@ -345,6 +347,29 @@ pub fn release(plan: &DrainPlan, conf_dir: &Path) -> Result<(), DrainError> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// An exclusive `flock(2)` on the CNI conf dir itself, released on drop. Held by every writer of
+/// the conflist and the uninstall mark: install's last step, uninstall's mark and drain
+/// (tern-agent's `uninstall`) and the running agent's pod-range rewrite (its `node_cidrs`), so
+/// a rewrite that found no mark cannot land after uninstall drained the conflist (it would undo
+/// the drain). The directory's own descriptor is locked: no lock file for libcni to see or for
+/// uninstall to leave behind.
+///
+/// # Errors
+/// The directory cannot be opened (`NotFound` when it is absent) or locked.
+pub fn lock_conf_dir(dir: &Path) -> std::io::Result<Flock<File>> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let fd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY)
+        .open(dir)?;
+    Flock::lock(fd, FlockArg::LockExclusive)
+        .map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno as i32))
 }
 
 /// What [`release_if_idle`] found.
