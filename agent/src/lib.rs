@@ -6,6 +6,7 @@
 pub mod args;
 pub mod cli;
 pub mod clock;
+pub mod conf_dir;
 pub mod config;
 pub mod egress;
 pub mod install;

@@ -197,7 +197,7 @@ fn follow(stop: &StopSignal, run: &ControllerSettings, cfg: &FollowConfig, cidrs
 
 /// Rewrites `path`'s follower ranges for `cidrs` when they differ: read, [`with_pod_ranges`],
 /// written atomically (mode 0644, as `install` writes it), all under the conf dir's lock
-/// ([`crate::install::lock_conf_dir`]). An absent conflist (not installed, or uninstalled) and a
+/// ([`crate::conf_dir::lock_conf_dir`]). An absent conflist (not installed, or uninstalled) and a
 /// begun uninstall leave everything as it is.
 ///
 /// [`with_pod_ranges`]: crate::install::with_pod_ranges
@@ -208,7 +208,7 @@ fn rewrite_conflist(path: &Path, cidrs: &[String], kubeconfig: &Path) -> anyhow:
     // Checked and written under the lock uninstall drains under: a drain between the check and
     // the write would be undone.
     let conf_dir = path.parent().unwrap_or(Path::new("."));
-    let _held = match crate::install::lock_conf_dir(conf_dir) {
+    let _held = match crate::conf_dir::lock_conf_dir(conf_dir) {
         Ok(held) => held,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             debug!(conf_dir = %conf_dir.display(), "no CNI conf dir: no conflist to follow");

@@ -184,7 +184,7 @@ pub fn drain(path: &Path) -> anyhow::Result<()> {
 }
 
 /// Writes the mark (the plan) in `conf_dir`, then drains the conflist `plan.conflist`, both under
-/// the conf dir's lock ([`crate::install::lock_conf_dir`]): the running agent's pod-range rewrite
+/// the conf dir's lock ([`crate::conf_dir::lock_conf_dir`]): the running agent's pod-range rewrite
 /// checks the mark under the same lock, so it either wrote before the drain (which then drains
 /// its file) or sees the mark and writes nothing. An absent conf dir gets no mark and has no
 /// conflist to drain.
@@ -196,9 +196,9 @@ pub fn mark_and_drain(plan: &DrainPlan, conf_dir: &Path) -> anyhow::Result<()> {
     mark_and_drain_held(plan, conf_dir, held.as_ref())
 }
 
-/// The conf dir's lock ([`crate::install::lock_conf_dir`]); `None` when the directory is absent.
+/// The conf dir's lock ([`crate::conf_dir::lock_conf_dir`]); `None` when the directory is absent.
 fn lock_conf_dir_if_present(conf_dir: &Path) -> anyhow::Result<Option<Flock<File>>> {
-    match crate::install::lock_conf_dir(conf_dir) {
+    match crate::conf_dir::lock_conf_dir(conf_dir) {
         Ok(held) => Ok(Some(held)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("lock {}", conf_dir.display())),

@@ -20,13 +20,9 @@
 //! conflist (0644), so the runtime never sees a network without credentials; a refusal leaves the
 //! previous conflist in place.
 
-use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use nix::fcntl::{Flock, FlockArg};
 use tern_kube::write_atomic;
 use tern_net::sysctl::Allowlist;
 use tracing::info;
@@ -127,7 +123,7 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     // began while an uninstall ran is never undone by that uninstall's finish.
     std::fs::create_dir_all(&cfg.cni_conf_dir)
         .with_context(|| format!("create {}", cfg.cni_conf_dir.display()))?;
-    let _held = lock_conf_dir(&cfg.cni_conf_dir)
+    let _held = crate::conf_dir::lock_conf_dir(&cfg.cni_conf_dir)
         .with_context(|| format!("lock {}", cfg.cni_conf_dir.display()))?;
 
     // 3. The plugins (only those listed), each replaced atomically.
@@ -168,30 +164,6 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
         kubeconfig: kube.kubeconfig,
         conflist: conflist_path,
     })
-}
-
-/// An exclusive `flock(2)` on the CNI conf dir itself, released on drop. Held by every writer of
-/// the conflist and the uninstall mark: install from its first write on the host (plugins,
-/// kubeconfig, conflist, the mark's removal), uninstall from its mark to its finish
-/// ([`crate::uninstall`]) and the running agent's pod-range rewrite ([`crate::node_cidrs`]), so
-/// a rewrite that found no mark cannot land after uninstall drained the conflist (it would undo
-/// the drain), and an install and an uninstall run one after the other, never interleaved. The directory's own descriptor is locked: no lock file for libcni to see or for
-/// uninstall to leave behind.
-///
-/// # Errors
-/// The directory cannot be opened (`NotFound` when it is absent) or locked.
-pub fn lock_conf_dir(dir: &Path) -> std::io::Result<Flock<File>> {
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let fd = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_DIRECTORY)
-        .open(dir)?;
-    Flock::lock(fd, FlockArg::LockExclusive)
-        .map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno as i32))
 }
 
 /// Entry point for `tern-agent install` with its parsed flags.
