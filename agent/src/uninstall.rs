@@ -19,11 +19,13 @@
 //! DaemonSet is gone or being deleted (a restarted or upgraded agent pod leaves tern installed);
 //! `tern-agent install` removes the mark (a reinstall supersedes an unfinished uninstall).
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
+use nix::fcntl::Flock;
 use tern_kube::KubeError;
 use tern_net::drain::DrainPlan;
 use tracing::{info, warn};
@@ -190,11 +192,29 @@ pub fn drain(path: &Path) -> anyhow::Result<()> {
 /// # Errors
 /// The conf dir cannot be locked, the mark cannot be written, or [`drain`] fails.
 pub fn mark_and_drain(plan: &DrainPlan, conf_dir: &Path) -> anyhow::Result<()> {
-    let _held = match tern_net::drain::lock_conf_dir(conf_dir) {
-        Ok(held) => held,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e).with_context(|| format!("lock {}", conf_dir.display())),
-    };
+    let held = lock_conf_dir_if_present(conf_dir)?;
+    mark_and_drain_held(plan, conf_dir, held.as_ref())
+}
+
+/// The conf dir's lock ([`tern_net::drain::lock_conf_dir`]); `None` when the directory is absent.
+fn lock_conf_dir_if_present(conf_dir: &Path) -> anyhow::Result<Option<Flock<File>>> {
+    match tern_net::drain::lock_conf_dir(conf_dir) {
+        Ok(held) => Ok(Some(held)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("lock {}", conf_dir.display())),
+    }
+}
+
+/// [`mark_and_drain`] with the conf dir's lock `held` by the caller (`None`: no conf dir, so
+/// nothing to mark or drain).
+fn mark_and_drain_held(
+    plan: &DrainPlan,
+    conf_dir: &Path,
+    held: Option<&Flock<File>>,
+) -> anyhow::Result<()> {
+    if held.is_none() {
+        return Ok(());
+    }
     plan.write_mark(conf_dir)?;
     drain(&conf_dir.join(&plan.conflist))
 }
@@ -216,7 +236,10 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
     };
     plan.validate()
         .map_err(|e| anyhow::anyhow!("--conflist-name, --kubeconfig-name, --plugins: {e}"))?;
-    mark_and_drain(&plan, &a.cni_conf_dir)?;
+    // The conf dir's lock from the mark to the finish (the mark's removal included): an install
+    // that began meanwhile waits for it, so this finish never removes what that install wrote.
+    let held = lock_conf_dir_if_present(&a.cni_conf_dir)?;
+    mark_and_drain_held(&plan, &a.cni_conf_dir, held.as_ref())?;
     let attachments = count_attachments(&a.state_dir)?;
     if attachments > 0 {
         warn!(

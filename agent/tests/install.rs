@@ -238,3 +238,61 @@ fn the_binary_installs_from_flags_and_environment() {
         "no token in the log"
     );
 }
+
+/// An install that begins while an uninstall runs (a DaemonSet deleted and created again: the
+/// old pod's preStop uninstalls while the new pod's init container installs) is never undone by
+/// that uninstall's finish: afterwards the node is installed (conflist not draining, kubeconfig,
+/// plugins, no mark). The uninstall's attachment count walks many network directories, so its
+/// finish comes well after its drain: without the conf dir's lock over the whole uninstall and
+/// over install's writes, the finish removed what the install had just written.
+#[test]
+fn an_install_during_an_uninstall_is_not_undone_by_its_finish() {
+    let f = Fixture::new();
+    f.s.set_node("node-1", &["10.99.0.0/24"]);
+    let r = root(&f);
+    let c = cfg(&f, &r, DEFAULT_TEMPLATE);
+    let state = f.dir.path().join("state");
+    for i in 0..4000 {
+        std::fs::create_dir_all(state.join(format!("net{i}"))).unwrap();
+    }
+    let p = |d: &std::path::Path| d.display().to_string();
+    let args: Vec<String> = vec![
+        "--cni-bin-dir".into(),
+        p(&r.bin),
+        "--cni-conf-dir".into(),
+        p(&r.conf),
+        "--state-dir".into(),
+        p(&state),
+        "--remove-egress-nat".into(),
+        "false".into(),
+        "--remove-node-routes".into(),
+        "false".into(),
+        "--remove-network-policy".into(),
+        "false".into(),
+    ];
+    let un: tern_agent::uninstall::UninstallArgs =
+        tern_agent::args::parse_subcommand("uninstall", &args).unwrap();
+    let mark = r.conf.join(tern_agent::uninstall::UNINSTALLING_MARK);
+    for round in 0..5 {
+        install(&c).unwrap();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| tern_agent::uninstall::uninstall(&un).unwrap());
+            // The uninstall began (its mark is written): install again.
+            assert!(wait_until(std::time::Duration::from_secs(10), || mark
+                .exists()
+                || h.is_finished()));
+            install(&c).unwrap();
+            h.join().unwrap();
+        });
+        let conflist = r.conf.join("10-tern.conflist");
+        assert!(conflist.exists(), "round {round}: the conflist is gone");
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&conflist).unwrap()).unwrap();
+        assert_eq!(v["plugins"][0].get("draining"), None, "round {round}");
+        assert!(r.conf.join("tern-kubeconfig").exists(), "round {round}");
+        for b in ["tern", "tern-tuning", "tern-ipam", "tern-lookup"] {
+            assert!(r.bin.join(b).exists(), "round {round}: {b} is gone");
+        }
+        assert!(!mark.exists(), "round {round}: the mark is left");
+    }
+}

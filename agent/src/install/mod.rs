@@ -118,6 +118,14 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     kube.kubeconfig = cfg.cni_conf_dir.join(&cfg.kubeconfig_name);
     let minted = mint_kubeconfig(&kube.token_target()).context("mint the first CNI token")?;
 
+    // 3–5 under the conf dir's lock: a running agent's pod-range rewrite never interleaves with
+    // them, nor an uninstall (which holds it from its mark to its finish), so an install that
+    // began while an uninstall ran is never undone by that uninstall's finish.
+    std::fs::create_dir_all(&cfg.cni_conf_dir)
+        .with_context(|| format!("create {}", cfg.cni_conf_dir.display()))?;
+    let _held = tern_net::drain::lock_conf_dir(&cfg.cni_conf_dir)
+        .with_context(|| format!("lock {}", cfg.cni_conf_dir.display()))?;
+
     // 3. The plugins (only those listed), each replaced atomically.
     std::fs::create_dir_all(&cfg.cni_bin_dir)
         .with_context(|| format!("create {}", cfg.cni_bin_dir.display()))?;
@@ -136,15 +144,10 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     )?;
 
     // 4. The kubeconfig, before the conflist.
-    std::fs::create_dir_all(&cfg.cni_conf_dir)
-        .with_context(|| format!("create {}", cfg.cni_conf_dir.display()))?;
     minted.write(&kube.kubeconfig)?;
     info!(kubeconfig = %kube.kubeconfig.display(), expires_at = %tern_kube::time::format_rfc3339(minted.status.expiration_timestamp), "wrote kubeconfig");
 
-    // 5. The conflist, last; with the mark's removal under the conf dir's lock, so a running
-    // agent's pod-range rewrite or an uninstall never interleaves with it.
-    let _held = tern_net::drain::lock_conf_dir(&cfg.cni_conf_dir)
-        .with_context(|| format!("lock {}", cfg.cni_conf_dir.display()))?;
+    // 5. The conflist, last; then the mark's removal.
     let conflist_path = cfg.cni_conf_dir.join(&cfg.conflist_name);
     write_atomic(&conflist_path, conflist_text.as_bytes(), 0o644)?;
     info!(conflist = %conflist_path.display(), "wrote conflist");

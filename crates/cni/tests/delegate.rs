@@ -248,3 +248,94 @@ fn a_builtin_runs_in_process_through_the_dispatcher_once_found_in_cni_path() {
     assert_eq!(missing.exec(Verb::Gc, gc).unwrap_err().code, 7);
     assert_eq!(missing.status(gc).unwrap_err().code, 50);
 }
+
+/// A built-in plugin whose ADD answers by network name: errors of every shape, results with
+/// what only 1.1.0 carries, a result that would not parse back.
+struct Shapes;
+
+impl Plugin for Shapes {
+    fn about(&self) -> String {
+        "shapes".into()
+    }
+    fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
+        use tern_cni::{Interface, IpConfig, Route};
+        let full = CniResult {
+            interfaces: vec![Interface {
+                name: "eth0".into(),
+                mac: Some("0a:58:0a:63:00:02".into()),
+                mtu: Some(1400),
+                sandbox: Some(String::new()),
+                socket_path: Some("/s".into()),
+                pci_id: Some("0000:00:01.0".into()),
+            }],
+            ips: vec![
+                IpConfig {
+                    interface: Some(0),
+                    address: "10.99.0.2/24".parse().unwrap(),
+                    gateway: Some("10.99.0.1".parse().unwrap()),
+                },
+                IpConfig {
+                    interface: None,
+                    address: "fd00::2/64".parse().unwrap(),
+                    gateway: Some("fe80::1".parse().unwrap()),
+                },
+            ],
+            routes: vec![Route {
+                mtu: Some(1300),
+                table: Some(9),
+                ..Route::new("::/0".parse().unwrap(), Some("fe80::1".parse().unwrap()))
+            }],
+            dns: tern_cni::Dns {
+                domain: Some(String::new()),
+                ..Default::default()
+            },
+        };
+        match input.config.name.as_str() {
+            "err" => Err(Error::new(104, "cannot write").with_details("why")),
+            "bare" => Err(Error::new(11, "")),
+            "zero" => Err(Error::new(0, "no code")),
+            "dangling" => {
+                let mut r = full;
+                r.interfaces.clear();
+                Ok(r)
+            }
+            _ => Ok(full),
+        }
+    }
+    fn del(&self, _: &DelInput) -> Result<(), Error> {
+        Ok(())
+    }
+    fn check(&self, _: &CheckInput) -> Result<(), Error> {
+        Ok(())
+    }
+    fn gc(&self, _: &GcInput) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+/// `add_for` (the caller's parsed input, no dispatcher) gives what `add` (through the
+/// dispatcher, the result printed and read back) gives: every version, every error shape.
+#[test]
+fn add_for_gives_what_add_gives_in_every_version() {
+    let dir = PluginDir::new("add-for");
+    dir.script("shapes", "exit 9");
+    let path = dir.path();
+    let ns = PathBuf::from("/run/netns/x");
+    for v in tern_cni::Version::ALL {
+        for name in ["ok", "err", "bare", "zero", "dangling"] {
+            let conf =
+                format!(r#"{{"cniVersion":"{v}","name":"{name}","type":"shapes"}}"#).into_bytes();
+            let input = AddInput {
+                container_id: tern_cni::ContainerId::parse("c1").unwrap(),
+                netns: ns.clone(),
+                ifname: tern_cni::IfName::parse("eth0").unwrap(),
+                args: tern_cni::CniArgs::parse("K8S_POD_NAME=p").unwrap(),
+                args_raw: "K8S_POD_NAME=p".into(),
+                cni_path: path.clone(),
+                config: tern_cni::NetConf::parse(conf.clone()).unwrap(),
+            };
+            let d = input.delegate("shapes").builtin(&Shapes);
+            assert_eq!(d.add_for(&input, &conf), d.add(&conf), "{v} {name}");
+        }
+    }
+}

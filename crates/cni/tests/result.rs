@@ -136,6 +136,22 @@ fn printed_in_is_what_parsing_the_printed_result_gives() {
     assert!(CniResult::from_json(&dangling.to_json(Version::LATEST)).is_err());
 }
 
+/// DNS that counts as empty (an empty `domain` and nothing else) is not printed in 1.x, so it
+/// reads back as no DNS at all: `printed_in` must give that too, not keep `domain: ""`.
+#[test]
+fn printed_in_drops_dns_that_1x_does_not_print() {
+    let mut r = ipam_sample();
+    r.dns = Dns {
+        domain: Some(String::new()),
+        ..Dns::default()
+    };
+    assert!(r.dns.is_empty());
+    for v in Version::ALL {
+        let (read_back, _) = CniResult::from_json(&r.to_json(v)).unwrap();
+        assert_eq!(r.clone().printed_in(v), read_back, "version {v}");
+    }
+}
+
 #[test]
 fn converts_between_every_pair_of_versions() {
     for from in Version::ALL {

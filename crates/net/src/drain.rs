@@ -350,11 +350,13 @@ pub fn release(plan: &DrainPlan, conf_dir: &Path) -> Result<(), DrainError> {
 }
 
 /// An exclusive `flock(2)` on the CNI conf dir itself, released on drop. Held by every writer of
-/// the conflist and the uninstall mark: install's last step, uninstall's mark and drain
-/// (tern-agent's `uninstall`) and the running agent's pod-range rewrite (its `node_cidrs`), so
-/// a rewrite that found no mark cannot land after uninstall drained the conflist (it would undo
-/// the drain). The directory's own descriptor is locked: no lock file for libcni to see or for
-/// uninstall to leave behind.
+/// the conflist and the uninstall mark in tern-agent: install from its first write on the host
+/// (plugins, kubeconfig, conflist, the mark's removal), uninstall from its mark to its finish, and
+/// the running agent's pod-range rewrite, so a rewrite that found no mark cannot land after
+/// uninstall drained the conflist (it would undo the drain), and an install and an uninstall run
+/// one after the other, never interleaved. The directory's own descriptor is locked: no lock file
+/// for libcni to see or for uninstall to leave behind. Nothing may take it while holding it (a
+/// second descriptor of the same process waits as another process would).
 ///
 /// # Errors
 /// The directory cannot be opened (`NotFound` when it is absent) or locked.

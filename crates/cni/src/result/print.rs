@@ -11,8 +11,8 @@ use crate::version::{Family, Version};
 impl CniResult {
     /// The result a reader of [`Self::to_json`]`(v)` parses back ([`CniResult::from_json`]), without
     /// the JSON: what `v` does not know dropped (interface `mtu`/`socketPath`/`pciID` and the
-    /// route extras below 1.1.0). Only for a result whose `ips` name existing interfaces
-    /// ([`Self::interfaces_indexed`]); another would not parse back at all.
+    /// route extras below 1.1.0, an empty `dns` in 1.x). Only for a result whose `ips` name existing
+    /// interfaces ([`Self::interfaces_indexed`]); another would not parse back at all.
     pub fn printed_in(mut self, v: Version) -> CniResult {
         if v < Version::V1_1_0 {
             for i in &mut self.interfaces {
@@ -23,6 +23,10 @@ impl CniResult {
             for r in &mut self.routes {
                 r.strip_1_1_fields();
             }
+        }
+        // 1.x prints no `dns` that counts as empty (an empty `domain` alone): it reads back as none.
+        if v.family() == Family::V1 && self.dns.is_empty() {
+            self.dns = super::Dns::default();
         }
         self
     }
