@@ -133,17 +133,57 @@ pub fn list(data_dir: &Path) -> Vec<(PathBuf, Backup)> {
         .collect()
 }
 
-/// Removes a backup, and the temp file of a writer killed between create and rename (an ADD
-/// killed midway); a missing file is fine.
+/// Removes a backup, and in its directory the temp files of writers killed between create and
+/// rename (an ADD killed midway): the backup's own and the node-wide new-netns cache's, which an
+/// ADD killed while saving it leaves and no later verb would otherwise sweep (the cache is
+/// rewritten only when stale). A live writer's temp file is left alone. A missing file is fine.
 ///
 /// # Errors
 /// Code 104 when it exists and cannot be removed.
 pub fn remove(file: &Path) -> Result<(), Error> {
-    tern_node::fs::remove_stale_temps_of(file);
+    // One walk of the data dir, as the backup's own sweep made before.
+    if let Some(dir) = file.parent() {
+        tern_node::fs::remove_stale_temps(dir);
+    }
     tern_node::fs::remove_if_exists(file).map_err(|e| {
         Error::new(
             code::STATE_IO,
             format!("remove backup {}: {e}", file.display()),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A DEL after an ADD killed while it saved the new-netns cache leaves no temp file: the
+    /// sweep of the backup's directory takes the cache's too (crash_sweep's "nothing left").
+    #[test]
+    fn remove_sweeps_a_killed_writers_temps_of_the_backup_and_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = path(dir.path(), "c1", "eth0");
+        std::fs::write(&file, b"{}").unwrap();
+        // PID 4194305 is above the kernel's pid_max (4194304): no process has it.
+        let dead = [
+            dir.path().join(".c1_eth0.json.tmp-4194305-0"),
+            dir.path()
+                .join(format!(".{}.tmp-4194305-1-0", crate::baseline::CACHE_FILE)),
+        ];
+        for t in &dead {
+            std::fs::write(t, b"half").unwrap();
+        }
+        let live = dir.path().join(format!(
+            ".{}.tmp-{}-0",
+            crate::baseline::CACHE_FILE,
+            std::process::id()
+        ));
+        std::fs::write(&live, b"in flight").unwrap();
+        remove(&file).unwrap();
+        assert!(!file.exists());
+        for t in &dead {
+            assert!(!t.exists(), "{} left", t.display());
+        }
+        assert!(live.exists(), "a live writer's temp file was removed");
+    }
 }
