@@ -123,15 +123,11 @@ pub fn pod_cidrs_follow(node: &Node) -> Res {
     write(conflist.clone(), &installed.to_string())?;
 
     create_node(node, &["10.99.250.0/24"])?;
-    let triple = node.run(&mut Node::cmd("rustc", &["-vV"]), None)?;
-    let triple = triple
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))
-        .unwrap_or_default()
-        .to_owned();
-    let agent_bin = node
-        .root
-        .join(format!("target/{triple}/release/tern-agent"));
+    // The build's target (.cargo/config.toml): the musl triple of this architecture.
+    let agent_bin = node.root.join(format!(
+        "target/{}-unknown-linux-musl/release/tern-agent",
+        std::env::consts::ARCH
+    ));
     let log = std::fs::File::create(dir.join("agent.log")).map_err(|e| format!("log: {e}"))?;
     let child = Command::new(&agent_bin)
         .args(["run", "--api-server", node.var("API"), "--sa-dir"])
