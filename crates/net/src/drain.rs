@@ -13,8 +13,8 @@
 //! ([`remove_installed`]).
 //!
 //! Invariants: only the plan's plain file names are removed, from the directories given, and
-//! nothing else in them; the release holds an exclusive lock on the mark, so two last DELs at
-//! once release once.
+//! nothing else in them; the release holds the conf dir's exclusive lock ([`lock_conf_dir`]), so
+//! two last DELs at once release one after the other and never beside an install or uninstall.
 
 use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -385,22 +385,24 @@ pub enum Release {
     Released,
 }
 
-/// The release, when tern is draining and no attachment is left under `state_dir`: under an
-/// exclusive lock on the mark, counts the attachments again and, when none, [`release`]s. The
-/// conflist, the plugins and the mark stay (see the module docs).
+/// The release, when tern is draining and no attachment is left under `state_dir`: under the
+/// conf dir's lock ([`lock_conf_dir`], the one tern-agent's install and uninstall hold), reads
+/// the mark, counts the attachments again and, when none, [`release`]s. The conflist, the plugins
+/// and the mark stay (see the module docs). An install that began meanwhile either finished (its
+/// mark gone: nothing released) or waits for this to end; it never loses the kubeconfig it wrote.
 ///
 /// # Errors
-/// A mark without a valid plan, an unreadable state dir, or a failed step.
+/// A mark without a valid plan, an unreadable state dir, the conf dir cannot be locked, or a
+/// failed step.
 pub fn release_if_idle(conf_dir: &Path, state_dir: &Path) -> Result<Release, DrainError> {
-    let mark = conf_dir.join(MARK);
-    let lock = match std::fs::File::open(&mark) {
-        Ok(f) => f,
+    if !conf_dir.join(MARK).exists() {
+        return Ok(Release::NotDraining);
+    }
+    let _held = match lock_conf_dir(conf_dir) {
+        Ok(held) => held,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Release::NotDraining),
-        Err(e) => return Err(io(format!("open {}", mark.display()))(e)),
+        Err(e) => return Err(io(format!("lock {}", conf_dir.display()))(e)),
     };
-    let _held = Flock::lock(lock, FlockArg::LockExclusive).map_err(|(_, errno)| {
-        io(format!("lock {}", mark.display()))(std::io::Error::from_raw_os_error(errno as i32))
-    })?;
     // The mark may have gone while this waited for the lock: an install, or the agent's finish.
     let Some(plan) = DrainPlan::read_mark(conf_dir)? else {
         return Ok(Release::NotDraining);

@@ -89,6 +89,36 @@ fn release_waits_for_the_last_attachment_and_keeps_what_a_del_needs() {
     assert_eq!(release_if_idle(&conf, &state).unwrap(), Release::Released);
 }
 
+/// An install that holds the conf dir's lock (it writes a new kubeconfig and removes the mark)
+/// while the last DEL of a drain releases: the release waits for it, then finds no mark and keeps
+/// the new kubeconfig. Under the mark's own lock (before) it released at once and removed it.
+#[test]
+fn release_waits_for_an_install_and_keeps_its_kubeconfig() {
+    let root = tempfile::tempdir().unwrap();
+    let (conf, state) = (root.path().join("net.d"), root.path().join("state"));
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(conf.join("tern-kubeconfig"), "old").unwrap();
+    plan().write_mark(&conf).unwrap();
+    let install = lock_conf_dir(&conf).unwrap();
+    std::thread::scope(|s| {
+        let del = s.spawn(|| release_if_idle(&conf, &state).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(
+            !del.is_finished(),
+            "the release did not wait for the install"
+        );
+        std::fs::write(conf.join("tern-kubeconfig"), "new").unwrap();
+        std::fs::remove_file(conf.join(MARK)).unwrap();
+        drop(install);
+        assert_eq!(del.join().unwrap(), Release::NotDraining);
+    });
+    assert_eq!(
+        std::fs::read_to_string(conf.join("tern-kubeconfig")).unwrap(),
+        "new"
+    );
+}
+
 #[test]
 fn remove_installed_removes_only_the_plan() {
     let root = tempfile::tempdir().unwrap();
