@@ -208,13 +208,11 @@ fn rewrite_conflist(path: &Path, cidrs: &[String], kubeconfig: &Path) -> anyhow:
     // Checked and written under the lock uninstall drains under: a drain between the check and
     // the write would be undone.
     let conf_dir = path.parent().unwrap_or(Path::new("."));
-    let _held = match tern_net::drain::lock_conf_dir(conf_dir) {
-        Ok(held) => held,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            debug!(conf_dir = %conf_dir.display(), "no CNI conf dir: no conflist to follow");
-            return Ok(());
-        }
-        Err(e) => return Err(e).with_context(|| format!("lock {}", conf_dir.display())),
+    let Some(_held) = tern_net::drain::lock_conf_dir_if_present(conf_dir)
+        .with_context(|| format!("lock {}", conf_dir.display()))?
+    else {
+        debug!(conf_dir = %conf_dir.display(), "no CNI conf dir: no conflist to follow");
+        return Ok(());
     };
     if crate::uninstall::uninstalling(kubeconfig) {
         debug!("tern-agent uninstall began; the conflist is no longer kept");

@@ -196,13 +196,11 @@ pub fn mark_and_drain(plan: &DrainPlan, conf_dir: &Path) -> anyhow::Result<()> {
     mark_and_drain_held(plan, conf_dir, held.as_ref())
 }
 
-/// The conf dir's lock ([`tern_net::drain::lock_conf_dir`]); `None` when the directory is absent.
+/// The conf dir's lock ([`tern_net::drain::lock_conf_dir_if_present`]); `None` when the directory
+/// is absent.
 fn lock_conf_dir_if_present(conf_dir: &Path) -> anyhow::Result<Option<Flock<File>>> {
-    match tern_net::drain::lock_conf_dir(conf_dir) {
-        Ok(held) => Ok(Some(held)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("lock {}", conf_dir.display())),
-    }
+    tern_net::drain::lock_conf_dir_if_present(conf_dir)
+        .with_context(|| format!("lock {}", conf_dir.display()))
 }
 
 /// [`mark_and_drain`] with the conf dir's lock `held` by the caller (`None`: no conf dir, so

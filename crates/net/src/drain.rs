@@ -16,11 +16,7 @@
 //! nothing else in them; the release holds the conf dir's exclusive lock ([`lock_conf_dir`]), so
 //! two last DELs at once release one after the other and never beside an install or uninstall.
 
-use std::fs::File;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-
-use nix::fcntl::{Flock, FlockArg};
 
 use serde::{Deserialize, Serialize};
 
@@ -349,31 +345,6 @@ pub fn release(plan: &DrainPlan, conf_dir: &Path) -> Result<(), DrainError> {
     }
 }
 
-/// An exclusive `flock(2)` on the CNI conf dir itself, released on drop. Held by every writer of
-/// the conflist and the uninstall mark in tern-agent: install from its first write on the host
-/// (plugins, kubeconfig, conflist, the mark's removal), uninstall from its mark to its finish, and
-/// the running agent's pod-range rewrite, so a rewrite that found no mark cannot land after
-/// uninstall drained the conflist (it would undo the drain), and an install and an uninstall run
-/// one after the other, never interleaved. The directory's own descriptor is locked: no lock file
-/// for libcni to see or for uninstall to leave behind. Nothing may take it while holding it (a
-/// second descriptor of the same process waits as another process would).
-///
-/// # Errors
-/// The directory cannot be opened (`NotFound` when it is absent) or locked.
-pub fn lock_conf_dir(dir: &Path) -> std::io::Result<Flock<File>> {
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let fd = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_DIRECTORY)
-        .open(dir)?;
-    Flock::lock(fd, FlockArg::LockExclusive)
-        .map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno as i32))
-}
-
 /// What [`release_if_idle`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {
@@ -398,10 +369,10 @@ pub fn release_if_idle(conf_dir: &Path, state_dir: &Path) -> Result<Release, Dra
     if !conf_dir.join(MARK).exists() {
         return Ok(Release::NotDraining);
     }
-    let _held = match lock_conf_dir(conf_dir) {
-        Ok(held) => held,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Release::NotDraining),
-        Err(e) => return Err(io(format!("lock {}", conf_dir.display()))(e)),
+    let Some(_held) =
+        lock_conf_dir_if_present(conf_dir).map_err(io(format!("lock {}", conf_dir.display())))?
+    else {
+        return Ok(Release::NotDraining);
     };
     // The mark may have gone while this waited for the lock: an install, or the agent's finish.
     let Some(plan) = DrainPlan::read_mark(conf_dir)? else {
@@ -414,6 +385,9 @@ pub fn release_if_idle(conf_dir: &Path, state_dir: &Path) -> Result<Release, Dra
     release(&plan, conf_dir)?;
     Ok(Release::Released)
 }
+
+mod conf_lock;
+pub use conf_lock::{lock_conf_dir, lock_conf_dir_if_present};
 
 #[cfg(test)]
 mod tests;
