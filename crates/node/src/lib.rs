@@ -1,4 +1,5 @@
 //! Node-side plumbing that tern's plugins and tern-agent share, none of it the CNI protocol:
+//! the plugin binaries' heap ([`alloc`]),
 //! files a reader never sees half-written ([`fs`]), per-attachment locks and what a
 //! per-attachment file name may be ([`lock`]), the plugins' log lines and `logFile` rotation
 //! ([`logging`]), per-phase timing marks for `scripts/bench --breakdown` ([`phase`]), and the
@@ -12,6 +13,7 @@
 //! Kubernetes API (`tern-kube`). This crate depends on none of them; its errors are its own, and
 //! each plugin maps them to CNI codes.
 
+pub mod alloc;
 pub mod fs;
 pub mod lock;
 pub mod logging;

@@ -68,6 +68,20 @@ pub struct Backup {
     pub txqlen: Option<u32>,
 }
 
+impl Backup {
+    /// Whether it holds any link attribute to restore (MTU, the host end's MTU, MAC, promiscuous
+    /// and all-multicast modes, transmit queue length): only then does DEL need a netlink socket
+    /// in the pod netns.
+    pub fn has_link_attributes(&self) -> bool {
+        self.mac.is_some()
+            || self.mtu.is_some()
+            || self.host_mtu.is_some()
+            || self.promisc.is_some()
+            || self.allmulti.is_some()
+            || self.txqlen.is_some()
+    }
+}
+
 /// The backup file of one attachment.
 pub fn path(data_dir: &Path, container_id: &str, ifname: &str) -> PathBuf {
     data_dir.join(format!("{container_id}_{ifname}.json"))
@@ -156,6 +170,27 @@ pub fn remove(file: &Path) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// DEL skips the pod's netlink socket only for a backup without link attributes: each one,
+    /// alone in the file as ADD writes it, still needs it.
+    #[test]
+    fn only_a_backup_without_link_attributes_skips_the_link() {
+        let sysctls = r#"{"sysctl": [["net.ipv4.tcp_keepalive_time", "7200"]]}"#;
+        let parsed: Backup = serde_json::from_str(sysctls).unwrap();
+        assert!(!parsed.has_link_attributes());
+        for field in [
+            r#""mac": "02:00:00:00:00:01""#,
+            r#""mtu": 1500"#,
+            r#""hostIfname": "veth1", "hostMtu": 1500"#,
+            r#""promisc": false"#,
+            r#""allmulti": false"#,
+            r#""txQLen": 1000"#,
+        ] {
+            let text = format!(r#"{{"sysctl": [["net.ipv4.tcp_keepalive_time", "7200"]], {field}}}"#);
+            let parsed: Backup = serde_json::from_str(&text).unwrap();
+            assert!(parsed.has_link_attributes(), "{field} was not seen as a link attribute");
+        }
+    }
 
     /// A DEL after an ADD killed while it saved the new-netns cache leaves no temp file: the
     /// sweep of the backup's directory takes the cache's too (crash_sweep's "nothing left").

@@ -113,6 +113,10 @@ fn restore(netns: &NetNs, ifname: &str, saved: &Backup) -> Result<Vec<String>, E
                 .map(ToString::to_string),
         );
     }
+    if !saved.has_link_attributes() {
+        // Sysctls only: no netlink socket in the pod, as ADD opens none for such a configuration.
+        return Ok(failures);
+    }
     let handle = Handle::in_netns(netns)?;
     let Some(link) = handle.link_by_name(ifname)? else {
         return Ok(failures); // the interface is gone with its attributes

@@ -7,6 +7,11 @@ use std::io::{Read, Write};
 use tern_cni::Error;
 use tern_kube::helper::{serve, Call, HELPER_GRACE};
 
+/// Kept for the process's life rather than returned to the kernel after each use
+/// (tern_node::alloc).
+#[global_allocator]
+static HEAP: tern_node::alloc::PluginHeap = tern_node::alloc::plugin_heap();
+
 /// The largest call read; a real one is a few hundred bytes.
 const MAX_CALL: u64 = 1 << 20;
 
