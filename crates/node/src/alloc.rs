@@ -99,7 +99,10 @@ mod tests {
             #[allow(unsafe_code)]
             let grown = unsafe { heap.realloc(*p, *l, l.size() * 3) };
             assert!(!grown.is_null());
-            assert!(holds(grown, l.size(), *byte), "piece {byte} lost its bytes in realloc");
+            assert!(
+                holds(grown, l.size(), *byte),
+                "piece {byte} lost its bytes in realloc"
+            );
             *p = grown;
             *l = Layout::from_size_align(l.size() * 3, 16).unwrap_or_else(|e| panic!("{e}"));
         }
@@ -130,7 +133,10 @@ mod tests {
                         let len = 16 + (round * 37) % 4096;
                         let (p, l) = filled(&heap, len, byte);
                         std::thread::yield_now();
-                        assert!(holds(p, len, byte), "another thread wrote into this allocation");
+                        assert!(
+                            holds(p, len, byte),
+                            "another thread wrote into this allocation"
+                        );
                         // SAFETY: allocated by `heap` with `l`, freed once.
                         #[allow(unsafe_code)]
                         unsafe {

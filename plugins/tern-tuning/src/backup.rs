@@ -186,9 +186,13 @@ mod tests {
             r#""allmulti": false"#,
             r#""txQLen": 1000"#,
         ] {
-            let text = format!(r#"{{"sysctl": [["net.ipv4.tcp_keepalive_time", "7200"]], {field}}}"#);
+            let text =
+                format!(r#"{{"sysctl": [["net.ipv4.tcp_keepalive_time", "7200"]], {field}}}"#);
             let parsed: Backup = serde_json::from_str(&text).unwrap();
-            assert!(parsed.has_link_attributes(), "{field} was not seen as a link attribute");
+            assert!(
+                parsed.has_link_attributes(),
+                "{field} was not seen as a link attribute"
+            );
         }
     }
 
