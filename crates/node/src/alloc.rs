@@ -121,18 +121,25 @@ mod tests {
         };
     }
 
+    /// Four threads released at once by a barrier, allocating and freeing back to back: without
+    /// the lock they corrupt talc's lists within a few hundred rounds (checked with a lock that
+    /// does nothing: 20 failures in 20 runs, against 8 in 20 for two threads that yielded between
+    /// allocating and checking, which rarely overlapped).
     #[test]
-    fn two_threads_allocating_at_once_never_share_a_byte() {
+    fn threads_allocating_at_once_never_share_a_byte() {
+        const THREADS: usize = 4;
         let heap = Arc::new(plugin_heap());
-        let workers: Vec<_> = [0x11u8, 0x22]
-            .into_iter()
-            .map(|byte| {
+        let start = Arc::new(std::sync::Barrier::new(THREADS));
+        let workers: Vec<_> = (1..=THREADS)
+            .map(|t| {
+                let byte = u8::try_from(t * 0x11).unwrap_or(0xFF);
                 let heap = Arc::clone(&heap);
+                let start = Arc::clone(&start);
                 std::thread::spawn(move || {
-                    for round in 0..2_000usize {
+                    start.wait();
+                    for round in 0..20_000usize {
                         let len = 16 + (round * 37) % 4096;
                         let (p, l) = filled(&heap, len, byte);
-                        std::thread::yield_now();
                         assert!(
                             holds(p, len, byte),
                             "another thread wrote into this allocation"
