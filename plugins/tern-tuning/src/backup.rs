@@ -73,12 +73,27 @@ impl Backup {
     /// and all-multicast modes, transmit queue length): only then does DEL need a netlink socket
     /// in the pod netns.
     pub fn has_link_attributes(&self) -> bool {
-        self.mac.is_some()
-            || self.mtu.is_some()
-            || self.host_mtu.is_some()
-            || self.promisc.is_some()
-            || self.allmulti.is_some()
-            || self.txqlen.is_some()
+        // Every field named, so that a new one does not compile until it is sorted here.
+        let Backup {
+            network: _,
+            container_id: _,
+            ifname: _,
+            sysctl: _,
+            kept_sysctl: _,
+            host_ifname: _,
+            mac,
+            mtu,
+            host_mtu,
+            promisc,
+            allmulti,
+            txqlen,
+        } = self;
+        mac.is_some()
+            || mtu.is_some()
+            || host_mtu.is_some()
+            || promisc.is_some()
+            || allmulti.is_some()
+            || txqlen.is_some()
     }
 }
 

@@ -114,7 +114,7 @@ fn restore(netns: &NetNs, ifname: &str, saved: &Backup) -> Result<Vec<String>, E
         );
     }
     if !saved.has_link_attributes() {
-        // Sysctls only: no netlink socket in the pod, as ADD opens none for such a configuration.
+        // Sysctls only (an interface's keys too, restored through /proc): no netlink socket in the pod.
         return Ok(failures);
     }
     let handle = Handle::in_netns(netns)?;
