@@ -60,6 +60,20 @@ fn git(args: &[&str]) -> String {
     .to_owned()
 }
 
+/// Whether the 64-bit little-endian ELF image `elf` has a section of type `SHT_SYMTAB` (2), from
+/// its section headers (`e_shoff` at 0x28, `e_shentsize` at 0x3A, `e_shnum` at 0x3C; `sh_type`
+/// at 4 in each header; elf(5)).
+fn has_symbol_table(elf: &[u8]) -> bool {
+    let int = |at: usize, len: usize| -> Option<usize> {
+        let b = elf.get(at..at + len)?;
+        Some(b.iter().rev().fold(0usize, |v, &x| v << 8 | usize::from(x)))
+    };
+    let (Some(shoff), Some(entsize), Some(num)) = (int(0x28, 8), int(0x3A, 2), int(0x3C, 2)) else {
+        return false;
+    };
+    (0..num).any(|i| int(shoff + i * entsize + 4, 4) == Some(2))
+}
+
 #[test]
 fn release_tarball_structure_sums_and_same_bytes_twice() {
     if tern_testkit::root::skip() {
@@ -223,6 +237,17 @@ fn release_tarball_structure_sums_and_same_bytes_twice() {
             "bin/{b} is not static: {ldd_text}"
         );
         let data = std::fs::read(&path).unwrap();
+        // Position-dependent (DESIGN, "Small binaries" (5)): ELF e_type ET_EXEC (2), where a
+        // static-pie is ET_DYN (3) and relocates its `.data.rel.ro` at every start.
+        assert_eq!(
+            data.get(16..18),
+            Some(&[2u8, 0][..]),
+            "bin/{b} is not a position-dependent executable (ELF e_type at offset 16)"
+        );
+        assert!(
+            !has_symbol_table(&data),
+            "bin/{b} keeps its symbol table (`strip = \"symbols\"` missing from its package's release override)"
+        );
         for p in &machine_paths {
             assert!(
                 !data.windows(p.len()).any(|w| w == p.as_bytes()),
