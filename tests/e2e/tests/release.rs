@@ -60,26 +60,19 @@ fn git(args: &[&str]) -> String {
     .to_owned()
 }
 
-/// Whether `elf`, a 64-bit little-endian ELF image, has a section of type `SHT_SYMTAB` (2), from
-/// its section headers (`e_shoff` at 0x28, `e_shentsize` at 0x3A, `e_shnum` at 0x3C; `sh_type`
-/// at 4 in each 64-byte header; elf(5)). `None` when `elf` is not such an image or its headers
-/// do not fit in it: no answer rather than a "no".
-fn has_symbol_table(elf: &[u8]) -> Option<bool> {
-    let int = |at: usize, len: usize| -> Option<usize> {
-        let b = elf.get(at..at.checked_add(len)?)?;
-        Some(b.iter().rev().fold(0usize, |v, &x| v << 8 | usize::from(x)))
-    };
-    // ELFCLASS64, ELFDATA2LSB.
-    if elf.get(..6) != Some(&b"\x7fELF\x02\x01"[..]) {
-        return None;
-    }
-    let (shoff, entsize, num) = (int(0x28, 8)?, int(0x3A, 2)?, int(0x3C, 2)?);
-    if entsize != 64 || num == 0 {
-        return None;
-    }
-    (0..num)
-        .map(|i| int(shoff + i * entsize + 4, 4))
-        .try_fold(false, |found, sh_type| Some(found || sh_type? == 2))
+/// `readelf --wide --file-header --section-headers PATH` (binutils): the ELF type (`EXEC`,
+/// `DYN`) and whether a section of type `SYMTAB` is there. Panics when readelf fails.
+fn elf_type_and_symtab(path: &Path) -> (String, bool) {
+    let text = ok(Command::new("readelf")
+        .args(["--wide", "--file-header", "--section-headers"])
+        .arg(path));
+    let elf_type = text
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("Type:"))
+        .and_then(|t| t.split_whitespace().next())
+        .unwrap_or_default()
+        .to_owned();
+    (elf_type, text.contains(" SYMTAB "))
 }
 
 #[test]
@@ -238,10 +231,9 @@ fn release_tarball_structure_sums_and_same_bytes_twice() {
     // The check can say yes: this test binary keeps its symbols in a dev build (a release one
     // is stripped by the profile).
     if cfg!(debug_assertions) {
-        let own = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-        assert_eq!(
-            has_symbol_table(&own),
-            Some(true),
+        let own = elf_type_and_symtab(&std::env::current_exe().unwrap());
+        assert!(
+            own.1,
             "the symbol table check finds none in the test binary itself"
         );
     }
@@ -255,19 +247,14 @@ fn release_tarball_structure_sums_and_same_bytes_twice() {
             "bin/{b} is not static: {ldd_text}"
         );
         let data = std::fs::read(&path).unwrap();
-        // The plugins position-dependent (ET_EXEC, 2), tern-agent a static-pie (ET_DYN, 3; `ldd`
-        // above says it loads nothing): DESIGN, "Small binaries" (5). Little-endian ELF
-        // (e_ident[5] = 1), so e_type reads as [type, 0].
-        let want: u8 = if b == "tern-agent" { 3 } else { 2 };
-        assert_eq!(
-            (data.get(5), data.get(16..18)),
-            (Some(&1u8), Some(&[want, 0][..])),
-            "bin/{b}: ELF e_type at offset 16 is not {want} (2 position-dependent, 3 static-pie)"
-        );
-        assert_eq!(
-            has_symbol_table(&data),
-            Some(false),
-            "bin/{b} keeps its symbol table (`strip = \"symbols\"` missing from its package's release override), or is no ELF64 image"
+        // The plugins position-dependent (EXEC), tern-agent a static-pie (DYN; `ldd` above says
+        // it loads nothing): DESIGN, "Small binaries" (5).
+        let want = if b == "tern-agent" { "DYN" } else { "EXEC" };
+        let (elf_type, symtab) = elf_type_and_symtab(&path);
+        assert_eq!(elf_type, want, "bin/{b}: ELF type");
+        assert!(
+            !symtab,
+            "bin/{b} keeps its symbol table (`strip = \"symbols\"` missing from its package's release override)"
         );
         for p in &machine_paths {
             assert!(
