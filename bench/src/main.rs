@@ -184,6 +184,9 @@ fn main() {
     if args.first().map(String::as_str) == Some("--node-routes") {
         std::process::exit(node_routes::main(&args[1..]));
     }
+    // The floors are the cheapest way a process does the kernel work: no thread per namespace
+    // entry, as the plugins do it (tern_net::netns).
+    tern_net::netns::enter_on_calling_thread();
     let code = match parse_opts().and_then(|o| run(&o)) {
         Ok(()) => 0,
         Err(e) => {

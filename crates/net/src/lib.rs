@@ -4,8 +4,10 @@
 //! end of a draining uninstall ([`drain`]).
 //!
 //! Invariants:
-//! - [`netns::NetNs::run_in`] is the only code in tern that calls `setns`. A thread that enters a
-//!   namespace is a fresh scoped thread that runs one closure and ends; nothing ever switches back.
+//! - [`netns`] is the only code in tern that calls `setns`. A thread that enters a namespace is a
+//!   fresh scoped thread that runs one closure and ends (tern-agent, tests), or, in a plugin
+//!   ([`netns::enter_on_calling_thread`]), the calling thread, which comes back or aborts the
+//!   process: no thread ever runs on in the wrong namespace.
 //! - Everything is synchronous (no async runtime thread can wander into a pod netns).
 //! - Errors are one typed enum, [`Error`], carrying the operation and the errno; callers match on
 //!   [`Error::errno`] and map to CNI codes with [`Error::cni_code`].

@@ -1,20 +1,34 @@
 //! The network-namespace seam: the only code in tern that calls `setns` or `unshare`.
 //!
-//! Threading model (after the reference plugins' `pkg/ns/README.md`, without its pitfalls):
-//! code that must run inside a namespace runs on a *fresh* scoped thread that enters the
-//! namespace, runs one closure and ends. The thread never switches back and never serves other
-//! work, so no thread of the process is ever left in the wrong namespace, whatever the closure
-//! does (including panicking). The calling thread's namespace is read from
-//! `/proc/thread-self/ns/net`, never `/proc/self` (which names the main thread's).
+//! Threading model (after the reference plugins' `pkg/ns/README.md`, without its pitfalls), one
+//! of two per process:
+//! - **A fresh thread per entry** (the default: tern-agent, the tests): code that must run inside
+//!   a namespace runs on a *fresh* scoped thread that enters the namespace, runs one closure and
+//!   ends. The thread never switches back and never serves other work, so no thread of the
+//!   process is ever left in the wrong namespace, whatever the closure does (including
+//!   panicking).
+//! - **The calling thread** ([`enter_on_calling_thread`], which `tern_cni::plugin_main` calls: a
+//!   plugin process lives for one verb): the calling thread enters, runs the closure (a panic is
+//!   caught), and switches back to the namespace it had before its first entry, held open from
+//!   then on. A switch back that fails aborts the process, so no later step runs in the wrong
+//!   namespace. In a new process a thread costs more than the work (its stack, the wake-up on the
+//!   other CPU): 48–68 µs against 22 µs for an entry, a netlink socket and the way back
+//!   (docs/BENCHMARKS.md, "the plugins enter namespaces on the calling thread"). An entry inside
+//!   an entry returns to the namespace it was entered from.
+//!
+//! The calling thread's namespace is read from `/proc/thread-self/ns/net`, never `/proc/self`
+//! (which names the main thread's).
 //!
 //! Prefer opening a netlink socket inside once ([`crate::netlink::Handle::in_netns`]) and
 //! driving it from the calling thread; enter a namespace otherwise only for `/proc/sys/net`,
 //! which resolves against the namespace of the thread that opens the file.
 #![allow(unsafe_code)] // one ioctl(NS_GET_NSTYPE), see `ns_type`
 
+use std::cell::{Cell, OnceCell};
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::errno::Errno;
 use nix::sched::CloneFlags;
@@ -25,6 +39,17 @@ use crate::error::{Error, Result};
 
 /// Where the calling thread's network namespace is visible (proc(5), `/proc/thread-self`).
 pub const THREAD_SELF_NETNS: &str = "/proc/thread-self/ns/net";
+
+/// Whether this process enters namespaces on the calling thread ([`enter_on_calling_thread`]).
+static ON_CALLING_THREAD: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The thread's network namespace before its first entry on the calling-thread path, where
+    /// every entry returns (opened once: the seam alone switches namespaces).
+    static HOME: OnceCell<File> = const { OnceCell::new() };
+    /// How many entries of the calling-thread path the thread is inside.
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+}
 
 /// `NS_GET_NSTYPE` from linux/nsfs.h: `_IO(0xb7, 0x3)` (kernel ≥ 4.11).
 const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
@@ -132,28 +157,31 @@ impl NetNs {
         Ok((st.st_dev as u64, st.st_ino as u64))
     }
 
-    /// Runs `f` on a fresh thread that has entered this network namespace, and returns its
-    /// value. The thread ends when `f` returns; nothing ever switches back, so no thread is left
-    /// in the wrong namespace. A panic in `f` is resumed on the calling thread.
+    /// Runs `f` inside this network namespace and returns its value: on a fresh thread that
+    /// ends when `f` returns, or on the calling thread, which then switches back, after
+    /// [`enter_on_calling_thread`] (the module docs). Either way no thread is left in the wrong
+    /// namespace, and a panic in `f` is resumed on the calling thread.
     ///
     /// Use it for work that resolves against the calling thread's namespace: opening files under
     /// `/proc/sys/net`, or opening a netlink socket (then drive the socket from anywhere).
     ///
     /// # Errors
     /// [`Error::Setns`] when the thread cannot enter the namespace (EPERM without
-    /// CAP_SYS_ADMIN); [`Error::Thread`] when no thread can be spawned. Errors of `f` are in `T`.
+    /// CAP_SYS_ADMIN); [`Error::Thread`] when no thread can be spawned, or the calling thread's
+    /// namespace cannot be opened to come back to. Errors of `f` are in `T`.
     pub fn run_in<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T> {
-        on_own_thread(&self.path, f, || {
-            // The only setns in tern (clippy.toml disallows it elsewhere): this thread
-            // enters the namespace and ends after `f`, see the module docs.
+        entered(&self.path, f, || {
+            // The only setns into a target in tern (clippy.toml disallows it elsewhere): this
+            // thread ends after `f`, or comes back, see the module docs.
             #[allow(clippy::disallowed_methods)]
             nix::sched::setns(&self.file, CloneFlags::CLONE_NEWNET)
         })
     }
 }
 
-/// Runs `f` on a fresh scoped thread inside a new, empty network namespace of its own
-/// (`unshare(CLONE_NEWNET)`), which the kernel frees when the thread ends: what a netns holds at
+/// Runs `f` inside a new, empty network namespace of its own (`unshare(CLONE_NEWNET)`), on a
+/// fresh thread or on the calling thread as [`NetNs::run_in`] does; the kernel frees the
+/// namespace when `f` is done (nothing holds it then): what a netns holds at
 /// creation (tern-tuning reads the sysctls a runtime may have changed before the chain against
 /// it). Creating the namespace costs about 1–4 ms (median 3.9 ms on the 2-core test VM under load).
 ///
@@ -161,11 +189,87 @@ impl NetNs {
 /// [`Error::Setns`] (path `unshare(CLONE_NEWNET)`) when the thread cannot get a namespace (EPERM
 /// without CAP_SYS_ADMIN); [`Error::Thread`]. Errors of `f` are in `T`.
 pub fn run_in_new<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T> {
-    on_own_thread(Path::new("unshare(CLONE_NEWNET)"), f, || {
+    entered(Path::new("unshare(CLONE_NEWNET)"), f, || {
         // The seam's one unshare (clippy.toml disallows it elsewhere), as in `run_in`.
         #[allow(clippy::disallowed_methods)]
         nix::sched::unshare(CloneFlags::CLONE_NEWNET)
     })
+}
+
+/// Makes this process enter namespaces on the calling thread from now on (the module docs):
+/// for a process that lives for one CNI verb, as `tern_cni::plugin_main` is. A long-lived
+/// process (tern-agent) keeps the fresh thread per entry.
+pub fn enter_on_calling_thread() {
+    ON_CALLING_THREAD.store(true, Ordering::Relaxed);
+}
+
+/// Runs `enter` then `f` by the process's model (the module docs); `what` names the namespace in
+/// errors.
+fn entered<T: Send>(
+    what: &Path,
+    f: impl FnOnce() -> T + Send,
+    enter: impl FnOnce() -> nix::Result<()> + Send,
+) -> Result<T> {
+    if ON_CALLING_THREAD.load(Ordering::Relaxed) {
+        on_calling_thread(what, f, enter)
+    } else {
+        on_own_thread(what, f, enter)
+    }
+}
+
+/// Runs `enter` then `f` on the calling thread, then switches back: to the thread's namespace
+/// from before its first entry ([`HOME`], opened once), or for an entry inside an entry to the
+/// namespace it was entered from (opened then). A panic in `f` is resumed after the switch back.
+/// A switch back that fails aborts the process: nothing may run in the wrong namespace.
+fn on_calling_thread<T>(
+    what: &Path,
+    f: impl FnOnce() -> T,
+    enter: impl FnOnce() -> nix::Result<()>,
+) -> Result<T> {
+    let open_current = || {
+        File::open(THREAD_SELF_NETNS).map_err(|source| Error::Thread {
+            path: what.to_path_buf(),
+            source,
+        })
+    };
+    let depth = DEPTH.get();
+    let nested = if depth > 0 {
+        Some(open_current()?)
+    } else {
+        None
+    };
+    let home = match &nested {
+        Some(file) => file.as_raw_fd(),
+        None => HOME.with(|home| -> Result<std::os::fd::RawFd> {
+            if home.get().is_none() {
+                let _ = home.set(open_current()?);
+            }
+            // Lives as long as the thread (thread-local, never replaced).
+            Ok(home.get().map_or(-1, AsRawFd::as_raw_fd))
+        })?,
+    };
+    enter().map_err(|errno| Error::Setns {
+        path: what.to_path_buf(),
+        errno,
+    })?;
+    DEPTH.set(depth + 1);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    // SAFETY: `home` is `nested`'s descriptor, open until this function returns, or the
+    // thread-local one, open for the thread's life.
+    let home = unsafe { BorrowedFd::borrow_raw(home) };
+    #[allow(clippy::disallowed_methods)] // the way back, see the module docs
+    if let Err(errno) = nix::sched::setns(home, CloneFlags::CLONE_NEWNET) {
+        eprintln!(
+            "tern: cannot return from {} to the thread's network namespace: {errno}; aborting",
+            what.display()
+        );
+        std::process::abort();
+    }
+    DEPTH.set(depth);
+    match r {
+        Ok(v) => Ok(v),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }
 
 /// Runs `enter` then `f` on a fresh scoped thread that ends after them (the module docs' model);

@@ -10,5 +10,7 @@ fn main() {
     if args.first().map(String::as_str) == Some("validate") {
         std::process::exit(tern_tuning::validate::main(&args[1..]));
     }
+    // One verb per process: the pod netns is entered on this thread (tern_net::netns).
+    tern_net::netns::enter_on_calling_thread();
     tern_cni::plugin_main(&tern_tuning::TuningPlugin::default())
 }
