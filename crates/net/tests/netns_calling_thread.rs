@@ -36,7 +36,9 @@ fn run_in_enters_on_the_calling_thread_and_comes_back() {
     }
     // A netlink socket opened inside stays in the pod netns after the way back: it sees a link
     // only the pod has, the calling thread's socket does not.
-    ns.ip(&["link", "add", "ct-only", "type", "veth", "peer", "name", "ct-peer"]);
+    ns.ip(&[
+        "link", "add", "ct-only", "type", "veth", "peer", "name", "ct-peer",
+    ]);
     let handle = tern_net::netlink::Handle::in_netns(&pod).unwrap();
     assert_eq!(own_netns(), before);
     assert!(handle.link_by_name("ct-only").unwrap().is_some());

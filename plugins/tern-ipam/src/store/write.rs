@@ -3,12 +3,10 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
 
-use nix::errno::Errno;
-use nix::fcntl::AtFlags;
-use nix::unistd::linkat;
 use rustix::fs::{renameat_with, RenameFlags};
 
 use super::Store;
@@ -30,43 +28,24 @@ enum Placement {
 }
 
 impl Store {
-    /// Creates the lease `name` holding `content` as a file with no name (`O_TMPFILE`), then links
-    /// it into place, which refuses to replace as `RENAME_NOREPLACE` does: `Ok(false)` when
-    /// `name` exists. Whole or absent as through a temp file, and a writer killed before the link
-    /// leaves nothing at all; one syscall and one directory entry less. `None` when this
-    /// filesystem or kernel cannot (no `O_TMPFILE`; a link refused for another reason than
-    /// `EEXIST`): then nothing was created and [`Store::create_through_temp`] does it.
+    /// Creates the lease `name` holding `content` as a file with no name linked into place
+    /// ([`tern_node::fs::Unnamed::create`]), which refuses to replace as `RENAME_NOREPLACE`
+    /// does: `Ok(false)` when `name` exists. A writer killed before the link leaves nothing at
+    /// all; one syscall and one directory entry less than a temp file. `None` when this
+    /// filesystem or kernel cannot: then nothing was created and [`Store::create_through_temp`]
+    /// does it.
     pub(super) fn create_unnamed(
         &self,
         name: &str,
         content: &[u8],
     ) -> Option<Result<bool, IpamError>> {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_TMPFILE)
-            .open(&self.dir)
-            .ok()?;
-        if let Err(e) = file.write_all(content) {
-            return Some(Err(IpamError::store("write lease", self.dir.join(name), e)));
-        }
-        tern_node::phase::mark("lease-write");
-        // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (root has it); /proc/self/fd does not.
-        let linked = match linkat(&file, "", &self.dir_file, name, AtFlags::AT_EMPTY_PATH) {
-            Err(Errno::ENOENT) | Err(Errno::EPERM) => linkat(
-                &self.dir_file,
-                format!("/proc/self/fd/{}", file.as_raw_fd()).as_str(),
-                &self.dir_file,
-                name,
-                AtFlags::AT_SYMLINK_FOLLOW,
-            ),
-            other => other,
+        let unnamed = tern_node::fs::Unnamed {
+            mode: 0o600,
+            durable: false,
+            written: &|| tern_node::phase::mark("lease-write"),
         };
-        match linked {
-            Ok(()) => Some(Ok(true)),
-            Err(Errno::EEXIST) => Some(Ok(false)),
-            Err(_) => None,
-        }
+        let created = unnamed.create(&self.dir, self.dir_file.as_fd(), Path::new(name), content)?;
+        Some(created.map_err(|e| IpamError::store("write lease", self.dir.join(name), e)))
     }
 
     /// Creates the lease `name` holding `content` through a temp file renamed into place (see
