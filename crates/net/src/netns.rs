@@ -7,11 +7,13 @@
 //!   ends. The thread never switches back and never serves other work, so no thread of the
 //!   process is ever left in the wrong namespace, whatever the closure does (including
 //!   panicking).
-//! - **The calling thread** ([`enter_on_calling_thread`], which `tern_cni::plugin_main` calls: a
-//!   plugin process lives for one verb): the calling thread enters, runs the closure (a panic is
-//!   caught), and switches back to the namespace it had before its first entry, held open from
-//!   then on. A switch back that fails aborts the process, so no later step runs in the wrong
-//!   namespace. In a new process a thread costs more than the work (its stack, the wake-up on the
+//! - **The calling thread** ([`enter_on_calling_thread`], which tern's and tern-tuning's `main`
+//!   call: a plugin process lives for one verb): the calling thread enters, runs the closure (a
+//!   panic is caught), and switches back to the namespace it had before its first entry, held
+//!   open from then on. Before its first entry the thread switches to that namespace once, a
+//!   no-op that checks it may come back (setns(2) needs CAP_SYS_ADMIN over the namespace's user
+//!   namespace); a thread that may not keeps the fresh thread per entry. A switch back that
+//!   fails after all aborts the process, so no later step runs in the wrong namespace. In a new process a thread costs more than the work (its stack, the wake-up on the
 //!   other CPU): 48–68 µs against 22 µs for an entry, a netlink socket and the way back
 //!   (docs/BENCHMARKS.md, "the plugins enter namespaces on the calling thread"). An entry inside
 //!   an entry returns to the namespace it was entered from.
@@ -26,6 +28,7 @@
 
 use std::cell::{Cell, OnceCell};
 use std::fs::File;
+use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,8 +48,9 @@ static ON_CALLING_THREAD: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// The thread's network namespace before its first entry on the calling-thread path, where
-    /// every entry returns (opened once: the seam alone switches namespaces).
-    static HOME: OnceCell<File> = const { OnceCell::new() };
+    /// every entry returns (opened once: the seam alone switches namespaces); `None` when the
+    /// thread may not switch back to it (its entries take a fresh thread).
+    static HOME: OnceCell<Option<File>> = const { OnceCell::new() };
     /// How many entries of the calling-thread path the thread is inside.
     static DEPTH: Cell<u32> = const { Cell::new(0) };
 }
@@ -210,15 +214,30 @@ fn entered<T: Send>(
     f: impl FnOnce() -> T + Send,
     enter: impl FnOnce() -> nix::Result<()> + Send,
 ) -> Result<T> {
-    if ON_CALLING_THREAD.load(Ordering::Relaxed) {
+    if ON_CALLING_THREAD.load(Ordering::Relaxed) && can_come_back() {
         on_calling_thread(what, f, enter)
     } else {
         on_own_thread(what, f, enter)
     }
 }
 
+/// Whether the calling thread has its [`HOME`] and may switch back to it: on the first call the
+/// namespace is opened and entered once (no change, the same checks as the way back).
+fn can_come_back() -> bool {
+    HOME.with(|home| {
+        home.get_or_init(|| {
+            let file = File::open(THREAD_SELF_NETNS).ok()?;
+            // The probe: a switch to the namespace the thread is in.
+            #[allow(clippy::disallowed_methods)]
+            nix::sched::setns(&file, CloneFlags::CLONE_NEWNET).ok()?;
+            Some(file)
+        })
+        .is_some()
+    })
+}
+
 /// Runs `enter` then `f` on the calling thread, then switches back: to the thread's namespace
-/// from before its first entry ([`HOME`], opened once), or for an entry inside an entry to the
+/// from before its first entry ([`HOME`], opened by [`can_come_back`]), or for an entry inside an entry to the
 /// namespace it was entered from (opened then). A panic in `f` is resumed after the switch back.
 /// A switch back that fails aborts the process: nothing may run in the wrong namespace.
 fn on_calling_thread<T>(
@@ -240,13 +259,13 @@ fn on_calling_thread<T>(
     };
     let home = match &nested {
         Some(file) => file.as_raw_fd(),
-        None => HOME.with(|home| -> Result<std::os::fd::RawFd> {
-            if home.get().is_none() {
-                let _ = home.set(open_current()?);
-            }
-            // Lives as long as the thread (thread-local, never replaced).
-            Ok(home.get().map_or(-1, AsRawFd::as_raw_fd))
-        })?,
+        // Set by `can_come_back` before this is called; lives as long as the thread.
+        None => HOME
+            .with(|home| home.get().and_then(|h| h.as_ref().map(AsRawFd::as_raw_fd)))
+            .ok_or_else(|| Error::Thread {
+                path: what.to_path_buf(),
+                source: std::io::Error::other("no namespace to come back to"),
+            })?,
     };
     enter().map_err(|errno| Error::Setns {
         path: what.to_path_buf(),
@@ -259,7 +278,9 @@ fn on_calling_thread<T>(
     let home = unsafe { BorrowedFd::borrow_raw(home) };
     #[allow(clippy::disallowed_methods)] // the way back, see the module docs
     if let Err(errno) = nix::sched::setns(home, CloneFlags::CLONE_NEWNET) {
-        eprintln!(
+        // Not eprintln!: it panics on a closed stderr, and a panic would unwind in here.
+        let _ = writeln!(
+            std::io::stderr(),
             "tern: cannot return from {} to the thread's network namespace: {errno}; aborting",
             what.display()
         );

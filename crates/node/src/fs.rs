@@ -3,10 +3,11 @@
 //! Invariant: a reader sees either the old content or the new, never a mix or a truncated file,
 //! also when the writer is killed at any point (temp file in the same directory, rename).
 //!
-//! A file that does not exist yet is written with no name (`O_TMPFILE`) and linked into place
-//! ([`create_unnamed`]): a writer killed before the link leaves nothing, and no temp name is made
-//! (whose writer's start time costs a read of `/proc/self/stat`, 17 µs in a new process). A file
-//! that exists, or a filesystem without `O_TMPFILE`, takes the temp file and the rename.
+//! A file is written with no name (`O_TMPFILE`, [`Unnamed`]) and linked into place when it does
+//! not exist yet: a writer killed before the link leaves nothing, and no temp name is made (whose
+//! writer's start time costs a read of `/proc/self/stat`, 17 µs in a new process). When it exists,
+//! the same written file is linked under a temp name and renamed over it; a filesystem without
+//! `O_TMPFILE` takes a temp file and the rename.
 //!
 //! Two strengths: [`write_atomic`] is also *durable* (fsync of the file before the rename and of
 //! the directory after it), for what must survive a power loss (backups of host settings,
@@ -30,9 +31,11 @@ mod temps;
 pub use temps::{remove_if_stale_temp, remove_stale_temps, remove_stale_temps_of, temp_name};
 
 /// Replaces `path` with `data` atomically and durably, the file mode being `mode` (e.g.
-/// `0o600`): temp file, fsync, rename, fsync of the directory. The directory must exist. A
-/// leftover temp file (`.<name>.tmp-<pid>-<start>-<n>`, see [`temp_name`]) can only remain if the
-/// process is killed between create and rename; [`remove_stale_temps`] sweeps them.
+/// `0o600`): a file with no name written and fsynced, linked to `path` when it is new, else to a
+/// temp name renamed over it (a temp file where there is no `O_TMPFILE`), then an fsync of the
+/// directory. The directory must exist. A leftover temp file (`.<name>.tmp-<pid>-<start>-<n>`,
+/// see [`temp_name`]) can only remain if the process is killed between its link and the rename;
+/// [`remove_stale_temps`] sweeps them.
 ///
 /// # Errors
 /// The underlying I/O error; the temp file is removed on every error path.
@@ -66,17 +69,39 @@ fn write_via_temp(path: &Path, data: &[u8], mode: u32, durable: bool) -> io::Res
         durable,
         written: &|| {},
     };
-    match unnamed.create(dir, AT_FDCWD, path, data) {
-        Some(Ok(true)) => {
-            if durable {
-                File::open(dir)?.sync_all()?;
+    let tmp = match unnamed.make(dir, AT_FDCWD, path, data)? {
+        Made::Linked => None,
+        // The file exists: the written one goes over it under a temp name.
+        Made::Exists(file) => {
+            let tmp = dir.join(temp_name(&name.to_string_lossy()));
+            match link_fd(&file, AT_FDCWD, &tmp) {
+                Ok(()) => Some(tmp),
+                Err(_) => return write_through_temp(dir, path, data, mode, durable),
             }
-            return Ok(());
         }
-        Some(Err(e)) => return Err(e),
-        // It exists (replace it), or no O_TMPFILE here.
-        Some(Ok(false)) | None => {}
+        Made::Unsupported => return write_through_temp(dir, path, data, mode, durable),
+    };
+    if let Some(tmp) = tmp {
+        if let Err(e) = fs::rename(&tmp, path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
     }
+    if durable {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// [`write_via_temp`] where there is no `O_TMPFILE`: a named temp file, written, renamed.
+fn write_through_temp(
+    dir: &Path,
+    path: &Path,
+    data: &[u8],
+    mode: u32,
+    durable: bool,
+) -> io::Result<()> {
+    let name = path.file_name().unwrap_or_default();
     let tmp = dir.join(temp_name(&name.to_string_lossy()));
     let result = (|| {
         let mut f = OpenOptions::new()
@@ -113,6 +138,16 @@ pub struct Unnamed<'a> {
     pub written: &'a dyn Fn(),
 }
 
+/// What [`Unnamed::make`] did.
+enum Made {
+    /// Written and linked into place.
+    Linked,
+    /// Written, not linked: the name exists. The file, to place otherwise.
+    Exists(File),
+    /// Nothing created: no `O_TMPFILE` here, or a link refused for another reason.
+    Unsupported,
+}
+
 impl Unnamed<'_> {
     /// Creates `name` (relative to `dir_fd`, or a whole path with [`AT_FDCWD`]) holding `data`:
     /// a file with no name (`O_TMPFILE` in `dir`), written, then linked into place, which never
@@ -130,41 +165,58 @@ impl Unnamed<'_> {
         name: &Path,
         data: &[u8],
     ) -> Option<io::Result<bool>> {
-        let mut file = OpenOptions::new()
+        match self.make(dir, dir_fd, name, data) {
+            Ok(Made::Linked) => Some(Ok(true)),
+            Ok(Made::Exists(_)) => Some(Ok(false)),
+            Ok(Made::Unsupported) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// [`Unnamed::create`], keeping the written file when `name` exists.
+    fn make(
+        &self,
+        dir: &Path,
+        dir_fd: BorrowedFd<'_>,
+        name: &Path,
+        data: &[u8],
+    ) -> io::Result<Made> {
+        let Ok(mut file) = OpenOptions::new()
             .write(true)
             .mode(self.mode)
             .custom_flags(nix::libc::O_TMPFILE)
             .open(dir)
-            .ok()?;
-        let written = (|| {
-            // The umask may have narrowed the mode; the caller asked for exactly this one.
-            file.set_permissions(fs::Permissions::from_mode(self.mode))?;
-            file.write_all(data)?;
-            if self.durable {
-                file.sync_all()?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = written {
-            return Some(Err(e));
+        else {
+            return Ok(Made::Unsupported);
+        };
+        // The umask may have narrowed the mode; the caller asked for exactly this one.
+        file.set_permissions(fs::Permissions::from_mode(self.mode))?;
+        file.write_all(data)?;
+        if self.durable {
+            file.sync_all()?;
         }
         (self.written)();
-        // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH (root has it); /proc/self/fd does not.
-        let linked = match linkat(&file, "", dir_fd, name, AtFlags::AT_EMPTY_PATH) {
-            Err(Errno::ENOENT) | Err(Errno::EPERM) => linkat(
-                AT_FDCWD,
-                format!("/proc/self/fd/{}", file.as_raw_fd()).as_str(),
-                dir_fd,
-                name,
-                AtFlags::AT_SYMLINK_FOLLOW,
-            ),
-            other => other,
-        };
-        match linked {
-            Ok(()) => Some(Ok(true)),
-            Err(Errno::EEXIST) => Some(Ok(false)),
-            Err(_) => None,
-        }
+        Ok(match link_fd(&file, dir_fd, name) {
+            Ok(()) => Made::Linked,
+            Err(Errno::EEXIST) => Made::Exists(file),
+            Err(_) => Made::Unsupported,
+        })
+    }
+}
+
+/// Links the open `file` (one with no name: `O_TMPFILE`) as `name` relative to `dir_fd`; never
+/// replaces (`EEXIST`). `AT_EMPTY_PATH` needs CAP_DAC_READ_SEARCH (root has it);
+/// `/proc/self/fd` does not.
+fn link_fd(file: &File, dir_fd: BorrowedFd<'_>, name: &Path) -> nix::Result<()> {
+    match linkat(file, "", dir_fd, name, AtFlags::AT_EMPTY_PATH) {
+        Err(Errno::ENOENT) | Err(Errno::EPERM) => linkat(
+            AT_FDCWD,
+            format!("/proc/self/fd/{}", file.as_raw_fd()).as_str(),
+            dir_fd,
+            name,
+            AtFlags::AT_SYMLINK_FOLLOW,
+        ),
+        other => other,
     }
 }
 
@@ -314,19 +366,34 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A new file is created with no name and linked into place: exactly the asked mode, no
-    /// temp file made on the way (a watcher of the directory sees one entry appear), and a
-    /// second [`Unnamed::create`] of the same name refuses to replace it.
+    /// A new file is created with no name and linked into place: exactly the asked mode (0o666:
+    /// the umask narrows it unless it is set after the create), no temp name on the way (the
+    /// directory's watcher sees one name appear), and a second [`Unnamed::create`] of the same
+    /// name refuses to replace it. A replace goes through a temp name renamed over the file.
     #[test]
     fn a_new_file_is_linked_into_place_without_a_temp_name() {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
         use std::os::fd::AsFd;
         let dir = std::env::temp_dir().join(format!("tern-fs-new-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
+        let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+        watch
+            .add_watch(&dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
+            .unwrap();
+        let names = || -> Vec<String> {
+            match watch.read_events() {
+                Ok(events) => events
+                    .into_iter()
+                    .filter_map(|e| e.name.map(|n| n.to_string_lossy().into_owned()))
+                    .collect(),
+                Err(_) => Vec::new(), // EAGAIN: nothing happened
+            }
+        };
         let p = dir.join("backup.json");
         let calls = std::cell::Cell::new(0);
         let unnamed = Unnamed {
-            mode: 0o640,
+            mode: 0o666,
             durable: true,
             written: &|| calls.set(calls.get() + 1),
         };
@@ -338,20 +405,32 @@ mod tests {
         assert_eq!(fs::read(&p).unwrap(), b"one");
         assert_eq!(
             fs::metadata(&p).unwrap().permissions().mode() & 0o777,
-            0o640
+            0o666
         );
         let again = unnamed.create(&dir, AT_FDCWD, &p, b"two");
         assert!(matches!(again, Some(Ok(false))), "{again:?}");
         assert_eq!(fs::read(&p).unwrap(), b"one", "replaced by a link");
-        // write_atomic of a new file goes the same way: no `.tmp-` name is ever made.
+        assert_eq!(names(), ["backup.json"]);
+
         let q = dir.join("state.json");
         replace_atomic(&q, b"new", 0o600).unwrap();
         assert_eq!(fs::read(&q).unwrap(), b"new");
-        let names: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names.len(), 2, "{names:?}");
+        assert_eq!(names(), ["state.json"], "a new file took a temp name");
+        write_atomic(&q, b"newer", 0o640).unwrap();
+        assert_eq!(fs::read(&q).unwrap(), b"newer");
+        assert_eq!(
+            fs::metadata(&q).unwrap().permissions().mode() & 0o777,
+            0o640
+        );
+        let replaced = names();
+        assert_eq!(replaced.len(), 2, "{replaced:?}");
+        assert!(replaced[0].starts_with(".state.json.tmp-"), "{replaced:?}");
+        assert_eq!(replaced[1], "state.json", "{replaced:?}");
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            2,
+            "a temp file was left"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,7 +1,9 @@
 //! tern's verbs in-process, for every supported cniVersion: the `tern` library driven through the
 //! CNI dispatcher (environment and stdin as a runtime passes them) on a thread inside a throwaway
 //! host netns, against a throwaway pod netns, with tern-ipam as IPAM (run in-process, as tern
-//! runs it). No built binary is needed; root is (netns, veth, sysctl): fails without it.
+//! runs it). No built binary is needed; root is (netns, veth, sysctl): fails without it. The
+//! binary's model of namespace entry: on the calling thread (`enter_on_calling_thread`, as
+//! tern's `main`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
@@ -18,6 +20,7 @@ fn add_check_del_for_every_version() {
     if tern_testkit::root::skip() {
         return;
     }
+    tern_net::netns::enter_on_calling_thread();
     for v in VERSIONS {
         let node = Node::new("tern-inproc");
         let conf = node.conf(v);
@@ -131,6 +134,7 @@ fn status_and_gc_at_1_1_0() {
     if tern_testkit::root::skip() {
         return;
     }
+    tern_net::netns::enter_on_calling_thread();
     let node = Node::new("tern-inproc-gc");
     let conf = node.conf("1.1.0");
     assert_eq!(node.ok("STATUS", "", &conf), Value::Null);
@@ -157,6 +161,7 @@ fn del_keeps_going_when_ipam_fails_and_reports_its_code() {
     if tern_testkit::root::skip() {
         return;
     }
+    tern_net::netns::enter_on_calling_thread();
     for v in VERSIONS {
         let node = Node::new("tern-inproc-del");
         let conf = node.conf(v);

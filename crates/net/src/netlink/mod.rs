@@ -106,8 +106,9 @@ impl Handle {
         })
     }
 
-    /// Opens a socket inside `netns` (on a thread that entered it and ended) and returns it for
-    /// use from the calling thread. Every operation of the handle then acts in `netns`.
+    /// Opens a socket inside `netns` ([`NetNs::run_in`]: on a thread that entered it and ended,
+    /// or on the calling thread, which came back) and returns it for use from the calling
+    /// thread. Every operation of the handle then acts in `netns`.
     ///
     /// # Errors
     /// [`Error::Setns`] when the namespace cannot be entered; as [`Handle::new`] otherwise.

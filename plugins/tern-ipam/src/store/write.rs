@@ -4,7 +4,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use rustix::fs::{renameat_with, RenameFlags};
@@ -63,6 +63,8 @@ impl Store {
                 .create_new(true)
                 .mode(0o600)
                 .open(&tmp)?;
+            // Exactly 0o600, as the unnamed lease is (the umask may have narrowed it).
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
             f.write_all(content)
         })();
         tern_node::phase::mark("lease-write");
