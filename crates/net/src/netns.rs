@@ -2,7 +2,7 @@
 //!
 //! Threading model (after the reference plugins' `pkg/ns/README.md`, without its pitfalls), one
 //! of two per process:
-//! - **A fresh thread per entry** (the default: tern-agent, the tests): code that must run inside
+//! - **A fresh thread per entry** (the default: tern-agent, most tests): code that must run inside
 //!   a namespace runs on a *fresh* scoped thread that enters the namespace, runs one closure and
 //!   ends. The thread never switches back and never serves other work, so no thread of the
 //!   process is ever left in the wrong namespace, whatever the closure does (including
@@ -13,10 +13,11 @@
 //!   open from then on. Before its first entry the thread switches to that namespace once, a
 //!   no-op that checks it may come back (setns(2) needs CAP_SYS_ADMIN over the namespace's user
 //!   namespace); a thread that may not keeps the fresh thread per entry. A switch back that
-//!   fails after all aborts the process, so no later step runs in the wrong namespace. In a new process a thread costs more than the work (its stack, the wake-up on the
-//!   other CPU): 48–68 µs against 22 µs for an entry, a netlink socket and the way back
-//!   (docs/BENCHMARKS.md, "the plugins enter namespaces on the calling thread"). An entry inside
-//!   an entry returns to the namespace it was entered from.
+//!   fails after all aborts the process, so no later step runs in the wrong namespace. In a new
+//!   process a thread costs more than the work (its stack, the wake-up on the other CPU): 48–68
+//!   µs against 22 µs for an entry, a netlink socket and the way back (docs/BENCHMARKS.md, "the
+//!   plugins enter namespaces on the calling thread"). An entry inside an entry returns to the
+//!   namespace it was entered from.
 //!
 //! The calling thread's namespace is read from `/proc/thread-self/ns/net`, never `/proc/self`
 //! (which names the main thread's).
@@ -29,7 +30,7 @@
 use std::cell::{Cell, OnceCell};
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -171,8 +172,9 @@ impl NetNs {
     ///
     /// # Errors
     /// [`Error::Setns`] when the thread cannot enter the namespace (EPERM without
-    /// CAP_SYS_ADMIN); [`Error::Thread`] when no thread can be spawned, or the calling thread's
-    /// namespace cannot be opened to come back to. Errors of `f` are in `T`.
+    /// CAP_SYS_ADMIN); [`Error::Thread`] when no thread can be spawned; [`Error::NetnsIo`] when,
+    /// for an entry inside an entry on the calling thread, the namespace to come back to cannot
+    /// be opened. Errors of `f` are in `T`.
     pub fn run_in<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T> {
         entered(&self.path, f, || {
             // The only setns into a target in tern (clippy.toml disallows it elsewhere): this
@@ -214,16 +216,17 @@ fn entered<T: Send>(
     f: impl FnOnce() -> T + Send,
     enter: impl FnOnce() -> nix::Result<()> + Send,
 ) -> Result<T> {
-    if ON_CALLING_THREAD.load(Ordering::Relaxed) && can_come_back() {
-        on_calling_thread(what, f, enter)
-    } else {
-        on_own_thread(what, f, enter)
+    if ON_CALLING_THREAD.load(Ordering::Relaxed) {
+        if let Some(home) = home() {
+            return on_calling_thread(what, f, enter, home);
+        }
     }
+    on_own_thread(what, f, enter)
 }
 
-/// Whether the calling thread has its [`HOME`] and may switch back to it: on the first call the
-/// namespace is opened and entered once (no change, the same checks as the way back).
-fn can_come_back() -> bool {
+/// The calling thread's [`HOME`] when it may switch back to it: on the first call the namespace
+/// is opened and entered once (no change; the same permission checks as the way back).
+fn home() -> Option<RawFd> {
     HOME.with(|home| {
         home.get_or_init(|| {
             let file = File::open(THREAD_SELF_NETNS).ok()?;
@@ -232,53 +235,44 @@ fn can_come_back() -> bool {
             nix::sched::setns(&file, CloneFlags::CLONE_NEWNET).ok()?;
             Some(file)
         })
-        .is_some()
+        .as_ref()
+        .map(AsRawFd::as_raw_fd)
     })
 }
 
-/// Runs `enter` then `f` on the calling thread, then switches back: to the thread's namespace
-/// from before its first entry ([`HOME`], opened by [`can_come_back`]), or for an entry inside an entry to the
+/// Runs `enter` then `f` on the calling thread, then switches back: to `home`, the thread's
+/// namespace from before its first entry ([`HOME`]), or for an entry inside an entry to the
 /// namespace it was entered from (opened then). A panic in `f` is resumed after the switch back.
 /// A switch back that fails aborts the process: nothing may run in the wrong namespace.
 fn on_calling_thread<T>(
     what: &Path,
     f: impl FnOnce() -> T,
     enter: impl FnOnce() -> nix::Result<()>,
+    home: RawFd,
 ) -> Result<T> {
-    let open_current = || {
-        File::open(THREAD_SELF_NETNS).map_err(|source| Error::Thread {
-            path: what.to_path_buf(),
-            source,
-        })
-    };
     let depth = DEPTH.get();
-    let nested = if depth > 0 {
-        Some(open_current()?)
-    } else {
-        None
+    let outer = match depth {
+        0 => None,
+        _ => Some(File::open(THREAD_SELF_NETNS).map_err(|e| Error::NetnsIo {
+            op: "open",
+            path: PathBuf::from(THREAD_SELF_NETNS),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        })?),
     };
-    let home = match &nested {
-        Some(file) => file.as_raw_fd(),
-        // Set by `can_come_back` before this is called; lives as long as the thread.
-        None => HOME
-            .with(|home| home.get().and_then(|h| h.as_ref().map(AsRawFd::as_raw_fd)))
-            .ok_or_else(|| Error::Thread {
-                path: what.to_path_buf(),
-                source: std::io::Error::other("no namespace to come back to"),
-            })?,
-    };
+    let back = outer.as_ref().map_or(home, AsRawFd::as_raw_fd);
     enter().map_err(|errno| Error::Setns {
         path: what.to_path_buf(),
         errno,
     })?;
     DEPTH.set(depth + 1);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    // SAFETY: `home` is `nested`'s descriptor, open until this function returns, or the
-    // thread-local one, open for the thread's life.
-    let home = unsafe { BorrowedFd::borrow_raw(home) };
+    // SAFETY: `back` is `outer`'s descriptor, open until this function returns, or HOME's,
+    // open for the thread's life (a thread-local never replaced).
+    let back = unsafe { BorrowedFd::borrow_raw(back) };
     #[allow(clippy::disallowed_methods)] // the way back, see the module docs
-    if let Err(errno) = nix::sched::setns(home, CloneFlags::CLONE_NEWNET) {
-        // Not eprintln!: it panics on a closed stderr, and a panic would unwind in here.
+    if let Err(errno) = nix::sched::setns(back, CloneFlags::CLONE_NEWNET) {
+        // Not eprintln!: it panics when stderr fails (EPIPE, EIO), and a panic would unwind in
+        // here.
         let _ = writeln!(
             std::io::stderr(),
             "tern: cannot return from {} to the thread's network namespace: {errno}; aborting",

@@ -135,3 +135,48 @@ fn sysctls_read_inside_are_the_pod_netns_values() {
         "written on the host"
     );
 }
+
+/// Set in the child of [`a_thread_that_may_not_come_back_takes_a_fresh_thread`].
+const USERNS_CHILD: &str = "TERN_NETNS_TEST_USERNS_CHILD";
+
+/// A thread that may not switch back to its own namespace (here: inside a user namespace that
+/// does not own it, setns(2) there is EPERM) finds that out before its first entry and takes a
+/// fresh thread per entry: without the probe it would enter on the calling thread and abort on
+/// the way back. Runs itself again under `unshare -U -r` (a user namespace, mapped root).
+#[test]
+fn a_thread_that_may_not_come_back_takes_a_fresh_thread() {
+    if std::env::var_os(USERNS_CHILD).is_some() {
+        netns::enter_on_calling_thread();
+        let tid = nix::unistd::gettid();
+        // A new netns is owned by this user namespace, so creating one is allowed.
+        let inside = netns::run_in_new(nix::unistd::gettid).unwrap();
+        assert_ne!(
+            inside, tid,
+            "entered on the calling thread, which may not come back"
+        );
+        println!("fresh thread: ok");
+        return;
+    }
+    if tern_testkit::root::skip() {
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("unshare")
+        .args(["-U", "-r"])
+        .arg(&exe)
+        .args([
+            "--exact",
+            "a_thread_that_may_not_come_back_takes_a_fresh_thread",
+            "--nocapture",
+        ])
+        .env(USERNS_CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("fresh thread: ok"),
+        "{}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -369,7 +369,8 @@ mod tests {
     /// A new file is created with no name and linked into place: exactly the asked mode (0o666:
     /// the umask narrows it unless it is set after the create), no temp name on the way (the
     /// directory's watcher sees one name appear), and a second [`Unnamed::create`] of the same
-    /// name refuses to replace it. A replace goes through a temp name renamed over the file.
+    /// name refuses to replace it. A replace links the written file under a temp name and
+    /// renames it over the old one: no named temp file is written to.
     #[test]
     fn a_new_file_is_linked_into_place_without_a_temp_name() {
         use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
@@ -378,17 +379,28 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
-        watch
-            .add_watch(&dir, AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO)
-            .unwrap();
+        let (created, modified) = (
+            AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO,
+            AddWatchFlags::IN_MODIFY,
+        );
+        watch.add_watch(&dir, created | modified).unwrap();
+        // The names that appeared since the last call (created, linked or renamed to), after
+        // checking that no named temp file was written to (an unnamed file's writes carry the
+        // kernel's `#<inode>` name). Events are queued by the syscalls themselves.
         let names = || -> Vec<String> {
-            match watch.read_events() {
-                Ok(events) => events
-                    .into_iter()
-                    .filter_map(|e| e.name.map(|n| n.to_string_lossy().into_owned()))
-                    .collect(),
-                Err(_) => Vec::new(), // EAGAIN: nothing happened
+            let events = watch.read_events().unwrap_or_default(); // EAGAIN: none
+            let name = |e: &nix::sys::inotify::InotifyEvent| {
+                e.name.as_ref().map(|n| n.to_string_lossy().into_owned())
+            };
+            for e in events.iter().filter(|e| e.mask.intersects(modified)) {
+                let n = name(e).unwrap_or_default();
+                assert!(!n.contains(".tmp-"), "a named temp file was written: {n}");
             }
+            events
+                .iter()
+                .filter(|e| e.mask.intersects(created))
+                .filter_map(name)
+                .collect()
         };
         let p = dir.join("backup.json");
         let calls = std::cell::Cell::new(0);
