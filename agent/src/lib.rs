@@ -7,6 +7,7 @@ pub mod args;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod conflist;
 pub mod egress;
 pub mod install;
 pub mod kubeconfig;

@@ -12,7 +12,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::args::{api_server_from, namespace_from, CredentialArgs};
 use crate::schedule::{backoff_delay, Rng};
+
+/// The deadline of each API request unless `--request-timeout` (of `run`) says otherwise.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How the agent reaches the API server: what every subsystem that calls it needs (the token
 /// refresher, install, uninstall, node routes, egress NAT), and no more.
@@ -76,6 +80,54 @@ pub struct TokenTarget {
     pub token_lifetime: Duration,
     /// The kubeconfig written for the plugins.
     pub kubeconfig: PathBuf,
+}
+
+impl TokenTarget {
+    /// The credential flags `run` and `install` share, resolved as `run` resolves them (the API
+    /// server from `--api-server` or the in-cluster variables in `env`, the namespace from
+    /// `--namespace` or the service-account directory), each request's deadline
+    /// [`DEFAULT_REQUEST_TIMEOUT`], and the kubeconfig at `kubeconfig`.
+    ///
+    /// # Errors
+    /// No API server can be found, or it is not https; the token lifetime is refused
+    /// ([`check_token_lifetime`]).
+    pub fn from_credentials(
+        a: &CredentialArgs,
+        env: &dyn Fn(&str) -> Option<String>,
+        kubeconfig: PathBuf,
+    ) -> anyhow::Result<Self> {
+        let api = ApiAccess {
+            api_server: api_server_from(a.api.api_server.as_ref(), env)?,
+            sa_dir: a.api.sa_dir.clone(),
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        };
+        check_token_lifetime(a.token_lifetime)?;
+        Ok(TokenTarget {
+            api,
+            namespace: namespace_from(a.api.namespace.as_ref(), &a.api.sa_dir),
+            cni_service_account: a.service_account.clone(),
+            token_lifetime: a.token_lifetime,
+            kubeconfig,
+        })
+    }
+}
+
+/// Checks a requested token lifetime (`--token-lifetime`) as the API server would take it.
+///
+/// # Errors
+/// Under 10 minutes (the API server refuses it), or exactly 3607 s (the API server extends that
+/// one lifetime to a year under `--service-account-extend-token-expiration`, its default).
+pub fn check_token_lifetime(lifetime: Duration) -> anyhow::Result<()> {
+    let life = lifetime.as_secs();
+    if life < 600 {
+        anyhow::bail!(
+            "--token-lifetime must be at least 10m (the API server refuses shorter tokens)"
+        );
+    }
+    if life == 3607 {
+        anyhow::bail!("--token-lifetime must not be exactly 3607s: the API server would mint a one-year token");
+    }
+    Ok(())
 }
 
 /// One refresh: TokenRequest with the agent's own (re-read) credentials, then the atomic write

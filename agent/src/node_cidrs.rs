@@ -12,7 +12,7 @@
 //! Invariants: the conflist is rewritten only when a follower range differs, atomically (temp
 //! file, rename), never created when absent and never once uninstall has begun (the mark is
 //! checked under the conf dir's lock uninstall drains under); only ranges of
-//! the shape `install` renders are touched ([`crate::install::with_pod_ranges`]).
+//! the shape `install` renders are touched ([`crate::conflist::with_pod_ranges`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -200,7 +200,7 @@ fn follow(stop: &StopSignal, run: &ControllerSettings, cfg: &FollowConfig, cidrs
 /// ([`tern_net::drain::lock_conf_dir`]). An absent conflist (not installed, or uninstalled) and a
 /// begun uninstall leave everything as it is.
 ///
-/// [`with_pod_ranges`]: crate::install::with_pod_ranges
+/// [`with_pod_ranges`]: crate::conflist::with_pod_ranges
 ///
 /// # Errors
 /// The conflist cannot be read, is not JSON, or cannot be written.
@@ -228,7 +228,7 @@ fn rewrite_conflist(path: &Path, cidrs: &[String], kubeconfig: &Path) -> anyhow:
     };
     let conflist: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("parse {}", path.display()))?;
-    let Some(next) = crate::install::with_pod_ranges(&conflist, cidrs) else {
+    let Some(next) = crate::conflist::with_pod_ranges(&conflist, cidrs) else {
         return Ok(());
     };
     let body = serde_json::to_string_pretty(&next)? + "\n";
@@ -282,11 +282,11 @@ mod tests {
         let cidrs = ["10.1.0.0/24".to_owned()];
         rewrite_conflist(&path, &cidrs, &kubeconfig).unwrap();
         assert!(!path.exists(), "never created");
-        let installed = crate::install::render(
-            crate::install::DEFAULT_TEMPLATE,
+        let installed = crate::conflist::render(
+            crate::conflist::DEFAULT_TEMPLATE,
             &kubeconfig,
             "n1",
-            Some(&crate::install::ranges_for(&["10.9.0.0/24".into()])),
+            Some(&crate::conflist::ranges_for(&["10.9.0.0/24".into()])),
         )
         .unwrap();
         let text = serde_json::to_string_pretty(&installed).unwrap() + "\n";
@@ -304,7 +304,7 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(
             now["plugins"][0]["ipam"]["ranges"],
-            crate::install::ranges_for(&cidrs)
+            crate::conflist::ranges_for(&cidrs)
         );
         std::fs::write(&path, "{").unwrap();
         assert!(rewrite_conflist(&path, &cidrs, &kubeconfig).is_err());
@@ -329,9 +329,9 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join(&plan.conflist);
             let kubeconfig = dir.path().join(&plan.kubeconfig);
-            let ranges = crate::install::ranges_for(&["10.9.0.0/24".into()]);
-            let installed = crate::install::render(
-                crate::install::DEFAULT_TEMPLATE,
+            let ranges = crate::conflist::ranges_for(&["10.9.0.0/24".into()]);
+            let installed = crate::conflist::render(
+                crate::conflist::DEFAULT_TEMPLATE,
                 &kubeconfig,
                 "n1",
                 Some(&ranges),

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde_json::Value;
-use tern_agent::install::{ranges_for, render, validate_tuning};
+use tern_agent::conflist::{ranges_for, render, validate_tuning};
 
 use manifests::*;
 

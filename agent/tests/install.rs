@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use common::*;
+use tern_agent::conflist::DEFAULT_TEMPLATE;
 use tern_agent::install::reference::{Placement, DEFAULT_REFERENCE_PLUGINS, LEDGER};
-use tern_agent::install::{install, InstallConfig, DEFAULT_PLUGINS, DEFAULT_TEMPLATE};
+use tern_agent::install::{install, InstallConfig, DEFAULT_PLUGINS};
 use tern_apiserver::Fault;
 
 struct Root {
@@ -59,7 +60,7 @@ fn cfg(f: &Fixture, r: &Root, template: &str) -> InstallConfig {
         node_name: "node-1".into(),
         pod_cidrs_from_node: true,
         allowlist: r.allowlist.clone(),
-        kube: f.cfg.clone(),
+        token_target: f.cfg.token_target(),
     }
 }
 

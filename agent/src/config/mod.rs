@@ -123,7 +123,7 @@ impl RunConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9412)),
             metrics_address: None,
             metrics_socket: tern_node::report::REPORT_SOCKET.into(),
-            request_timeout: Duration::from_secs(10),
+            request_timeout: crate::mint::DEFAULT_REQUEST_TIMEOUT,
             wall_check: Duration::from_secs(30),
             channel_min_interval: Duration::from_secs(30),
             channel_read_timeout: Duration::from_secs(2),

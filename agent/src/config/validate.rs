@@ -9,13 +9,8 @@ use super::{RunConfig, REFRESH_ENV};
 impl RunConfig {
     /// A message naming the setting and what is accepted.
     pub fn validate(&self, allow_non_loopback: bool) -> anyhow::Result<()> {
+        crate::mint::check_token_lifetime(self.token_lifetime)?;
         let life = self.token_lifetime.as_secs();
-        if life < 600 {
-            bail!("--token-lifetime must be at least 10m (the API server refuses shorter tokens)");
-        }
-        if life == 3607 {
-            bail!("--token-lifetime must not be exactly 3607s: the API server would mint a one-year token");
-        }
         if let Some(o) = self.policy.refresh_override {
             if o < Duration::from_secs(60) || o >= self.token_lifetime {
                 bail!("{REFRESH_ENV} must be at least 1m and shorter than the token lifetime ({life}s), e.g. 10m or 2h");

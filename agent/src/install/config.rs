@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Args;
 
-use super::conflist::{DEFAULT_TEMPLATE, RANGES_PLACEHOLDER};
 use crate::args::{parse_bool, parse_names, parse_plugins, parse_subcommand, CredentialArgs};
-use crate::config::RunConfig;
+use crate::conflist::{DEFAULT_TEMPLATE, RANGES_PLACEHOLDER};
+use crate::mint::TokenTarget;
 
 /// The CNI plugins tern ships, and `tern-lookup` (the helper that makes their API calls), copied
 /// by default (`--plugins`).
@@ -123,9 +123,10 @@ pub struct InstallConfig {
     pub pod_cidrs_from_node: bool,
     /// The tuning allowlist as mounted in the container (absent: tern-tuning's built-in list).
     pub allowlist: PathBuf,
-    /// In-cluster settings for the TokenRequest and the node read (kubeconfig path is set from
-    /// the fields above).
-    pub kube: RunConfig,
+    /// What the CNI token is minted for, with the API server and the agent's credentials that
+    /// the node read uses too; install writes the kubeconfig to `cni_conf_dir` /
+    /// `kubeconfig_name`, whatever `token_target.kubeconfig` says.
+    pub token_target: TokenTarget,
 }
 
 /// What `install` did.
@@ -162,8 +163,11 @@ impl InstallConfig {
         a: InstallArgs,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> anyhow::Result<Self> {
-        let kube = RunConfig::from_credentials(&a.credentials, env)?;
-        kube.validate(false)?;
+        let token_target = TokenTarget::from_credentials(
+            &a.credentials,
+            env,
+            a.cni_conf_dir.join(&a.kubeconfig_name),
+        )?;
         let template = match (
             &a.template,
             env("TERN_CONFLIST_TEMPLATE").filter(|t| !t.trim().is_empty()),
@@ -199,7 +203,7 @@ impl InstallConfig {
             node_name: a.node_name.unwrap_or_default(),
             pod_cidrs_from_node,
             allowlist: a.allowlist,
-            kube,
+            token_target,
         })
     }
 }

@@ -1,5 +1,5 @@
 //! `tern-agent install`: the DaemonSet's init step, in order; its settings are in `config.rs`, the
-//! conflist template and its checks in `conflist.rs`.
+//! conflist template and its checks in the crate's `conflist.rs`.
 //!
 //! Order: (1) render and validate the conflist (reading the node's `spec.podCIDRs` when the
 //! template needs them), check that every plugin in `--plugins` is a regular file in
@@ -27,17 +27,15 @@ use tern_kube::write_atomic;
 use tern_net::sysctl::Allowlist;
 use tracing::info;
 
+use crate::conflist::{
+    ranges_for, render, require_lookup_helper, validate_tuning, RANGES_PLACEHOLDER,
+};
 use crate::mint::{in_cluster_client, mint_kubeconfig};
 
 mod config;
-mod conflist;
 pub mod reference;
 
 pub use config::{InstallArgs, InstallConfig, Report, DEFAULT_PLUGINS};
-pub use conflist::{
-    ranges_for, render, require_lookup_helper, validate_tuning, with_pod_ranges, DEFAULT_TEMPLATE,
-    KUBECONFIG_PLACEHOLDER, NODE_NAME_PLACEHOLDER, RANGES_PLACEHOLDER,
-};
 
 /// Reads every plugin in `names` (`cfg.plugins` or `cfg.reference_plugins`, the flag `flag`)
 /// from `cfg.src_bin_dir`: (name, bytes).
@@ -86,7 +84,8 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
         if cfg.node_name.is_empty() {
             bail!("reading the node's spec.podCIDRs (for {RANGES_PLACEHOLDER}) needs the node name: set NODE_NAME or pass --node-name (or --pod-cidrs-from-node false with a template that does not use {RANGES_PLACEHOLDER})");
         }
-        let (client, _) = in_cluster_client(&cfg.kube.api()).context("in-cluster credentials")?;
+        let (client, _) =
+            in_cluster_client(&cfg.token_target.api).context("in-cluster credentials")?;
         let node = client
             .get_node(&cfg.node_name, Duration::from_secs(10))
             .with_context(|| format!("read node {}", cfg.node_name))?;
@@ -114,9 +113,9 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     let reference_plugins = read_plugins(cfg, &cfg.reference_plugins, "--reference-plugins")?;
 
     // 2. The first token, before the host changes: a failing TokenRequest leaves it untouched.
-    let mut kube = cfg.kube.clone();
-    kube.kubeconfig = cfg.cni_conf_dir.join(&cfg.kubeconfig_name);
-    let minted = mint_kubeconfig(&kube.token_target()).context("mint the first CNI token")?;
+    let mut target = cfg.token_target.clone();
+    target.kubeconfig = cfg.cni_conf_dir.join(&cfg.kubeconfig_name);
+    let minted = mint_kubeconfig(&target).context("mint the first CNI token")?;
 
     // 3–5 under the conf dir's lock: a running agent's pod-range rewrite never interleaves with
     // them, nor an uninstall (which holds it from its mark to its finish), so an install that
@@ -144,8 +143,8 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     )?;
 
     // 4. The kubeconfig, before the conflist.
-    minted.write(&kube.kubeconfig)?;
-    info!(kubeconfig = %kube.kubeconfig.display(), expires_at = %tern_kube::time::format_rfc3339(minted.status.expiration_timestamp), "wrote kubeconfig");
+    minted.write(&target.kubeconfig)?;
+    info!(kubeconfig = %target.kubeconfig.display(), expires_at = %tern_kube::time::format_rfc3339(minted.status.expiration_timestamp), "wrote kubeconfig");
 
     // 5. The conflist, last; then the mark's removal.
     let conflist_path = cfg.cni_conf_dir.join(&cfg.conflist_name);
@@ -161,7 +160,7 @@ pub fn install(cfg: &InstallConfig) -> anyhow::Result<Report> {
     Ok(Report {
         binaries,
         reference,
-        kubeconfig: kube.kubeconfig,
+        kubeconfig: target.kubeconfig,
         conflist: conflist_path,
     })
 }

@@ -5,10 +5,10 @@
 //! Order of an admission, all bounded by the plugin's wait: (1) every kind listed and the Pod
 //! in the store, scheduled to this node, with the UID the runtime passed (the Pod exists before
 //! its sandbox, but its watch event may lag); (2) its addresses recorded
-//! ([`Store::admitted`](super::controller::Store::admitted)) and the generation bumped; (3) no
+//! ([`Store::admitted`](super::store::Store::admitted)) and the generation bumped; (3) no
 //! policy isolates it: answer at once (the table learns its address on the next tick, so
 //! isolated peers refuse it meanwhile: a delay, not a hole); otherwise wait for
-//! [`Store::applied`](super::controller::Store::applied) to reach that generation.
+//! [`Store::applied`](super::store::Store::applied) to reach that generation.
 //!
 //! Invariant: `admitted { isolated: true }` is only answered once the table that isolates the
 //! pod's addresses is in the kernel; a failed admission leaves no admitted addresses behind.
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tern_kube::channel::Outcome;
 use tracing::{debug, warn};
 
-use super::controller::{AdmittedPod, Shared, Store};
+use super::store::{AdmittedPod, Shared, Store};
 
 /// Most addresses one pod may be admitted with (one per family, with room for more IPAM
 /// ranges).

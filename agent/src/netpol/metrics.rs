@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
-use super::controller::NetpolStats;
+use super::store::NetpolStats;
 use crate::prom::{counter, counters, gauge_u64 as gauge};
 
 /// A collector over one [`NetpolStats`] snapshot.

@@ -5,21 +5,25 @@
 //! API JSON, label selectors), address sets with `except` cut out (`addrs.rs`), the compiler
 //! (`compile.rs`: per local pod, what it may receive and send), the table and the script that
 //! replaces it in one transaction (`ruleset.rs`). All four are pure. The controller
-//! (`controller.rs`: flags, settings, store, threads), its watchers (`watch.rs`), the syncer
-//! (`sync.rs`), pod admission for tern's ADD (`admit.rs`) and the metrics (`metrics.rs`) run
-//! them in the agent.
+//! (`controller.rs`: the threads), its watchers (`watch.rs`), the syncer (`sync.rs`), pod
+//! admission for tern's ADD (`admit.rs`) and the metrics (`metrics.rs`) run them in the agent;
+//! the flags and settings (`config.rs`) and the store they share (`store.rs`) are below them all.
 
 pub mod addrs;
 pub mod admit;
 pub mod compile;
+pub mod config;
 pub mod controller;
 pub mod metrics;
 pub mod model;
 pub mod ruleset;
+pub mod store;
 mod sync;
 mod watch;
 
 pub use admit::PodAdmission;
 pub use compile::{compile, Plan, World};
-pub use controller::{NetpolArgs, NetpolConfig, NetpolController, NetpolStats};
+pub use config::{NetpolArgs, NetpolConfig};
+pub use controller::NetpolController;
 pub use ruleset::{FAMILY, TABLE};
+pub use store::NetpolStats;

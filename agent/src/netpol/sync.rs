@@ -11,7 +11,7 @@
 //! in force and is retried on the next tick (an update the kernel refused is followed by a
 //! replace at once); after `tern-agent uninstall` began, nothing is applied; the kernel's table
 //! after an update equals the replace of the same render (`tests/netpol_update_kernel.rs`);
-//! [`Store::applied`](super::controller::Store::applied) only moves to a generation the kernel
+//! [`Store::applied`](super::store::Store::applied) only moves to a generation the kernel
 //! table reflects (what a waiting admission trusts).
 
 use std::time::{Duration, Instant};
@@ -20,9 +20,9 @@ use tern_net::nft::Nft;
 use tracing::{info, warn};
 
 use super::compile::{compile, World};
-use super::controller::Shared;
 use super::model::{Namespace, Pod, Policy};
 use super::ruleset::{render as render_table, update_script, Size, Table, FAMILY, TABLE};
+use super::store::{Shared, Store};
 
 /// How often the store's generation is looked at (also the longest batching of changes).
 const TICK: Duration = Duration::from_millis(100);
@@ -71,7 +71,7 @@ fn render(s: &Shared) -> Option<Rendered> {
 fn sleep(s: &Shared, tried: u64) -> bool {
     let until = Instant::now() + TICK;
     let mut st = s.store();
-    let wanted = |st: &super::controller::Store| st.waiting > 0 && st.generation != tried;
+    let wanted = |st: &Store| st.waiting > 0 && st.generation != tried;
     while !s.stop.is_stopped() && !wanted(&st) {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -252,8 +252,9 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::netpol::controller::{Kind, NetpolConfig};
+    use crate::netpol::config::NetpolConfig;
     use crate::netpol::model::{pod_from_json, policy_from_json};
+    use crate::netpol::store::Kind;
 
     pub(crate) fn shared() -> Shared {
         Shared::new(

@@ -10,8 +10,8 @@ use tern_kube::client::objects::{key_of, resource_version_of, ObjectEvent};
 use tern_kube::KubeError;
 use tracing::{debug, info, warn};
 
-use super::controller::{Kind, Shared, Store};
 use super::model::{namespace_from_json, pod_from_json, policy_from_json};
+use super::store::{Kind, Shared, Store};
 use crate::mint::in_cluster_client;
 use crate::schedule::Rng;
 
@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn admitted_addresses_stay_until_the_api_shows_them_or_the_pod_goes() {
-        use crate::netpol::controller::AdmittedPod;
+        use crate::netpol::store::AdmittedPod;
         let mut st = Store::default();
         let pod = |uid: &str, ip: Option<&str>| {
             let status = ip.map_or(json!({}), |ip| json!({"podIPs": [{"ip": ip}]}));

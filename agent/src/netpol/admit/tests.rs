@@ -3,8 +3,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::netpol::controller::Kind;
 use crate::netpol::model::{namespace_from_json, pod_from_json, policy_from_json};
+use crate::netpol::store::Kind;
 use crate::netpol::sync::tests::shared;
 
 mod kernel;

@@ -1,6 +1,11 @@
-//! The conflist `install` writes: the template and its placeholders, rendering, and the checks a
+//! The conflist `install` writes: the template and its placeholders, rendering, the checks a
 //! rendered conflist must pass before anything on the host changes (tuning sysctls against the
-//! allowlist, `tern-lookup` present when its plugins call the API).
+//! allowlist, `tern-lookup` present when its plugins call the API), and the rewrite that makes
+//! its pod ranges follow new podCIDRs ([`with_pod_ranges`], which `node_cidrs.rs` applies while
+//! the agent runs).
+//!
+//! Invariant: pure (JSON in, JSON out) and a leaf: `install` and the podCIDR follower both use it,
+//! and it uses neither, so the two render and rewrite the same shape.
 
 use std::path::Path;
 

@@ -1,0 +1,205 @@
+//! What the NetworkPolicy controller's threads share: the [`Store`] the three watchers
+//! (`watch.rs`) keep Pods, Namespaces and NetworkPolicies in, the addresses admissions
+//! (`admit.rs`) add before the API server has them, how far the syncer (`sync.rs`) applied it,
+//! and the [`NetpolStats`] they count in; all behind [`Shared`], which the controller
+//! (`controller.rs`) makes and hands to each thread.
+//!
+//! Invariant: all of it lives behind [`Shared`]'s mutexes; [`Store::generation`] only grows, and
+//! [`Store::applied`] never passes it.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use super::config::NetpolConfig;
+use super::model::{Namespace, Pod, Policy};
+use crate::mint::ControllerSettings;
+
+/// The kinds watched, in the store's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `/api/v1/pods`.
+    Pods,
+    /// `/api/v1/namespaces`.
+    Namespaces,
+    /// `/apis/networking.k8s.io/v1/networkpolicies`.
+    Policies,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 3] = [Kind::Pods, Kind::Namespaces, Kind::Policies];
+
+    /// The collection's path.
+    pub fn collection(self) -> &'static str {
+        match self {
+            Kind::Pods => "/api/v1/pods",
+            Kind::Namespaces => "/api/v1/namespaces",
+            Kind::Policies => "/apis/networking.k8s.io/v1/networkpolicies",
+        }
+    }
+
+    /// A short name for logs and metric labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Pods => "pods",
+            Kind::Namespaces => "namespaces",
+            Kind::Policies => "networkpolicies",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What the watchers know, keyed by `namespace/name` (`name` for Namespaces).
+#[derive(Debug, Default)]
+pub struct Store {
+    /// Pods.
+    pub pods: BTreeMap<String, Pod>,
+    /// Namespaces.
+    pub namespaces: BTreeMap<String, Namespace>,
+    /// NetworkPolicies.
+    pub policies: BTreeMap<String, Policy>,
+    /// Which kinds have been listed at least once.
+    pub listed: [bool; 3],
+    /// Bumped on every change.
+    pub generation: u64,
+    /// Addresses tern's ADD gave pods whose API object does not show them yet, by
+    /// `namespace/name`: they replace the pod's `status.podIPs` until the API shows the same.
+    pub admitted: BTreeMap<String, AdmittedPod>,
+    /// The highest [`Store::generation`] the kernel table is known to reflect (set by the syncer
+    /// after an apply, or when a change left the table as it was).
+    pub applied: u64,
+    /// Admissions waiting for [`Store::applied`]: the syncer does not wait for its tick then.
+    pub waiting: usize,
+}
+
+/// A pod's addresses as tern's ADD reported them (`admitPod` on the agent channel).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdmittedPod {
+    /// `metadata.uid` of the pod they belong to (empty: the runtime did not say).
+    pub uid: String,
+    /// The addresses.
+    pub ips: Vec<IpAddr>,
+}
+
+impl Store {
+    /// Whether every kind has been listed.
+    pub fn synced(&self) -> bool {
+        self.listed.iter().all(|l| *l)
+    }
+
+    /// Every pod, with admitted addresses in place of what the API shows.
+    pub fn pods_with_admitted(&self) -> Vec<Pod> {
+        self.pods
+            .iter()
+            .map(|(key, p)| {
+                let mut p = p.clone();
+                if let Some(a) = self.admitted.get(key) {
+                    p.ips.clone_from(&a.ips);
+                }
+                p
+            })
+            .collect()
+    }
+
+    /// Drops the admitted addresses of `key` once they are no longer needed: the pod is gone,
+    /// is another pod now (its UID changed), or its API object shows the same addresses.
+    pub fn settle_admitted(&mut self, key: &str) {
+        let Some(a) = self.admitted.get(key) else {
+            return;
+        };
+        let done = match self.pods.get(key) {
+            None => true,
+            Some(p) => {
+                let (mut api, mut ours) = (p.ips.clone(), a.ips.clone());
+                api.sort();
+                ours.sort();
+                (!a.uid.is_empty() && p.uid != a.uid) || api == ours
+            }
+        };
+        if done {
+            self.admitted.remove(key);
+        }
+    }
+
+    /// Marks `kind` listed.
+    pub fn mark_listed(&mut self, kind: Kind) {
+        self.listed[kind.index()] = true;
+        self.generation += 1;
+    }
+}
+
+/// Counters and gauges of the controller (what `/metrics` renders).
+#[derive(Debug, Clone, Default)]
+pub struct NetpolStats {
+    /// Whether the table has been applied after a full sync.
+    pub synced: bool,
+    /// Tables applied (replaces and updates).
+    pub applies: u64,
+    /// Of [`NetpolStats::applies`], those that changed elements only (`ruleset::update_script`).
+    pub updates: u64,
+    /// Tables the kernel refused.
+    pub apply_errors: u64,
+    /// Tables restored after someone else changed them.
+    pub restores: u64,
+    /// Objects that did not parse, by kind.
+    pub decode_errors: BTreeMap<&'static str, u64>,
+    /// API errors by cause.
+    pub api_errors: BTreeMap<&'static str, u64>,
+    /// Duration of the last sync (compile + nft), seconds.
+    pub last_sync_seconds: f64,
+    /// Sum of every sync's duration, seconds, and their count (a summary).
+    pub sync_seconds_sum: f64,
+    /// Syncs made.
+    pub syncs: u64,
+    /// The table's size after the last apply.
+    pub size: super::ruleset::Size,
+    /// Policies selecting at least one pod of this node.
+    pub policies: u64,
+}
+
+pub(crate) struct Shared {
+    pub(crate) run: ControllerSettings,
+    pub(crate) cfg: NetpolConfig,
+    pub(crate) store: Mutex<Store>,
+    /// Signalled (with `store` held) whenever the store or [`Store::applied`] changed, and on
+    /// stop: what admissions and the syncer's sleep wait on.
+    pub(crate) changed: Condvar,
+    pub(crate) stats: Mutex<NetpolStats>,
+    pub(crate) stop: crate::stop_signal::StopSignal,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
+        lock(&self.store)
+    }
+
+    pub(crate) fn stats(&self) -> MutexGuard<'_, NetpolStats> {
+        lock(&self.stats)
+    }
+
+    /// Wakes every admission waiting on the store (call with the store's guard held or just
+    /// after dropping it).
+    pub(crate) fn notify(&self) {
+        self.changed.notify_all();
+    }
+
+    /// A fresh controller state (no threads) for `cfg`.
+    pub(crate) fn new(run: ControllerSettings, cfg: NetpolConfig) -> Shared {
+        Shared {
+            run,
+            cfg,
+            store: Mutex::new(Store::default()),
+            changed: Condvar::new(),
+            stats: Mutex::new(NetpolStats::default()),
+            stop: crate::stop_signal::StopSignal::default(),
+        }
+    }
+}
