@@ -5,8 +5,10 @@
 //! Order of an admission, all bounded by the plugin's wait: (1) every kind listed and the Pod
 //! in the store, scheduled to this node, with the UID the runtime passed (the Pod exists before
 //! its sandbox, but its watch event may lag); (2) its addresses recorded
-//! ([`Store::admitted`](super::store::Store::admitted)) and the generation bumped; (3) no
-//! policy isolates it: answer at once (the table learns its address on the next tick, so
+//! ([`Store::admitted`](super::store::Store::admitted)) and the generation bumped by the
+//! admission itself (never left to the Pod event that carries the addresses: an event that
+//! changes nothing the compiler reads leaves the generation, so the wait cannot hang on one);
+//! (3) no policy isolates it: answer at once (the table learns its address on the next tick, so
 //! isolated peers refuse it meanwhile: a delay, not a hole); otherwise wait for
 //! [`Store::applied`](super::store::Store::applied) to reach that generation.
 //!

@@ -12,7 +12,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
 use super::store::NetpolStats;
-use crate::prom::{counter, counters, gauge_u64 as gauge};
+use super::store::Unreadable;
+use crate::prom::{counter, counters, gauge_u64 as gauge, gauges};
 
 /// A collector over one [`NetpolStats`] snapshot.
 #[derive(Debug)]
@@ -62,6 +63,12 @@ impl Collector for NetpolCollector {
         counter(e, "tern_agent_network_policy_syncs", "Syncs made.", s.syncs)?;
         counter(
             e,
+            "tern_agent_network_policy_compiles",
+            "Compiles of the whole plan and renders of the table (one per change of what the compiler reads, not per watch event).",
+            s.compiles,
+        )?;
+        counter(
+            e,
             "tern_agent_network_policy_applies",
             "Table changes applied (whole replaces and element updates).",
             s.applies,
@@ -98,6 +105,51 @@ impl Collector for NetpolCollector {
             "kind",
             s.decode_errors.iter().map(|(k, v)| (*k, *v)),
         )?;
+        counters(
+            e,
+            "tern_agent_network_policy_events_unchanged",
+            "Watch events and listed objects that changed nothing the compiler reads (no compile, no nft transaction), by kind.",
+            "kind",
+            s.events_unchanged.iter().map(|(k, v)| (*k, *v)),
+        )?;
+        gauges(
+            e,
+            "tern_agent_network_policy_unreadable_policies",
+            "NetworkPolicies that cannot be read whole, by what became of them: rules (the pods they select are isolated and allowed nothing), pod_selector (nothing can be isolated).",
+            "reason",
+            Unreadable::ALL.iter().map(|r| {
+                let label = r.label();
+                (label, s.unreadable_policies.get(label).copied().unwrap_or(0))
+            }),
+        )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unchanged_events_compiles_and_unreadable_policies_are_exposed() {
+        let mut stats = NetpolStats {
+            compiles: 3,
+            ..NetpolStats::default()
+        };
+        stats.events_unchanged.insert("pods", 50);
+        stats.unreadable_policies.insert("rules", 2);
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(NetpolCollector(stats)));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "tern_agent_network_policy_compiles_total 3",
+            "tern_agent_network_policy_events_unchanged_total{kind=\"pods\"} 50",
+            "# TYPE tern_agent_network_policy_unreadable_policies gauge",
+            "tern_agent_network_policy_unreadable_policies{reason=\"rules\"} 2",
+            "tern_agent_network_policy_unreadable_policies{reason=\"pod_selector\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
     }
 }

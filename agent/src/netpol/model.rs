@@ -6,7 +6,9 @@
 //! Invariant: parsing never fails on a field the compiler does not need; an object without the
 //! fields it needs parses into something that selects or allows nothing more than the API says
 //! (a pod without IPs is no peer and gets no rules; an unknown selector operator matches
-//! nothing, the API server rejects such a selector anyway).
+//! nothing, the API server rejects such a selector anyway). A NetworkPolicy that cannot be read
+//! whole fails closed ([`read_policy`]): what its podSelector selects is isolated and allowed
+//! nothing.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -211,8 +213,28 @@ impl Policy {
     }
 }
 
+/// A NetworkPolicy as [`read_policy`] read it: whole, or failed closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PolicyRead {
+    /// Read whole.
+    Read(Policy),
+    /// Not read whole, but its namespace and `spec.podSelector` were: `policy` isolates the pods
+    /// it selects in the directions it names and allows nothing (`ingress` and `egress` empty).
+    Closed {
+        /// The deny-all stand-in.
+        policy: Policy,
+        /// Why the whole policy could not be read.
+        error: String,
+    },
+    /// Not even its namespace and `spec.podSelector` could be read: it can isolate nothing.
+    Unreadable {
+        /// Why.
+        error: String,
+    },
+}
+
 mod parse;
-pub use parse::{namespace_from_json, pod_from_json, policy_from_json};
+pub use parse::{namespace_from_json, pod_from_json, policy_from_json, read_policy};
 
 #[cfg(test)]
 mod tests;

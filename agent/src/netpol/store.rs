@@ -5,7 +5,9 @@
 //! (`controller.rs`) makes and hands to each thread.
 //!
 //! Invariant: all of it lives behind [`Shared`]'s mutexes; [`Store::generation`] only grows, and
-//! [`Store::applied`] never passes it.
+//! [`Store::applied`] never passes it; it moves when, and only when, something the compiler reads
+//! may have changed (an object, a first list, an admission): an event that changes nothing it
+//! reads costs no compile.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -62,9 +64,14 @@ pub struct Store {
     pub namespaces: BTreeMap<String, Namespace>,
     /// NetworkPolicies.
     pub policies: BTreeMap<String, Policy>,
+    /// NetworkPolicies that could not be read whole, by `namespace/name`: what became of them
+    /// and why (logged once per change of this entry).
+    pub unreadable: BTreeMap<String, (Unreadable, String)>,
     /// Which kinds have been listed at least once.
     pub listed: [bool; 3],
-    /// Bumped on every change.
+    /// Bumped when something the compiler reads changed (an object inserted, removed or read
+    /// differently, a kind's first list, admitted addresses); a write that changes only what it
+    /// does not read (a Pod's conditions, a resourceVersion) leaves it.
     pub generation: u64,
     /// Addresses tern's ADD gave pods whose API object does not show them yet, by
     /// `namespace/name`: they replace the pod's `status.podIPs` until the API shows the same.
@@ -74,6 +81,30 @@ pub struct Store {
     pub applied: u64,
     /// Admissions waiting for [`Store::applied`]: the syncer does not wait for its tick then.
     pub waiting: usize,
+}
+
+/// What became of a NetworkPolicy that could not be read whole (the `reason` label of
+/// `tern_agent_network_policy_unreadable_policies`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Unreadable {
+    /// Its rules (or policyTypes) cannot be read but its podSelector can: the pods it selects
+    /// are isolated in the directions it names and allowed nothing.
+    Rules,
+    /// Its podSelector (or namespace) cannot be read: it isolates nothing.
+    PodSelector,
+}
+
+impl Unreadable {
+    /// Every reason.
+    pub const ALL: [Unreadable; 2] = [Unreadable::Rules, Unreadable::PodSelector];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unreadable::Rules => "rules",
+            Unreadable::PodSelector => "pod_selector",
+        }
+    }
 }
 
 /// A pod's addresses as tern's ADD reported them (`admitPod` on the agent channel).
@@ -106,10 +137,11 @@ impl Store {
     }
 
     /// Drops the admitted addresses of `key` once they are no longer needed: the pod is gone,
-    /// is another pod now (its UID changed), or its API object shows the same addresses.
-    pub fn settle_admitted(&mut self, key: &str) {
+    /// is another pod now (its UID changed), or its API object shows the same addresses; true
+    /// when it dropped them.
+    pub fn settle_admitted(&mut self, key: &str) -> bool {
         let Some(a) = self.admitted.get(key) else {
-            return;
+            return false;
         };
         let done = match self.pods.get(key) {
             None => true,
@@ -123,12 +155,30 @@ impl Store {
         if done {
             self.admitted.remove(key);
         }
+        done
     }
 
-    /// Marks `kind` listed.
+    /// Whether `kind` has been listed.
+    pub fn is_listed(&self, kind: Kind) -> bool {
+        self.listed[kind.index()]
+    }
+
+    /// Marks `kind` listed (a first list changes what may be rendered).
     pub fn mark_listed(&mut self, kind: Kind) {
         self.listed[kind.index()] = true;
         self.generation += 1;
+    }
+
+    /// How many NetworkPolicies could not be read whole, by [`Unreadable`] (every reason
+    /// present).
+    pub fn unreadable_counts(&self) -> BTreeMap<&'static str, u64> {
+        Unreadable::ALL
+            .iter()
+            .map(|r| {
+                let n = self.unreadable.values().filter(|(u, _)| u == r).count();
+                (r.label(), n as u64)
+            })
+            .collect()
     }
 }
 
@@ -145,8 +195,14 @@ pub struct NetpolStats {
     pub apply_errors: u64,
     /// Tables restored after someone else changed them.
     pub restores: u64,
-    /// Objects that did not parse, by kind.
+    /// Objects that did not parse (whole), by kind.
     pub decode_errors: BTreeMap<&'static str, u64>,
+    /// Watch events and listed objects that changed nothing the compiler reads, by kind.
+    pub events_unchanged: BTreeMap<&'static str, u64>,
+    /// NetworkPolicies in the store that could not be read whole, by [`Unreadable`] label.
+    pub unreadable_policies: BTreeMap<&'static str, u64>,
+    /// Compiles of the whole plan (each a render of the table).
+    pub compiles: u64,
     /// API errors by cause.
     pub api_errors: BTreeMap<&'static str, u64>,
     /// Duration of the last sync (compile + nft), seconds.

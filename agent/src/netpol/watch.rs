@@ -2,81 +2,202 @@
 //! resourceVersion (with bookmarks), applying each event; list again on 410 Gone, resume a broken
 //! watch from the last resourceVersion seen, and back off with the agent's retry policy on errors.
 //!
-//! Invariant: the store only changes by a list or an event; an API server that is down leaves
-//! the store (and so the table) as it is.
+//! Invariants: the store only changes by a list or an event; an API server that is down leaves
+//! the store (and so the table) as it is; an event or a relist that changes nothing the compiler
+//! reads (a Pod's status conditions, a resourceVersion, the same list again after a 410) leaves
+//! [`Store::generation`] as it is, so it costs no compile and no nft transaction; a NetworkPolicy
+//! that cannot be read whole fails closed (`model::read_policy`).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 use tern_kube::client::objects::{key_of, resource_version_of, ObjectEvent};
 use tern_kube::KubeError;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
-use super::model::{namespace_from_json, pod_from_json, policy_from_json};
-use super::store::{Kind, Shared, Store};
+use super::model::{namespace_from_json, pod_from_json, read_policy, PolicyRead};
+use super::store::{Kind, Shared, Store, Unreadable};
 use crate::mint::in_cluster_client;
 use crate::schedule::Rng;
 
-/// Puts one object into the store (`None`: removes it); false when it did not parse.
-fn put(store: &mut Store, kind: Kind, key: String, obj: Option<&Value>) -> bool {
-    let Some(v) = obj else {
-        match kind {
-            Kind::Pods => store.pods.remove(&key).is_some(),
-            Kind::Namespaces => store.namespaces.remove(&key).is_some(),
-            Kind::Policies => store.policies.remove(&key).is_some(),
-        };
-        if kind == Kind::Pods {
-            store.settle_admitted(&key);
-        }
-        store.generation += 1;
-        return true;
-    };
-    let ok = match kind {
-        Kind::Pods => match pod_from_json(v) {
-            Ok(p) => {
-                store.pods.insert(key.clone(), p);
-                store.settle_admitted(&key);
-                true
-            }
-            Err(_) => false,
-        },
-        Kind::Namespaces => namespace_from_json(v)
-            .map(|n| store.namespaces.insert(key, n))
-            .is_ok(),
-        // A policy that does not parse is dropped: a stale version of it would be wrong too.
-        Kind::Policies => match policy_from_json(v) {
-            Ok(p) => {
-                store.policies.insert(key, p);
-                true
-            }
-            Err(e) => {
-                warn!(policy = %key, error = %e, "network policy: cannot read this NetworkPolicy; it is not enforced");
-                store.policies.remove(&key);
-                false
-            }
-        },
-    };
-    store.generation += 1;
-    ok
+/// What putting one object did to the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Put {
+    /// Something the compiler reads changed: an insert, a removal, a model that differs, or
+    /// admitted addresses dropped.
+    pub(super) changed: bool,
+    /// The object was read whole (a delete always is).
+    pub(super) read: bool,
 }
 
-/// Replaces every object of `kind` with a fresh list.
-fn replace(store: &mut Store, kind: Kind, items: &[Value]) -> u64 {
-    match kind {
-        Kind::Pods => store.pods.clear(),
-        Kind::Namespaces => store.namespaces.clear(),
-        Kind::Policies => store.policies.clear(),
+impl Put {
+    /// Whether it counts as an event that changed nothing: a Pod or Namespace that does not
+    /// parse is a decode error instead; a policy not read whole is both (what it became may be
+    /// what the store held).
+    fn unchanged(self, kind: Kind) -> bool {
+        !self.changed && (self.read || kind == Kind::Policies)
     }
-    let bad = items
-        .iter()
-        .filter(|v| !put(store, kind, key_of(v), Some(v)))
-        .count();
+}
+
+/// Sets `key` to `new` (`None`: removes it); true when that changed the map.
+fn swap<T: PartialEq>(map: &mut BTreeMap<String, T>, key: &str, new: Option<T>) -> bool {
+    match new {
+        Some(v) if map.get(key) == Some(&v) => false,
+        Some(v) => {
+            map.insert(key.to_owned(), v);
+            true
+        }
+        None => map.remove(key).is_some(),
+    }
+}
+
+/// Records what became of the policy `key` (`None`: read whole, or deleted), logging only when
+/// that changed.
+fn note_unreadable(store: &mut Store, key: &str, now: Option<(Unreadable, String)>) {
+    if store.unreadable.get(key) == now.as_ref() {
+        return;
+    }
+    match now {
+        Some((why, e)) => {
+            match why {
+                Unreadable::Rules => {
+                    warn!(policy = %key, error = %e, "network policy: cannot read this NetworkPolicy's rules; the pods it selects are isolated in the directions it names and allowed nothing until it can be read")
+                }
+                Unreadable::PodSelector => {
+                    error!(policy = %key, error = %e, "network policy: cannot read which pods this NetworkPolicy selects; it isolates nothing")
+                }
+            }
+            store.unreadable.insert(key.to_owned(), (why, e));
+        }
+        None => {
+            info!(policy = %key, "network policy: a NetworkPolicy that could not be read was read whole or deleted");
+            store.unreadable.remove(key);
+        }
+    }
+}
+
+/// Puts one policy into the store, failing closed (`model::read_policy`): a policy whose rules
+/// cannot be read is kept as a deny-all of the pods it selects; one whose podSelector cannot be
+/// read is dropped (a stale version of it would be wrong too) and only counted.
+fn set_policy(store: &mut Store, key: &str, obj: Option<&Value>) -> Put {
+    let (policy, unreadable) = match obj.map(read_policy) {
+        None => (None, None),
+        Some(PolicyRead::Read(p)) => (Some(p), None),
+        Some(PolicyRead::Closed { policy, error }) => {
+            (Some(policy), Some((Unreadable::Rules, error)))
+        }
+        Some(PolicyRead::Unreadable { error }) => (None, Some((Unreadable::PodSelector, error))),
+    };
+    let read = unreadable.is_none();
+    note_unreadable(store, key, unreadable);
+    Put {
+        changed: swap(&mut store.policies, key, policy),
+        read,
+    }
+}
+
+/// Puts one object into the store (`None`: removes it) without touching the generation. A Pod
+/// or Namespace that does not parse leaves the store as it was.
+fn set(store: &mut Store, kind: Kind, key: &str, obj: Option<&Value>) -> Put {
+    let unread = Put {
+        changed: false,
+        read: false,
+    };
+    match kind {
+        Kind::Pods => match obj.map(pod_from_json).transpose() {
+            Ok(p) => {
+                let changed = swap(&mut store.pods, key, p);
+                let settled = store.settle_admitted(key);
+                Put {
+                    changed: changed || settled,
+                    read: true,
+                }
+            }
+            Err(_) => unread,
+        },
+        Kind::Namespaces => match obj.map(namespace_from_json).transpose() {
+            Ok(n) => Put {
+                changed: swap(&mut store.namespaces, key, n),
+                read: true,
+            },
+            Err(_) => unread,
+        },
+        Kind::Policies => set_policy(store, key, obj),
+    }
+}
+
+/// Puts one object into the store (`None`: removes it), bumping the generation only when
+/// something the compiler reads changed.
+pub(super) fn put(store: &mut Store, kind: Kind, key: String, obj: Option<&Value>) -> Put {
+    let p = set(store, kind, &key, obj);
+    if p.changed {
+        store.generation += 1;
+    }
+    p
+}
+
+/// What a list did: objects that changed nothing, objects not read whole, and whether the
+/// generation moved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Relist {
+    pub(super) unchanged: u64,
+    pub(super) unread: u64,
+    pub(super) changed: bool,
+}
+
+/// Drops every key of `map` not in `keep`; true when one was dropped.
+fn keep_only<T>(map: &mut BTreeMap<String, T>, keep: &BTreeSet<String>) -> bool {
+    let before = map.len();
+    map.retain(|k, _| keep.contains(k));
+    map.len() != before
+}
+
+/// Replaces every object of `kind` with a fresh list; the generation moves only when the
+/// kind's objects differ from before, or it had not been listed yet.
+pub(super) fn replace(store: &mut Store, kind: Kind, items: &[Value]) -> Relist {
+    let mut r = Relist {
+        changed: !store.is_listed(kind),
+        ..Relist::default()
+    };
+    let mut keep = BTreeSet::new();
+    for v in items {
+        let key = key_of(v);
+        let p = set(store, kind, &key, Some(v));
+        r.changed |= p.changed;
+        r.unread += u64::from(!p.read);
+        // A list replaces: a Pod or Namespace that does not parse is dropped (a watch event
+        // keeps its old version); a policy is whatever `set_policy` made of it.
+        r.unchanged += u64::from(p.unchanged(kind));
+        if p.read || kind == Kind::Policies {
+            keep.insert(key);
+        }
+    }
+    r.changed |= match kind {
+        Kind::Pods => keep_only(&mut store.pods, &keep),
+        Kind::Namespaces => keep_only(&mut store.namespaces, &keep),
+        Kind::Policies => keep_only(&mut store.policies, &keep),
+    };
+    if kind == Kind::Policies {
+        let gone: Vec<String> = store
+            .unreadable
+            .keys()
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            note_unreadable(store, &key, None);
+        }
+    }
     if kind == Kind::Pods {
         let keys: Vec<String> = store.admitted.keys().cloned().collect();
         for key in keys {
-            store.settle_admitted(&key);
+            r.changed |= store.settle_admitted(&key);
         }
     }
-    store.mark_listed(kind);
-    bad as u64
+    if r.changed {
+        store.mark_listed(kind);
+    }
+    r
 }
 
 struct Loop<'a> {
@@ -99,23 +220,58 @@ impl Loop<'_> {
         self.s.stop.sleep(delay)
     }
 
-    fn decode_error(&self, n: u64) {
-        if n > 0 {
-            *self
-                .s
-                .stats()
-                .decode_errors
-                .entry(self.kind.label())
-                .or_insert(0) += n;
+    /// Counts objects that changed nothing and objects not read whole; `unreadable`: the
+    /// policies not read whole now (the NetworkPolicy watcher's).
+    fn count(&self, unchanged: u64, unread: u64, unreadable: Option<BTreeMap<&'static str, u64>>) {
+        let mut st = self.s.stats();
+        let kind = self.kind.label();
+        if unchanged > 0 {
+            *st.events_unchanged.entry(kind).or_insert(0) += unchanged;
         }
+        if unread > 0 {
+            *st.decode_errors.entry(kind).or_insert(0) += unread;
+        }
+        if let Some(u) = unreadable {
+            st.unreadable_policies = u;
+        }
+    }
+
+    /// The store's unreadable policies, when this is the NetworkPolicy watcher.
+    fn unreadable(&self, st: &Store) -> Option<BTreeMap<&'static str, u64>> {
+        (self.kind == Kind::Policies).then(|| st.unreadable_counts())
+    }
+
+    /// Applies one watch event (`None`: a delete).
+    fn event(&self, key: String, obj: Option<&Value>) {
+        let (p, unreadable) = {
+            let mut st = self.s.store();
+            let p = put(&mut st, self.kind, key, obj);
+            (p, self.unreadable(&st))
+        };
+        self.s.notify();
+        self.count(
+            u64::from(p.unchanged(self.kind)),
+            u64::from(!p.read),
+            unreadable,
+        );
     }
 
     fn list(&mut self, client: &tern_kube::Client) -> Result<(), KubeError> {
         let list = client.list_objects(self.kind.collection(), self.s.run.api.request_timeout)?;
         info!(kind = self.kind.label(), items = list.items.len(), resource_version = %list.resource_version, "network policy: listed");
-        let bad = replace(&mut self.s.store(), self.kind, &list.items);
+        let (r, unreadable) = {
+            let mut st = self.s.store();
+            let r = replace(&mut st, self.kind, &list.items);
+            (r, self.unreadable(&st))
+        };
         self.s.notify();
-        self.decode_error(bad);
+        debug!(
+            kind = self.kind.label(),
+            unchanged = r.unchanged,
+            changed = r.changed,
+            "network policy: list applied"
+        );
+        self.count(r.unchanged, r.unread, unreadable);
         self.rv = Some(list.resource_version);
         Ok(())
     }
@@ -142,14 +298,11 @@ impl Loop<'_> {
             match event {
                 ObjectEvent::Applied(v) => {
                     self.rv = Some(resource_version_of(&v));
-                    let ok = put(&mut self.s.store(), self.kind, key_of(&v), Some(&v));
-                    self.s.notify();
-                    self.decode_error(u64::from(!ok));
+                    self.event(key_of(&v), Some(&v));
                 }
                 ObjectEvent::Deleted(v) => {
                     self.rv = Some(resource_version_of(&v));
-                    put(&mut self.s.store(), self.kind, key_of(&v), None);
-                    self.s.notify();
+                    self.event(key_of(&v), None);
                 }
                 ObjectEvent::Bookmark(rv) => self.rv = Some(rv),
                 ObjectEvent::Gone => {
@@ -208,89 +361,4 @@ pub(super) fn run(s: &Shared, kind: Kind) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn lists_replace_events_change_and_bad_policies_are_dropped() {
-        let mut st = Store::default();
-        let pod = |name: &str| json!({"metadata": {"namespace": "x", "name": name}, "status": {"podIP": "10.0.0.1"}});
-        assert_eq!(replace(&mut st, Kind::Pods, &[pod("a"), pod("b")]), 0);
-        assert!(!st.synced());
-        replace(
-            &mut st,
-            Kind::Namespaces,
-            &[json!({"metadata": {"name": "x"}})],
-        );
-        let good =
-            json!({"metadata": {"namespace": "x", "name": "p"}, "spec": {"podSelector": {}}});
-        replace(&mut st, Kind::Policies, std::slice::from_ref(&good));
-        assert!(st.synced());
-        assert_eq!(st.pods.len(), 2);
-        assert_eq!(replace(&mut st, Kind::Pods, &[pod("c")]), 0);
-        assert_eq!(st.pods.keys().collect::<Vec<_>>(), ["x/c"]);
-        let g = st.generation;
-        assert!(put(&mut st, Kind::Pods, "x/c".into(), None));
-        assert!(st.pods.is_empty() && st.generation > g);
-        let bad = json!({"metadata": {"namespace": "x", "name": "p"},
-            "spec": {"ingress": [{"from": [{"ipBlock": {"cidr": "nonsense"}}]}]}});
-        assert!(!put(&mut st, Kind::Policies, "x/p".into(), Some(&bad)));
-        assert!(st.policies.is_empty(), "the old version is not kept");
-        assert!(put(&mut st, Kind::Policies, "x/p".into(), Some(&good)));
-        assert_eq!(st.policies.len(), 1);
-    }
-
-    #[test]
-    fn admitted_addresses_stay_until_the_api_shows_them_or_the_pod_goes() {
-        use crate::netpol::store::AdmittedPod;
-        let mut st = Store::default();
-        let pod = |uid: &str, ip: Option<&str>| {
-            let status = ip.map_or(json!({}), |ip| json!({"podIPs": [{"ip": ip}]}));
-            json!({"metadata": {"namespace": "x", "name": "a", "uid": uid},
-                "spec": {"nodeName": "n1"}, "status": status})
-        };
-        let admit = |st: &mut Store| {
-            st.admitted.insert(
-                "x/a".into(),
-                AdmittedPod {
-                    uid: "u1".into(),
-                    ips: vec!["10.0.0.9".parse().unwrap()],
-                },
-            );
-        };
-        replace(&mut st, Kind::Pods, &[pod("u1", None)]);
-        admit(&mut st);
-        assert_eq!(
-            st.pods_with_admitted()[0].ips,
-            ["10.0.0.9".parse::<std::net::IpAddr>().unwrap()]
-        );
-        // An update without addresses, or with stale ones of an earlier sandbox, keeps them.
-        put(&mut st, Kind::Pods, "x/a".into(), Some(&pod("u1", None)));
-        put(
-            &mut st,
-            Kind::Pods,
-            "x/a".into(),
-            Some(&pod("u1", Some("10.0.0.5"))),
-        );
-        assert_eq!(st.pods_with_admitted()[0].ips[0].to_string(), "10.0.0.9");
-        // The kubelet posted them: the API is the source again.
-        put(
-            &mut st,
-            Kind::Pods,
-            "x/a".into(),
-            Some(&pod("u1", Some("10.0.0.9"))),
-        );
-        assert!(st.admitted.is_empty());
-        // Another pod of that name, a delete, or a relist without it: dropped.
-        admit(&mut st);
-        put(&mut st, Kind::Pods, "x/a".into(), Some(&pod("u2", None)));
-        assert!(st.admitted.is_empty());
-        admit(&mut st);
-        put(&mut st, Kind::Pods, "x/a".into(), None);
-        assert!(st.admitted.is_empty());
-        admit(&mut st);
-        replace(&mut st, Kind::Pods, &[]);
-        assert!(st.admitted.is_empty());
-    }
-}
+mod tests;

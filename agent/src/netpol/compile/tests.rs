@@ -370,3 +370,25 @@ fn host_network_and_finished_pods_are_neither_targets_nor_peers() {
         "web and db (adjacent addresses merge) and client: {set:?}"
     );
 }
+
+#[test]
+fn a_policy_whose_rules_cannot_be_read_isolates_what_it_selects_and_allows_nothing() {
+    use crate::netpol::model::{read_policy, PolicyRead};
+    let (pods, nss) = cluster();
+    // An allow-all from 10.0.2.0/24 with one bad CIDR beside it: not "allow all", not "open".
+    let v = json!({"metadata": {"namespace": "x", "name": "p"},
+        "spec": {"podSelector": {"matchLabels": {"app": "web"}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.2.0/24"}},
+                                  {"ipBlock": {"cidr": "10.0.2.0/99"}}]}],
+            "egress": [{}]}});
+    let PolicyRead::Closed { policy, .. } = read_policy(&v) else {
+        panic!("not closed");
+    };
+    let plan = run(&pods, &nss, &[policy]);
+    assert_eq!(plan.policies, 1);
+    assert_eq!(plan.pods.len(), 1, "db is not selected: {plan:?}");
+    assert_eq!(plan.pods[0].key, "x/web");
+    assert_eq!(plan.pods[0].ingress, Some(vec![]));
+    assert_eq!(plan.pods[0].egress, Some(vec![]));
+}

@@ -205,12 +205,35 @@ struct RawPolicySpec {
     egress: Vec<RawRule>,
 }
 
+/// A policy's metadata: only what the compiler reads (labels and annotations of a policy are
+/// never read, so one of the wrong type does not make the policy unreadable).
+#[derive(Deserialize, Default)]
+struct PolicyMeta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+}
+
 #[derive(Deserialize)]
 struct RawPolicy {
     #[serde(default)]
-    metadata: Meta,
+    metadata: PolicyMeta,
     #[serde(default)]
     spec: RawPolicySpec,
+}
+
+/// Which directions a policy isolates (ingress, egress), from `spec.policyTypes` (`None` or
+/// empty: absent) and whether `spec.egress` has rules: absent, Ingress plus Egress when it has,
+/// as the API server's defaulting does (`SetDefaults_NetworkPolicy`).
+fn isolation(types: Option<&[String]>, egress_rules: bool) -> (bool, bool) {
+    match types.filter(|t| !t.is_empty()) {
+        Some(t) => (
+            t.iter().any(|x| x == "Ingress"),
+            t.iter().any(|x| x == "Egress"),
+        ),
+        None => (true, egress_rules),
+    }
 }
 
 /// A network from an ipBlock's text, which the API server validated as a CIDR; host bits are
@@ -261,20 +284,18 @@ fn rule(raw: RawRule) -> Result<Rule, String> {
     })
 }
 
-/// A NetworkPolicy from its API JSON. `policyTypes` absent defaults as the API server's
-/// defaulting does: Ingress, plus Egress when `spec.egress` has rules.
+/// A NetworkPolicy from its API JSON. `policyTypes` absent (or empty) defaults as the API
+/// server's defaulting does: Ingress, plus Egress when `spec.egress` has rules.
 ///
 /// # Errors
 /// The JSON is not of the NetworkPolicy's shape, or an ipBlock or port the API server would
 /// have refused (the message names it).
 pub fn policy_from_json(v: &serde_json::Value) -> Result<Policy, String> {
     let raw = RawPolicy::deserialize(v).map_err(|e| e.to_string())?;
-    let types = raw.spec.policy_types.clone();
-    let has = |t: &str| types.as_ref().is_some_and(|v| v.iter().any(|x| x == t));
-    let (ingress_isolates, egress_isolates) = match &types {
-        Some(_) => (has("Ingress"), has("Egress")),
-        None => (true, !raw.spec.egress.is_empty()),
-    };
+    let (ingress_isolates, egress_isolates) = isolation(
+        raw.spec.policy_types.as_deref(),
+        !raw.spec.egress.is_empty(),
+    );
     Ok(Policy {
         namespace: raw.metadata.namespace,
         name: raw.metadata.name,
@@ -293,5 +314,59 @@ pub fn policy_from_json(v: &serde_json::Value) -> Result<Policy, String> {
             .into_iter()
             .map(rule)
             .collect::<Result<_, _>>()?,
+    })
+}
+
+/// A NetworkPolicy from its API JSON, failing closed: [`PolicyRead::Read`] when
+/// [`policy_from_json`] reads it; else, when `metadata.namespace` and `spec.podSelector` can be
+/// read (absent or `null`: the empty selector, as the API decodes it), [`PolicyRead::Closed`]
+/// with a policy that isolates the selected pods in the directions it names and allows nothing
+/// (`spec.policyTypes` when readable and not empty, else Ingress plus Egress when `spec.egress`
+/// is present and not an empty list: the API's defaulting, read so that rules which cannot be
+/// read count as rules); else [`PolicyRead::Unreadable`].
+pub fn read_policy(v: &serde_json::Value) -> PolicyRead {
+    let error = match policy_from_json(v) {
+        Ok(p) => return PolicyRead::Read(p),
+        Err(e) => e,
+    };
+    match deny_all(v) {
+        Ok(policy) => PolicyRead::Closed { policy, error },
+        Err(why) => PolicyRead::Unreadable {
+            error: format!("{why} ({error})"),
+        },
+    }
+}
+
+/// The stand-in of a policy whose rules cannot be read; the error names what else cannot be.
+fn deny_all(v: &serde_json::Value) -> Result<Policy, String> {
+    use serde_json::Value;
+    let text = |path: &str| v.pointer(path).and_then(Value::as_str);
+    let namespace = text("/metadata/namespace")
+        .filter(|n| !n.is_empty())
+        .ok_or("metadata.namespace cannot be read")?;
+    let spec = v
+        .get("spec")
+        .filter(|s| s.is_object())
+        .ok_or("spec is not an object")?;
+    let pod_selector = match spec.get("podSelector") {
+        None | Some(Value::Null) => LabelSelector::default(),
+        Some(sel) => LabelSelector::deserialize(sel)
+            .map_err(|e| format!("spec.podSelector cannot be read: {e}"))?,
+    };
+    let types = spec
+        .get("policyTypes")
+        .and_then(|t| Vec::<String>::deserialize(t).ok());
+    let egress_rules = spec
+        .get("egress")
+        .is_some_and(|e| !e.is_null() && e.as_array().is_none_or(|a| !a.is_empty()));
+    let (ingress_isolates, egress_isolates) = isolation(types.as_deref(), egress_rules);
+    Ok(Policy {
+        namespace: namespace.to_owned(),
+        name: text("/metadata/name").unwrap_or_default().to_owned(),
+        pod_selector,
+        ingress_isolates,
+        egress_isolates,
+        ingress: Vec::new(),
+        egress: Vec::new(),
     })
 }

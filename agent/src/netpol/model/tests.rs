@@ -138,3 +138,69 @@ fn policies_with_defaults_and_every_peer_and_port_kind() {
         policy_from_json(&json!({"spec": {"ingress": [{"from": [{"ipBlock": {"cidr": "x"}}]}]}}));
     assert!(bad.unwrap_err().contains("ipBlock \"x\""));
 }
+
+#[test]
+fn a_policy_that_cannot_be_read_whole_fails_closed() {
+    let read = |spec: serde_json::Value| {
+        read_policy(&json!({"metadata": {"namespace": "n", "name": "p"}, "spec": spec}))
+    };
+    let closed = |spec: serde_json::Value| match read(spec) {
+        PolicyRead::Closed { policy, error } => (policy, error),
+        other => panic!("not closed: {other:?}"),
+    };
+    let web = json!({"matchLabels": {"app": "web"}});
+    // A port of the wrong type, policyTypes absent, no egress: ingress isolated, nothing allowed.
+    let (p, e) = closed(json!({"podSelector": web,
+        "ingress": [{"ports": [{"port": true}]}, {}]}));
+    assert!(e.contains("IntOrString"), "{e}");
+    assert_eq!((p.namespace.as_str(), p.name.as_str()), ("n", "p"));
+    assert_eq!(p.pod_selector.match_labels["app"], "web");
+    assert!(p.ingress_isolates && !p.egress_isolates);
+    assert!(
+        p.ingress.is_empty() && p.egress.is_empty(),
+        "the readable rule is not kept"
+    );
+    // A bad CIDR in an egress rule, policyTypes absent: the egress key counts as rules.
+    let (p, e) = closed(json!({"podSelector": web,
+        "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/40"}}]}]}));
+    assert!(e.contains("ipBlock"), "{e}");
+    assert!(p.ingress_isolates && p.egress_isolates);
+    // So does an egress that is not even a list; an empty list does not (the API's defaulting).
+    let (p, _) = closed(json!({"podSelector": web, "egress": "all"}));
+    assert!(p.ingress_isolates && p.egress_isolates);
+    let (p, _) = closed(json!({"podSelector": web, "egress": [],
+        "ingress": [{"from": [{"ipBlock": {"cidr": "x"}}]}]}));
+    assert!(p.ingress_isolates && !p.egress_isolates);
+    // policyTypes named: only those directions.
+    let (p, _) = closed(json!({"podSelector": web, "policyTypes": ["Egress"],
+        "egress": [{"ports": [{"port": 70000}]}]}));
+    assert!(!p.ingress_isolates && p.egress_isolates);
+    // policyTypes unreadable: the default.
+    let (p, _) = closed(json!({"podSelector": web, "policyTypes": "Egress"}));
+    assert!(p.ingress_isolates && !p.egress_isolates);
+
+    // The podSelector, the namespace or the spec unreadable: nothing can be isolated.
+    for v in [
+        json!({"metadata": {"namespace": "n"}, "spec": {"podSelector": {"matchLabels": ["web"]},
+            "ingress": [{"ports": [{"port": true}]}]}}),
+        json!({"metadata": {"namespace": "n"}, "spec": {"podSelector": "web"}}),
+        json!({"metadata": {"name": "p"}, "spec": {"ingress": [{"ports": [{"port": true}]}]}}),
+        json!({"metadata": {"namespace": "n"}, "spec": 7}),
+    ] {
+        assert!(
+            matches!(read_policy(&v), PolicyRead::Unreadable { .. }),
+            "{v}"
+        );
+    }
+    // A readable policy is read whole; labels of the wrong type on it do not matter.
+    let ok = read_policy(
+        &json!({"metadata": {"namespace": "n", "name": "p", "labels": 5},
+        "spec": {"podSelector": {}}}),
+    );
+    assert!(matches!(ok, PolicyRead::Read(p) if p.ingress.is_empty() && p.ingress_isolates));
+    // An empty policyTypes is defaulted as an absent one (SetDefaults_NetworkPolicy).
+    let p = policy_from_json(&json!({"metadata": {"namespace": "n"},
+        "spec": {"policyTypes": [], "egress": [{}]}}))
+    .unwrap();
+    assert!(p.ingress_isolates && p.egress_isolates);
+}
