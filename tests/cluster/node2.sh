@@ -133,26 +133,34 @@ node2_rootfs() {
     echo "$out"
 }
 
-# bridge_address: node 1's address on the node network the two nodes share (lib.sh's
-# node_address in two-node mode). With vxlan on lib.sh's veth kt-node0 (a /24), its peer kt-node1
-# a port of the bridge, as an operator's NIC is its switch's port: this kernel's bridge does not
-# pass on the UDP-tunnel offloads (hw_enc_features), so node 1's VXLAN packets sent from the
-# bridge itself were segmented in software (docs/BENCHMARKS.md, "Explained"). With host-gw on the
-# bridge itself, as before: with the veth, node 1's IPv6 neighbour solicitations are bridged and
-# node2_guard_rules' reject meets them (br_netfilter), and with those let through IPv6 TCP across
-# still hung (docs/BENCHMARKS.md, 2026-12-05).
+# bridge_address: node 1's address on the node network (lib.sh's node_address in two-node mode).
+# host-gw: on the bridge kt-br0 node 2's veth joins. vxlan: on the veth kt-node0 whose peer is the
+# router's port on node 1's subnet, in the router netns, as an operator's NIC is cabled to a
+# switch or router that is not the node. Not a bridge port in node 1's netns: br_netfilter
+# (bridge-nf-call-iptables, on here) would run node 1's conntrack, kube-proxy's NAT and tern's
+# egress NAT a second time on every frame node 1 sends or receives through it, and a pod's
+# connection to node 2's NodePort, masqueraded by node 1, then met its own conntrack entry on the
+# way out and was lost (issue 45; docs/DESIGN.md, "The two-node tier"). With host-gw node 1's
+# address is on the bridge device itself: a frame to or from it is delivered or sent by the
+# bridge, not forwarded between two of its ports, so its IP hooks run once.
 bridge_address() {
+    if [ "$NODE_ROUTES" = vxlan ]; then
+        router_netns
+        ip link show "$NODE_LINK" >/dev/null 2>&1 ||
+            ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1" netns "$ROUTER_NS"
+        local r=(ip netns exec "$ROUTER_NS")
+        "${r[@]}" ip addr replace "$ROUTER_IP1/24" dev "${NODE_LINK%0}1"
+        [ -z "$NODE_IP6" ] || "${r[@]}" ip addr replace "$ROUTER_IP1_6/64" dev "${NODE_LINK%0}1" nodad
+        "${r[@]}" ip link set "${NODE_LINK%0}1" up
+        ip addr replace "$NODE_IP/24" dev "$NODE_LINK"
+        [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$NODE_LINK" nodad
+        ip link set "$NODE_LINK" up
+        return
+    fi
     ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
     ip link set "$BRIDGE" up
-    local dev=$BRIDGE
-    if [ "$NODE_ROUTES" = vxlan ]; then
-        dev=$NODE_LINK
-        ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1"
-        ip link set "${NODE_LINK%0}1" master "$BRIDGE" up
-    fi
-    ip addr replace "$NODE_IP/24" dev "$dev"
-    [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$dev" nodad
-    ip link set "$dev" up
+    ip addr replace "$NODE_IP/24" dev "$BRIDGE"
+    [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$BRIDGE" nodad
 }
 
 # node2_pki: node 2's kubelet client certificate and kubeconfig, and its serving certificate.
@@ -296,27 +304,15 @@ INIT
     chmod 0755 "$fs/usr/local/sbin/tern-node2-init"
 }
 
-# node2_router: with vxlan, the router netns between node 1's bridge and node 2's veth (the host
-# end, $NODE2_VETH, moved into it): forwarding on, no default route, and a guard that forwards
-# only between the two node subnets; node 1's routes to node 2's subnet through it.
-node2_router() {
+# router_netns: with vxlan, the router between the two node subnets (netns kt-router), made once:
+# forwarding on, no default route, and a guard that forwards only between the two node subnets.
+router_netns() {
+    ip netns list | grep -qw "$ROUTER_NS" && return 0
     local r=(ip netns exec "$ROUTER_NS")
     ip netns add "$ROUTER_NS"
     "${r[@]}" ip link set lo up
-    ip link add kt-r1h type veth peer name kt-r1c
-    ip link set kt-r1h master "$BRIDGE" up
-    ip link set kt-r1c netns "$ROUTER_NS"
-    ip link set "$NODE2_VETH" netns "$ROUTER_NS"
-    "${r[@]}" ip addr add "$ROUTER_IP1/24" dev kt-r1c
-    "${r[@]}" ip addr add "$ROUTER_IP2/24" dev "$NODE2_VETH"
-    if [ -n "$NODE2_IP6" ]; then
-        "${r[@]}" ip addr add "$ROUTER_IP1_6/64" dev kt-r1c nodad
-        "${r[@]}" ip addr add "$ROUTER_IP2_6/64" dev "$NODE2_VETH" nodad
-        "${r[@]}" sysctl -qw net.ipv6.conf.all.forwarding=1
-    fi
     "${r[@]}" sysctl -qw net.ipv4.ip_forward=1
-    "${r[@]}" ip link set kt-r1c up
-    "${r[@]}" ip link set "$NODE2_VETH" up
+    [ -z "$NODE2_IP6" ] || "${r[@]}" sysctl -qw net.ipv6.conf.all.forwarding=1
     local v6=''
     [ -z "$NODE2_IP6" ] || v6="
         ip6 saddr { $NODE_NETS6 } ip6 daddr { $NODE_NETS6 } accept"
@@ -329,6 +325,18 @@ table inet tern_kt_guard {
     }
 }
 NFT
+}
+
+# node2_router: with vxlan, node 2's veth (the host end, $NODE2_VETH) moved into the router netns
+# (router_netns, which node 1's link already reaches), and node 1's route to node 2's subnet
+# through it.
+node2_router() {
+    local r=(ip netns exec "$ROUTER_NS")
+    router_netns
+    ip link set "$NODE2_VETH" netns "$ROUTER_NS"
+    "${r[@]}" ip addr add "$ROUTER_IP2/24" dev "$NODE2_VETH"
+    [ -z "$NODE2_IP6" ] || "${r[@]}" ip addr add "$ROUTER_IP2_6/64" dev "$NODE2_VETH" nodad
+    "${r[@]}" ip link set "$NODE2_VETH" up
     ip route replace "$NODE2_NET" via "$ROUTER_IP1"
     [ -z "$NODE2_IP6" ] || ip -6 route replace "$NODE2_NET6" via "$ROUTER_IP1_6"
 }
@@ -425,9 +433,9 @@ node2_down() {
         node2_podman rm -f -t 5 "$NODE2_CTR" >/dev/null 2>&1 || true
     fi
     ip link del "$NODE2_VETH" 2>/dev/null || true
-    # the router (with vxlan) and its veths; node 1's routes through it go with the bridge
+    # the router (with vxlan) and its veths (node 1's kt-node0 with its peer); node 1's routes
+    # through it go with them
     ip netns del "$ROUTER_NS" 2>/dev/null || true
-    ip link del kt-r1h 2>/dev/null || true
     ip link del "$BRIDGE" 2>/dev/null || true
     # conmon (podman's monitor) can outlive `podman rm` by a moment: its cgroup is only removable
     # once empty (seen here: an empty conmon cgroup left under /tern-kube2); what is still in node

@@ -326,6 +326,84 @@ YAML
     kubectl delete pod client hostport --wait=true --timeout=60s
 }
 
+# cross_node_nodeports (two nodes): a pod on each node reaches the other node's NodePort, TCP and
+# UDP, IPv4 and (dual stack) IPv6, to a backend on either node: what issue 45 found broken with
+# vxlan (the tier's bridge shared node 1's netns, so br_netfilter ran node 1's conntrack and NAT
+# on its own packets a second time; DESIGN, "The two-node tier"). Each Service selects one server
+# pod, so every path is tried, not the one kube-proxy happens to pick.
+cross_node_nodeports() {
+    local n srv cl node addr port proto got want fails=0 tries policy=SingleStack
+    [ -z "$SERVICE_CIDR6" ] || policy=PreferDualStack
+    for n in 1 2; do
+        node=$NODE; [ "$n" = 1 ] || node=$NODE2
+        kubectl apply -f - <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: np-srv$n, namespace: default, labels: {app: np-srv$n}}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $node}
+  containers:
+  - name: srv
+    image: $AGNHOST_IMAGE
+    args: [netexec, --http-port=8080, --udp-port=8081]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: np-cl$n, namespace: default}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $node}
+  containers:
+  - name: cl
+    image: $AGNHOST_IMAGE
+    command: [/agnhost, pause]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: np-srv$n, namespace: default}
+spec:
+  type: NodePort
+  ipFamilyPolicy: $policy
+  selector: {app: np-srv$n}
+  ports:
+  - {name: tcp, protocol: TCP, port: 8080, targetPort: 8080}
+  - {name: udp, protocol: UDP, port: 8081, targetPort: 8081}
+YAML
+    done
+    kubectl wait --for=condition=Ready pod/np-srv1 pod/np-srv2 pod/np-cl1 pod/np-cl2 --timeout=120s
+    # client on node N, the other node's addresses
+    local -A other=([np-cl1]="$NODE2_IP${NODE2_IP6:+ $NODE2_IP6}" [np-cl2]="$NODE_IP${NODE_IP6:+ $NODE_IP6}")
+    for cl in np-cl1 np-cl2; do
+        for srv in np-srv1 np-srv2; do
+            for proto in tcp udp; do
+                port=$(kubectl get service "$srv" -o jsonpath="{.spec.ports[?(@.name==\"$proto\")].nodePort}")
+                for addr in ${other[$cl]}; do
+                    want=$srv got='' tries=0
+                    # kube-proxy programs a new Service a moment after its endpoints are ready
+                    while [ "$tries" -lt 10 ]; do
+                        tries=$((tries + 1))
+                        if [ "$proto" = tcp ]; then
+                            got=$(kubectl exec "$cl" -- curl -sfg --max-time 3 "http://${addr/*:*/[$addr]}:$port/hostname" 2>/dev/null) || got=''
+                        else
+                            got=$(kubectl exec "$cl" -- sh -c "echo hostname | nc -u -w 2 $addr $port" 2>/dev/null) || got=''
+                        fi
+                        [ "$got" != "$want" ] || break
+                        sleep 1
+                    done
+                    if [ "$got" = "$want" ]; then
+                        echo "ok: $cl -> $addr:$port/$proto (backend $srv) in $tries tries"
+                    else
+                        echo "FAILED: $cl -> $addr:$port/$proto (backend $srv): got '$got' after $tries tries"
+                        fails=$((fails + 1))
+                    fi
+                done
+            done
+        done
+    done
+    kubectl delete pod np-srv1 np-srv2 np-cl1 np-cl2 --wait=false
+    kubectl delete service np-srv1 np-srv2
+    [ "$fails" -eq 0 ] || { echo "cross_node_nodeports: $fails path(s) failed"; return 1; }
+}
+
 # sysctl_precedence: which value a pod sees when its securityContext sets a sysctl that deploy/'s
 # tern-tuning also sets (net.ipv4.tcp_keepalive_time): the pod's own, and tern-tuning's for the
 # keys the pod leaves alone. Pod `tuned` sets tcp_keepalive_time 300 (a safe sysctl, allowed by
