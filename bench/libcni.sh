@@ -2,7 +2,7 @@
 # bench/libcni.sh — `scripts/bench --libcni`: the chains timed the way containerd and CRI-O call
 # them, through libcni in one long-lived process (tests/cnitool's `bench`: AddNetworkList, then
 # DelNetworkList, per pod), beside the direct figures of `scripts/bench` (tern-bench exec'ing the
-# same plugins itself). Issue 32: through libcni tern's chain came out at 0.40-0.49x the reference
+# same plugins itself). Through libcni tern's chain once came out at 0.40-0.49x the reference
 # chains where the direct bench says 0.25-0.28x; this shows where the difference goes.
 #
 # Chains, all cniVersion 1.0.0, the same three keepalive sysctls, rotating order every round:

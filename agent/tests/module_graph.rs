@@ -1,4 +1,4 @@
-//! The agent's files import each other without a circle (issues 27 and 47).
+//! The agent's files import each other without a circle.
 //!
 //! The model. The files are the modules reached from `src/lib.rs` through `mod name;`
 //! declarations (`name.rs`, else `name/mod.rs`, in the folder of a `lib.rs`/`mod.rs`, in the

@@ -25,7 +25,7 @@ use crate::exec::invoke;
 use crate::rounds::{pct, run_parallel, Phase};
 use crate::Res;
 
-/// The chain's ADD p50 target, as a multiple of the exec-chain floor p50 (issue 32).
+/// The chain's ADD p50 target, as a multiple of the exec-chain floor p50.
 pub(crate) const EXEC_CHAIN_TARGET: f64 = 1.25;
 
 fn item(raw: &str, ifname: &str, value: &str) -> Res<(SysctlKey, SysctlValue)> {
@@ -160,7 +160,7 @@ fn create_whole(dir: &Path, dir_file: &File, name: &str, content: &[u8]) -> Res<
 /// range's cursor (overwritten in place) in the IPAM data directory on the bench's disk (ext4
 /// here, as `/var/lib/cni/networks`); tern's per-attachment state and tern-tuning's backup of
 /// the sysctls it changed on tmpfs (as `/run/cni`). No lock, no directory walk, no JSON: a
-/// long-lived process keeps those in memory. Part of "the kernel work of an ADD" (issue 32):
+/// long-lived process keeps those in memory. Part of "the kernel work of an ADD":
 /// every one of these files must exist when the ADD returns.
 pub(crate) fn files_floor(env: &Env, pods: usize, addrs_from: usize) -> Res<Phase> {
     let ipam = env.work.join("floor-ipam");

@@ -1,4 +1,4 @@
-//! No product function is over 100 lines (issue 27; DESIGN, "Rules that hold everywhere"): every
+//! No product function is over 100 lines (DESIGN, "Rules that hold everywhere"): every
 //! `fn` in the `src/` trees of `crates/` (but the test kit), `plugins/` and `agent/`, from its
 //! `fn` line to its closing brace, `#[cfg(test)]` modules left out. Braces are matched over the
 //! code alone: comments, strings, raw strings and character literals are skipped. Needs neither

@@ -311,7 +311,7 @@ fn del_of_every_netconf_add_refused_exits_0_and_leaves_nothing() {
     );
 }
 
-/// The sandbox that could never be torn down: an attachment made with a valid C0 (tern
+/// The sandbox that once could never be torn down: an attachment made with a valid C0 (tern
 /// with tern-ipam and `ipMasq`, then tern-tuning), then its conflist changed so that ADD refuses
 /// it (`"mtu": 70000`, `"ipMasqBackend": "iptables"`, tern-tuning `"mtu": "big"`). DEL through
 /// libcni reads only what it needs: exit 0, everything released (lease, veth, route, state,

@@ -153,7 +153,7 @@ fn uninstall_by_hand(node: &Node) -> Res {
     Ok(())
 }
 
-/// Drains and uninstalls, as issue 29 and deploy/README.md ("Uninstall") describe. A restarted
+/// Drains and uninstalls, as deploy/README.md ("Uninstall") describes. A restarted
 /// agent pod (DaemonSet kept) uninstalls nothing. The DaemonSet deleted with a pod still wired
 /// by tern: the preStop hook makes the conflist draining (kept, `"draining": true`, the mark
 /// beside it) and keeps the kubeconfig, the plugins and the egress NAT table; the runtime's

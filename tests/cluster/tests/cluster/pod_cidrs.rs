@@ -1,7 +1,7 @@
-//! `pod_cidrs_follow`: a Node registered again with new podCIDRs (issue 30: node 2 deleted and
-//! joined again came back with a new IPv6 range while its agent pod lived on, and its conflist,
-//! rendered once by `tern-agent install`, kept the old range: new pods got addresses no node
-//! routed).
+//! `pod_cidrs_follow`: a Node registered again with new podCIDRs (seen with two nodes: node 2
+//! deleted and joined again came back with a new IPv6 range while its agent pod lived on, and its
+//! conflist, rendered once by `tern-agent install`, kept the old range: new pods got addresses no
+//! node routed).
 //!
 //! A second `tern-agent run` (the release binary the image is built from) as a fake Node's agent,
 //! in the host network namespace with no controller that changes the kernel, against the real
