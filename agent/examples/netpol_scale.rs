@@ -16,8 +16,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde_json::json;
-use tern_agent::netpol::model::{namespace_from_json, pod_from_json, policy_from_json};
-use tern_agent::netpol::{compile, ruleset, World};
+use tern_netpol::model::{namespace_from_json, pod_from_json, policy_from_json};
+use tern_netpol::{compile, ruleset, World};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -99,9 +99,9 @@ fn from_file(file: &str, node: &str, apply: Option<&str>) {
 fn report(
     what: &str,
     node: &str,
-    pods: &[tern_agent::netpol::model::Pod],
-    nss: &[tern_agent::netpol::model::Namespace],
-    pols: &[tern_agent::netpol::model::Policy],
+    pods: &[tern_netpol::model::Pod],
+    nss: &[tern_netpol::model::Namespace],
+    pols: &[tern_netpol::model::Policy],
     apply: Option<&str>,
 ) {
     let t = Instant::now();

@@ -1,7 +1,7 @@
 //! The NetworkPolicy table in a real kernel: two "nodes" (network namespaces joined by a veth
 //! pair, routing each other's pod ranges), pods wired as tern wires them (a netns, a veth, a /32
 //! and a /128, default via 169.254.1.1 / fe80::1, a host route per pod), TCP listeners on ports
-//! 80 and 81 in every pod, and the table compiled by `tern_agent::netpol` for each node applied
+//! 80 and 81 in every pod, and the table compiled by `tern_netpol` for each node applied
 //! there with the nft tool. Probes are real TCP connects from one pod netns to another, over
 //! both families: pod to pod on one node, across the nodes, and through a "Service" (a DNAT in
 //! each node's prerouting, as kube-proxy's) judged at the endpoint. Needs root and nft.
@@ -12,10 +12,10 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tern_agent::netpol::model::{namespace_from_json, pod_from_json, policy_from_json, Pod};
-use tern_agent::netpol::{compile, ruleset, World};
 use tern_net::netns::NetNs;
 use tern_net::nft::Nft;
+use tern_netpol::model::{namespace_from_json, pod_from_json, policy_from_json, Pod};
+use tern_netpol::{compile, ruleset, World};
 use tern_testkit::netns::TestNetns;
 
 struct PodNs {

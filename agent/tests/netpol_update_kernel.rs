@@ -8,11 +8,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{json, Value};
-use tern_agent::netpol::model::{pod_from_json, policy_from_json, Pod};
-use tern_agent::netpol::ruleset::{self, render, update_script, Table};
-use tern_agent::netpol::{compile, World};
 use tern_net::netns::NetNs;
 use tern_net::nft::Nft;
+use tern_netpol::model::{pod_from_json, policy_from_json, Pod};
+use tern_netpol::ruleset::{self, render, update_script, Table};
+use tern_netpol::{compile, World};
 use tern_testkit::netns::TestNetns;
 
 fn pod(ns: &str, name: &str, app: &str, node: &str, ips: &[&str]) -> Pod {
@@ -25,7 +25,7 @@ fn pod(ns: &str, name: &str, app: &str, node: &str, ips: &[&str]) -> Pod {
 
 /// Ingress for `web` from `cli` and an ipBlock on TCP 80; `db` reached by `web` on the named
 /// port; `db` egress-isolated to `web`.
-fn policies() -> Vec<tern_agent::netpol::model::Policy> {
+fn policies() -> Vec<tern_netpol::model::Policy> {
     [
         json!({"metadata": {"namespace": "x", "name": "web"}, "spec": {
             "podSelector": {"matchLabels": {"app": "web"}},

@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+use tern_netpol::model::{Namespace, Pod, Policy};
+
 use super::config::NetpolConfig;
-use super::model::{Namespace, Pod, Policy};
 use crate::mint::ControllerSettings;
 
 /// The kinds watched, in the store's order.
@@ -212,7 +213,7 @@ pub struct NetpolStats {
     /// Syncs made.
     pub syncs: u64,
     /// The table's size after the last apply.
-    pub size: super::ruleset::Size,
+    pub size: tern_netpol::ruleset::Size,
     /// Policies selecting at least one pod of this node.
     pub policies: u64,
 }

@@ -19,11 +19,11 @@
 use std::time::{Duration, Instant};
 
 use tern_net::nft::Nft;
+use tern_netpol::compile::{compile, World};
+use tern_netpol::model::{Namespace, Pod, Policy};
+use tern_netpol::ruleset::{render as render_table, update_script, Size, Table, FAMILY, TABLE};
 use tracing::{info, warn};
 
-use super::compile::{compile, World};
-use super::model::{Namespace, Pod, Policy};
-use super::ruleset::{render as render_table, update_script, Size, Table, FAMILY, TABLE};
 use super::store::{Shared, Store};
 
 /// How often the store's generation is looked at (also the longest batching of changes).

@@ -13,9 +13,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use tern_kube::client::objects::{key_of, resource_version_of, ObjectEvent};
 use tern_kube::KubeError;
+use tern_netpol::model::{namespace_from_json, pod_from_json, read_policy, PolicyRead};
 use tracing::{debug, error, info, warn};
 
-use super::model::{namespace_from_json, pod_from_json, read_policy, PolicyRead};
 use super::store::{Kind, Shared, Store, Unreadable};
 use crate::mint::in_cluster_client;
 use crate::schedule::Rng;

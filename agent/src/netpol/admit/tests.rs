@@ -1,9 +1,9 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use tern_netpol::model::{namespace_from_json, pod_from_json, policy_from_json};
 
 use super::*;
-use crate::netpol::model::{namespace_from_json, pod_from_json, policy_from_json};
 use crate::netpol::store::Kind;
 use crate::netpol::sync::tests::shared;
 

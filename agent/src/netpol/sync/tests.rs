@@ -1,8 +1,8 @@
 use serde_json::json;
+use tern_netpol::model::{pod_from_json, policy_from_json};
 
 use super::*;
 use crate::netpol::config::NetpolConfig;
-use crate::netpol::model::{pod_from_json, policy_from_json};
 use crate::netpol::store::Kind;
 
 pub(crate) fn shared() -> Shared {

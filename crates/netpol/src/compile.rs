@@ -18,8 +18,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use super::addrs::AddrSet;
-use super::model::{Labels, Namespace, Peer, Pod, Policy, PortRef, Protocol, Rule};
+use crate::addrs::AddrSet;
+use crate::model::{Labels, Namespace, Peer, Pod, Policy, PortRef, Protocol, Rule};
 
 /// A protocol's destination ports: `None` every port, else `lo..=hi`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

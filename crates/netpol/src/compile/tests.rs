@@ -3,7 +3,7 @@ use std::net::IpAddr;
 use serde_json::json;
 
 use super::*;
-use crate::netpol::model::{policy_from_json, Labels, NamedPort};
+use crate::model::{policy_from_json, Labels, NamedPort};
 
 fn labels(v: &[(&str, &str)]) -> Labels {
     v.iter()
@@ -373,7 +373,7 @@ fn host_network_and_finished_pods_are_neither_targets_nor_peers() {
 
 #[test]
 fn a_policy_whose_rules_cannot_be_read_isolates_what_it_selects_and_allows_nothing() {
-    use crate::netpol::model::{read_policy, PolicyRead};
+    use crate::model::{read_policy, PolicyRead};
     let (pods, nss) = cluster();
     // An allow-all from 10.0.2.0/24 with one bad CIDR beside it: not "allow all", not "open".
     let v = json!({"metadata": {"namespace": "x", "name": "p"},

@@ -1,8 +1,8 @@
 use serde_json::json;
 
 use super::*;
-use crate::netpol::compile::{compile, World};
-use crate::netpol::model::{pod_from_json, policy_from_json, NamedPort, Protocol};
+use crate::compile::{compile, World};
+use crate::model::{pod_from_json, policy_from_json, NamedPort, Protocol};
 
 /// The table's nft text for `plan`, and its size.
 fn text_of(plan: &Plan) -> (String, Size) {
@@ -10,7 +10,7 @@ fn text_of(plan: &Plan) -> (String, Size) {
     (t.text(), size)
 }
 
-fn pod(name: &str, app: &str, node: &str, ips: &[&str]) -> crate::netpol::model::Pod {
+fn pod(name: &str, app: &str, node: &str, ips: &[&str]) -> crate::model::Pod {
     let ips: Vec<_> = ips.iter().map(|i| json!({"ip": i})).collect();
     pod_from_json(
         &json!({"metadata": {"namespace": "x", "name": name, "labels": {"app": app}},
@@ -23,7 +23,7 @@ fn plan(pols: &[serde_json::Value]) -> Plan {
     plan_of(three_pods(), pols)
 }
 
-fn three_pods() -> Vec<crate::netpol::model::Pod> {
+fn three_pods() -> Vec<crate::model::Pod> {
     let mut pods = vec![
         pod("a", "web", "n1", &["10.0.1.2", "fd00:1::2"]),
         pod("b", "web", "n1", &["10.0.1.3", "fd00:1::3"]),
@@ -37,7 +37,7 @@ fn three_pods() -> Vec<crate::netpol::model::Pod> {
     pods
 }
 
-fn plan_of(pods: Vec<crate::netpol::model::Pod>, pols: &[serde_json::Value]) -> Plan {
+fn plan_of(pods: Vec<crate::model::Pod>, pols: &[serde_json::Value]) -> Plan {
     let pols: Vec<_> = pols
         .iter()
         .map(|s| {
@@ -131,7 +131,7 @@ fn web_from_cli() -> serde_json::Value {
                      "ports": [{"port": 80}]}]})
 }
 
-fn rendered(pods: Vec<crate::netpol::model::Pod>) -> Table {
+fn rendered(pods: Vec<crate::model::Pod>) -> Table {
     render(&plan_of(pods, &[web_from_cli()])).0
 }
 

@@ -1,5 +1,6 @@
 //! The NetworkPolicy table (pure): a compiled [`Plan`] as one nftables table, `inet tern_netpol`,
-//! and the script that replaces it in one transaction (as `egress/ruleset.rs` does for NAT).
+//! and the script that replaces it in one transaction (as tern-agent's `egress/ruleset.rs` does
+//! for NAT).
 //!
 //! Shape:
 //! - two base chains on the **forward** hook, so every packet routed to or from a pod's host
@@ -28,11 +29,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::addrs::{element, AddrSet, Range};
-use super::compile::{Allow, Plan, PortRange};
+use crate::addrs::{element, AddrSet, Range};
+use crate::compile::{Allow, Plan, PortRange};
 
-/// The table's family and name, shared with the drain's finish (which removes the table).
-pub use tern_net::drain::{NETWORK_POLICY_FAMILY as FAMILY, NETWORK_POLICY_TABLE as TABLE};
+/// The table's family: one table for both IPv4 and IPv6.
+pub const FAMILY: &str = "inet";
+/// The table's name. The drain's finish removes the table by its own copy of the family and
+/// name (`tern_net::drain::NETWORK_POLICY_FAMILY`, `NETWORK_POLICY_TABLE`: this crate depends on
+/// nothing that does I/O); tern-agent fails to build when the two differ.
+pub const TABLE: &str = "tern_netpol";
 
 /// Sizes of a rendered table (the agent's gauges).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
