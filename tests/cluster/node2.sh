@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2153
 # (SC2153: NODE_IP, CLUSTER_CIDR and the rest are lib.sh's)
 # tests/cluster/node2.sh — a second kubelet node on this machine for the real-cluster tier
-# (TERN_CLUSTER_NODES=2; scripts/two-nodes brings the tier up with it and checks it; issue 30).
+# (TERN_CLUSTER_NODES=2; scripts/two-nodes brings the tier up with it and checks it).
 #
 # Sourced by tests/cluster/lib.sh (always: `down` removes a node 2 whatever the variable says);
 # uses its KT, GOBIN_DIR, K8S_BIN, API, PAUSE_IMAGE, TERN_IMAGE, CLUSTER_CIDR*, SERVICE_CIDR*,
@@ -140,7 +140,7 @@ node2_rootfs() {
 # (bridge-nf-call-iptables, on here) would run node 1's conntrack, kube-proxy's NAT and tern's
 # egress NAT a second time on every frame node 1 sends or receives through it, and a pod's
 # connection to node 2's NodePort, masqueraded by node 1, then met its own conntrack entry on the
-# way out and was lost (issue 45; docs/DESIGN.md, "The two-node tier"). With host-gw node 1's
+# way out and was lost (docs/DESIGN.md, "The two-node tier"). With host-gw node 1's
 # address is on the bridge device itself: a frame to or from it is delivered or sent by the
 # bridge, not forwarded between two of its ports, so its IP hooks run once.
 bridge_address() {

@@ -327,7 +327,7 @@ YAML
 }
 
 # cross_node_nodeports (two nodes): a pod on each node reaches the other node's NodePort, TCP and
-# UDP, IPv4 and (dual stack) IPv6, to a backend on either node: what issue 45 found broken with
+# UDP, IPv4 and (dual stack) IPv6, to a backend on either node: what was broken with
 # vxlan (the tier's bridge shared node 1's netns, so br_netfilter ran node 1's conntrack and NAT
 # on its own packets a second time; DESIGN, "The two-node tier"). Each Service selects one server
 # pod, so every path is tried, not the one kube-proxy happens to pick.
