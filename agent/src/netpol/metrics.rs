@@ -21,98 +21,114 @@ pub struct NetpolCollector(pub NetpolStats);
 
 impl Collector for NetpolCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
-        let s = &self.0;
-        let e = &mut enc;
-        gauge(e, "tern_agent_network_policy_synced", "1 once the table was applied after a full list of Pods, Namespaces and NetworkPolicies.", u64::from(s.synced))?;
-        gauge(
-            e,
-            "tern_agent_network_policy_rules",
-            "Rules in the per-pod chains of inet tern_netpol.",
-            s.size.rules,
-        )?;
-        gauge(
-            e,
-            "tern_agent_network_policy_set_elements",
-            "Elements of the table's sets and verdict maps.",
-            s.size.elements,
-        )?;
-        gauge(
-            e,
-            "tern_agent_network_policy_isolated_pods",
-            "Pods of this node some NetworkPolicy isolates.",
-            s.size.pods,
-        )?;
-        gauge(
-            e,
-            "tern_agent_network_policy_policies",
-            "NetworkPolicies selecting a pod of this node.",
-            s.policies,
-        )?;
-        ConstGauge::new(s.last_sync_seconds).encode(e.encode_descriptor(
-            "tern_agent_network_policy_last_sync_seconds",
-            "Duration of the last sync (compile and one nft transaction).",
-            None,
-            MetricType::Gauge,
-        )?)?;
-        ConstCounter::new(s.sync_seconds_sum).encode(e.encode_descriptor(
-            "tern_agent_network_policy_sync_seconds",
-            "Time spent in syncs (compile and one nft transaction), seconds.",
-            None,
-            MetricType::Counter,
-        )?)?;
-        counter(e, "tern_agent_network_policy_syncs", "Syncs made.", s.syncs)?;
-        counter(
+        table_state(&mut enc, &self.0)?;
+        work_done(&mut enc, &self.0)
+    }
+}
+
+/// The table as it stands: synced, its size, the policies it enforces, the last sync's time.
+fn table_state(e: &mut DescriptorEncoder, s: &NetpolStats) -> fmt::Result {
+    gauge(
+        e,
+        "tern_agent_network_policy_synced",
+        "1 once the table was applied after a full list of Pods, Namespaces and NetworkPolicies.",
+        u64::from(s.synced),
+    )?;
+    gauge(
+        e,
+        "tern_agent_network_policy_rules",
+        "Rules in the per-pod chains of inet tern_netpol.",
+        s.size.rules,
+    )?;
+    gauge(
+        e,
+        "tern_agent_network_policy_set_elements",
+        "Elements of the table's sets and verdict maps.",
+        s.size.elements,
+    )?;
+    gauge(
+        e,
+        "tern_agent_network_policy_isolated_pods",
+        "Pods of this node some NetworkPolicy isolates.",
+        s.size.pods,
+    )?;
+    gauge(
+        e,
+        "tern_agent_network_policy_policies",
+        "NetworkPolicies selecting a pod of this node.",
+        s.policies,
+    )?;
+    ConstGauge::new(s.last_sync_seconds).encode(e.encode_descriptor(
+        "tern_agent_network_policy_last_sync_seconds",
+        "Duration of the last sync (compile and one nft transaction).",
+        None,
+        MetricType::Gauge,
+    )?)?;
+    Ok(())
+}
+
+/// What the controller did: syncs, compiles, applies, errors, unchanged events, unreadable
+/// policies.
+fn work_done(e: &mut DescriptorEncoder, s: &NetpolStats) -> fmt::Result {
+    ConstCounter::new(s.sync_seconds_sum).encode(e.encode_descriptor(
+        "tern_agent_network_policy_sync_seconds",
+        "Time spent in syncs (compile and one nft transaction), seconds.",
+        None,
+        MetricType::Counter,
+    )?)?;
+    counter(e, "tern_agent_network_policy_syncs", "Syncs made.", s.syncs)?;
+    counter(
             e,
             "tern_agent_network_policy_compiles",
             "Compiles of the whole plan and renders of the table (one per change of what the compiler reads, not per watch event).",
             s.compiles,
         )?;
-        counter(
-            e,
-            "tern_agent_network_policy_applies",
-            "Table changes applied (whole replaces and element updates).",
-            s.applies,
-        )?;
-        counter(
-            e,
-            "tern_agent_network_policy_updates",
-            "Of the applies, element adds and deletes in place of a replace.",
-            s.updates,
-        )?;
-        counter(
+    counter(
+        e,
+        "tern_agent_network_policy_applies",
+        "Table changes applied (whole replaces and element updates).",
+        s.applies,
+    )?;
+    counter(
+        e,
+        "tern_agent_network_policy_updates",
+        "Of the applies, element adds and deletes in place of a replace.",
+        s.updates,
+    )?;
+    counter(
             e,
             "tern_agent_network_policy_apply_errors",
             "Table changes the kernel refused (a refused update is followed by a replace; a refused replace leaves the previous table).",
             s.apply_errors,
         )?;
-        counter(
-            e,
-            "tern_agent_network_policy_restores",
-            "Tables restored after someone else changed them.",
-            s.restores,
-        )?;
-        counters(
-            e,
-            "tern_agent_network_policy_api_errors",
-            "API errors of the watches, by cause.",
-            "cause",
-            s.api_errors.iter().map(|(k, v)| (*k, *v)),
-        )?;
-        counters(
-            e,
-            "tern_agent_network_policy_decode_errors",
-            "Objects that could not be read, by kind.",
-            "kind",
-            s.decode_errors.iter().map(|(k, v)| (*k, *v)),
-        )?;
-        counters(
+    counter(
+        e,
+        "tern_agent_network_policy_restores",
+        "Tables restored after someone else changed them.",
+        s.restores,
+    )?;
+    counters(
+        e,
+        "tern_agent_network_policy_api_errors",
+        "API errors of the watches, by cause.",
+        "cause",
+        s.api_errors.iter().map(|(k, v)| (*k, *v)),
+    )?;
+    counters(
+        e,
+        "tern_agent_network_policy_decode_errors",
+        "Objects that could not be read, by kind.",
+        "kind",
+        s.decode_errors.iter().map(|(k, v)| (*k, *v)),
+    )?;
+    counters(
             e,
             "tern_agent_network_policy_events_unchanged",
             "Watch events and listed objects that changed nothing the compiler reads (no compile, no nft transaction), by kind.",
             "kind",
             s.events_unchanged.iter().map(|(k, v)| (*k, *v)),
         )?;
-        gauges(
+    gauges(
             e,
             "tern_agent_network_policy_unreadable_policies",
             "NetworkPolicies that cannot be read whole, by what became of them: rules (the pods they select are isolated and allowed nothing), pod_selector (nothing can be isolated).",
@@ -122,8 +138,7 @@ impl Collector for NetpolCollector {
                 (label, s.unreadable_policies.get(label).copied().unwrap_or(0))
             }),
         )?;
-        Ok(())
-    }
+    Ok(())
 }
 
 #[cfg(test)]
