@@ -13,13 +13,15 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 
 use crate::config::RunArgs;
 use crate::install::InstallArgs;
+use crate::trace::TraceArgs;
 use crate::uninstall::UninstallArgs;
 
 /// The subcommands' pointer, shown under the top-level usage.
 const AFTER_HELP: &str = "flags of each subcommand, with defaults and environment variables:
   tern-agent run --help
   tern-agent install --help
-  tern-agent uninstall --help";
+  tern-agent uninstall --help
+  tern-agent trace --help";
 
 /// `tern-agent <subcommand> [flags]`.
 #[derive(Debug, Parser)]
@@ -51,6 +53,10 @@ pub enum Command {
     /// the conflist first, then the kubeconfig, the plugins and the egress NAT table only when no
     /// tern attachment is left (otherwise they stay, and the log says why).
     Uninstall(UninstallArgs),
+    /// Why a pod or an address can or cannot reach a pod: lists Pods, Namespaces and
+    /// NetworkPolicies once and prints the verdict and its reasons (the policies isolating each
+    /// end, the rule allowing each direction). Exit 0 allowed, 1 denied, 2 could not answer.
+    Trace(TraceArgs),
 }
 
 /// Parses the whole command line (without the program name).

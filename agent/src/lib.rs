@@ -21,6 +21,7 @@ pub mod routes;
 pub mod run;
 pub mod schedule;
 mod stop_signal;
+pub mod trace;
 pub mod uninstall;
 
 pub use clock::{OffsetClock, SystemClock, WallClock};

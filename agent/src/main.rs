@@ -1,5 +1,6 @@
 //! `tern-agent`: `run` keeps the CNI token kubeconfig fresh; `install` sets up a node (binaries,
-//! kubeconfig, conflist). Logs go to stderr; the token never does.
+//! kubeconfig, conflist); `trace` answers why a pod can or cannot reach a pod. Logs go to
+//! stderr; the token never does.
 
 use std::sync::Arc;
 
@@ -50,7 +51,11 @@ fn main() -> std::process::ExitCode {
                     match cli::subcommand(sub) {
                         Some(cmd) => {
                             eprintln!("tern-agent: {}", tern_agent::args::flag_error(&e, &cmd));
-                            std::process::ExitCode::FAILURE
+                            // trace's 1 means denied.
+                            match sub {
+                                "trace" => std::process::ExitCode::from(2),
+                                _ => std::process::ExitCode::FAILURE,
+                            }
                         }
                         None => {
                             let _ = e.print();
@@ -65,13 +70,19 @@ fn main() -> std::process::ExitCode {
         Ok(l) => l.init(),
         Err(e) => {
             eprintln!("tern-agent: {e}");
-            return std::process::ExitCode::FAILURE;
+            // trace's 1 means denied.
+            return match command {
+                Command::Trace(_) => std::process::ExitCode::from(2),
+                _ => std::process::ExitCode::FAILURE,
+            };
         }
     }
     let result = match command {
         Command::Run(a) => run(a),
         Command::Install(a) => tern_agent::install::main(a),
         Command::Uninstall(a) => tern_agent::uninstall::main(a),
+        // Its own exit codes: 0 allowed, 1 denied, 2 no answer.
+        Command::Trace(a) => return tern_agent::trace::main(&a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

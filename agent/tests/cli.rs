@@ -188,3 +188,58 @@ fn boolean_flags_accept_true_false_1_0_and_refuse_the_rest() {
         assert!(e.contains("not loopback"), "{v}: {e}");
     }
 }
+
+#[test]
+fn trace_exits_2_when_it_cannot_answer() {
+    let two = |args: &[&str]| {
+        let out = agent(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        text(&out.stderr)
+    };
+    let help = agent(&["trace", "--help"]).output().unwrap();
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text(&help.stdout).contains("--kubeconfig"));
+    // A bad flag is 2, not 1 (1 is "denied").
+    let err = two(&["trace", "--from", "a", "--to", "b/c", "--port", "80"]);
+    assert!(
+        err.contains("--from takes NAMESPACE/NAME or an address"),
+        "{err}"
+    );
+    // No in-cluster environment.
+    let err = two(&["trace", "--from", "a/b", "--to", "b/c", "--port", "80"]);
+    assert!(err.contains("KUBERNETES_SERVICE_HOST"), "{err}");
+    // The stand-in API server through --kubeconfig: it serves no Pod list, and that is said.
+    let s = tern_apiserver::ApiServer::start().unwrap();
+    s.add_service_account(NS, "tern-agent");
+    let dir = tempfile::tempdir().unwrap();
+    s.write_ca(&dir.path().join("ca.crt")).unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let token = s.issue_token(NS, "tern-agent", 3600);
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "clusters: [{{name: c, cluster: {{server: '{}', certificate-authority: ca.crt}}}}]
+users: [{{name: u, user: {{token: '{token}'}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+",
+            s.url()
+        ),
+    )
+    .unwrap();
+    let path = kubeconfig.to_str().unwrap();
+    let err = two(&[
+        "trace",
+        "--from=a/b",
+        "--to=b/c",
+        "--port=80",
+        "--kubeconfig",
+        path,
+    ]);
+    assert!(
+        err.starts_with("tern-agent: list /api/v1/pods: not found (404)"),
+        "{err}"
+    );
+    assert_eq!(s.count("/api/v1/pods"), 1);
+}

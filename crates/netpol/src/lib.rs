@@ -5,7 +5,8 @@
 //! selectors ([`model`]); address sets with `except` cut out ([`addrs`]); per isolated pod of the
 //! node, what it may receive and send ([`compile`]: a [`Plan`] of a [`World`]); the table of a
 //! plan, the script that replaces it in one transaction and the one that changes only its
-//! elements ([`ruleset`]).
+//! elements ([`ruleset`]). Beside them, [`trace`]: why one pod or address can or cannot reach a
+//! pod, from the same model and by the same rules as the compiler.
 //!
 //! Invariant: no I/O. Nothing here runs a process, opens a socket or a file, reads a clock or
 //! logs: every function is a function of its arguments. Applying a script, watching the API and
@@ -15,6 +16,7 @@ pub mod addrs;
 pub mod compile;
 pub mod model;
 pub mod ruleset;
+pub mod trace;
 
 pub use compile::{compile, Plan, World};
 pub use ruleset::{FAMILY, TABLE};
