@@ -62,6 +62,7 @@ NODE_NET6="${NODE_IP6:+fd99:219::/64}"
 # host-gw (node 2 on node 1's bridge) or vxlan (node 2 on its own subnet behind kt-router)
 NODE_ROUTES="${TERN_CLUSTER_NODE_ROUTES:-host-gw}"
 ROUTER_NS=kt-router
+SWITCH_NS=kt-switch
 # NODE_NETS*: the node networks as nft set elements (one subnet with host-gw, two with vxlan)
 if [ "$NODE_ROUTES" = vxlan ]; then
     NODE2_IP=10.99.218.2
@@ -133,34 +134,46 @@ node2_rootfs() {
     echo "$out"
 }
 
-# bridge_address: node 1's address on the node network (lib.sh's node_address in two-node mode).
-# host-gw: on the bridge kt-br0 node 2's veth joins. vxlan: on the veth kt-node0 whose peer is the
-# router's port on node 1's subnet, in the router netns, as an operator's NIC is cabled to a
-# switch or router that is not the node. Not a bridge port in node 1's netns: br_netfilter
+# bridge_address: node 1's address on the node network (lib.sh's node_address in two-node mode),
+# on the veth kt-node0 whose peer is cabled outside node 1's netns, as an operator's NIC is to a
+# switch or router that is not the node. host-gw: the peer is a port of the bridge kt-br0 in the
+# switch netns kt-switch, where node 2's veth is another port. vxlan: the peer is the router's
+# port on node 1's subnet, in the router netns. Never a bridge in node 1's netns: br_netfilter
 # (bridge-nf-call-iptables, on here) would run node 1's conntrack, kube-proxy's NAT and tern's
-# egress NAT a second time on every frame node 1 sends or receives through it, and a pod's
-# connection to node 2's NodePort, masqueraded by node 1, then met its own conntrack entry on the
-# way out and was lost (docs/DESIGN.md, "The two-node tier"). With host-gw node 1's
-# address is on the bridge device itself: a frame to or from it is delivered or sent by the
-# bridge, not forwarded between two of its ports, so its IP hooks run once.
+# egress NAT a second time on the frames it bridges, and a pod's connection to the other node's
+# NodePort was lost (docs/DESIGN.md, "The two-node tier").
 bridge_address() {
+    local peer=${NODE_LINK%0}1 ns=$SWITCH_NS
+    [ "$NODE_ROUTES" != vxlan ] || ns=$ROUTER_NS
+    local p=(ip netns exec "$ns")
     if [ "$NODE_ROUTES" = vxlan ]; then
         router_netns
-        ip link show "$NODE_LINK" >/dev/null 2>&1 ||
-            ip link add "$NODE_LINK" type veth peer name "${NODE_LINK%0}1" netns "$ROUTER_NS"
-        local r=(ip netns exec "$ROUTER_NS")
-        "${r[@]}" ip addr replace "$ROUTER_IP1/24" dev "${NODE_LINK%0}1"
-        [ -z "$NODE_IP6" ] || "${r[@]}" ip addr replace "$ROUTER_IP1_6/64" dev "${NODE_LINK%0}1" nodad
-        "${r[@]}" ip link set "${NODE_LINK%0}1" up
-        ip addr replace "$NODE_IP/24" dev "$NODE_LINK"
-        [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$NODE_LINK" nodad
-        ip link set "$NODE_LINK" up
-        return
+    else
+        switch_netns
     fi
-    ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
-    ip link set "$BRIDGE" up
-    ip addr replace "$NODE_IP/24" dev "$BRIDGE"
-    [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$BRIDGE" nodad
+    ip link show "$NODE_LINK" >/dev/null 2>&1 || ip link add "$NODE_LINK" type veth peer name "$peer" netns "$ns"
+    if [ "$NODE_ROUTES" = vxlan ]; then
+        "${p[@]}" ip addr replace "$ROUTER_IP1/24" dev "$peer"
+        [ -z "$NODE_IP6" ] || "${p[@]}" ip addr replace "$ROUTER_IP1_6/64" dev "$peer" nodad
+    else
+        "${p[@]}" ip link set "$peer" master "$BRIDGE"
+    fi
+    "${p[@]}" ip link set "$peer" up
+    ip addr replace "$NODE_IP/24" dev "$NODE_LINK"
+    [ -z "$NODE_IP6" ] || ip addr replace "$NODE_IP6/64" dev "$NODE_LINK" nodad
+    ip link set "$NODE_LINK" up
+}
+
+# switch_netns: with host-gw, the node network's switch (netns kt-switch, the bridge kt-br0 in
+# it), made once; no netfilter of its own (bridge-nf-call-* off in it).
+switch_netns() {
+    [ ! -e "/run/netns/$SWITCH_NS" ] || return 0
+    local w=(ip netns exec "$SWITCH_NS")
+    ip netns add "$SWITCH_NS"
+    "${w[@]}" ip link set lo up
+    "${w[@]}" sysctl -qw net.bridge.bridge-nf-call-iptables=0 net.bridge.bridge-nf-call-ip6tables=0 2>/dev/null || true
+    "${w[@]}" ip link add "$BRIDGE" type bridge
+    "${w[@]}" ip link set "$BRIDGE" up
 }
 
 # node2_pki: node 2's kubelet client certificate and kubeconfig, and its serving certificate.
@@ -307,7 +320,7 @@ INIT
 # router_netns: with vxlan, the router between the two node subnets (netns kt-router), made once:
 # forwarding on, no default route, and a guard that forwards only between the two node subnets.
 router_netns() {
-    ip netns list | grep -qw "$ROUTER_NS" && return 0
+    [ ! -e "/run/netns/$ROUTER_NS" ] || return 0
     local r=(ip netns exec "$ROUTER_NS")
     ip netns add "$ROUTER_NS"
     "${r[@]}" ip link set lo up
@@ -351,7 +364,9 @@ node2_network() {
         node2_router
         gw=$ROUTER_IP2 gw6=$ROUTER_IP2_6
     else
-        ip link set "$NODE2_VETH" master "$BRIDGE" up
+        switch_netns
+        ip link set "$NODE2_VETH" netns "$SWITCH_NS"
+        ip netns exec "$SWITCH_NS" ip link set "$NODE2_VETH" master "$BRIDGE" up
     fi
     ip link set kt-n2c netns "$pid"
     nsenter -t "$pid" -n ip link set kt-n2c name eth0
@@ -433,9 +448,10 @@ node2_down() {
         node2_podman rm -f -t 5 "$NODE2_CTR" >/dev/null 2>&1 || true
     fi
     ip link del "$NODE2_VETH" 2>/dev/null || true
-    # the router (with vxlan) and its veths (node 1's kt-node0 with its peer); node 1's routes
-    # through it go with them
+    # the router (vxlan) or the switch with its bridge (host-gw), and the veths into them (node
+    # 1's kt-node0 with its peer); node 1's routes through them go with them
     ip netns del "$ROUTER_NS" 2>/dev/null || true
+    ip netns del "$SWITCH_NS" 2>/dev/null || true
     ip link del "$BRIDGE" 2>/dev/null || true
     # conmon (podman's monitor) can outlive `podman rm` by a moment: its cgroup is only removable
     # once empty (seen here: an empty conmon cgroup left under /tern-kube2); what is still in node
