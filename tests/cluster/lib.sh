@@ -284,8 +284,8 @@ NODE_LINK=kt-node0
 # A test network of the node (a veth pair) for the fake Nodes of the node-routes case.
 NR_LINK=kt-nr0
 node_address() {
-    # two nodes: node 1's address (a /24) on the bridge it shares with node 2, or with vxlan on
-    # the veth whose peer is a port of that bridge (node2.sh)
+    # two nodes: node 1's address (a /24) on kt-node0, its peer in the switch netns (host-gw) or
+    # the router netns (vxlan) (node2.sh bridge_address)
     if [ "$TWO_NODES" = 1 ]; then
         bridge_address
         return

@@ -27,15 +27,15 @@
 #   /etc/cni/net.d), the vfs driver (no image is used: --rootfs), `--network none`,
 #   `--cgroupns=private`, cgroup parent /tern-kube2, `--ulimit nofile=20000:20000 --ulimit
 #   nproc=32768:32768` (without them runc fails "error setting rlimit": no CAP_SYS_RESOURCE here).
-# - Network: a bridge kt-br0 in the root netns is the node network; node 1's 10.99.219.1/24
-#   (fd99:219::1/64 in dual stack) is on the bridge itself (host-gw) or, with vxlan, on lib.sh's
-#   veth kt-node0 (a /24 here, not its /32), whose peer kt-node1 is a port of the bridge, as a NIC
-#   on a switch (the bridge's own sends lose the UDP-tunnel offloads: bridge_address); node 2 is
-#   10.99.219.2/24 (fd99:219::2/64) on a veth into its netns (eth0; the host end kt-n2h on the
-#   bridge), default routes via node 1, so
+# - Network: node 1's 10.99.219.1/24 (fd99:219::1/64 in dual stack) is on lib.sh's veth kt-node0
+#   (a /24 here, not its /32), whose peer kt-node1 is cabled outside node 1's netns, as a NIC to
+#   a switch (bridge_address: never a bridge in node 1's netns, where br_netfilter would run node
+#   1's conntrack and NAT on bridged frames). host-gw: the peer is a port of the bridge kt-br0 in
+#   the switch netns kt-switch; node 2 is 10.99.219.2/24 (fd99:219::2/64) on a veth into its netns
+#   (eth0; the host end kt-n2h another port of kt-br0), default routes via node 1, so
 #   the nodes share one L2 segment and tern-agent's host-gw routes (`--node-routes`) connect them.
 #   With TERN_CLUSTER_NODE_ROUTES=vxlan node 2 sits on another subnet, 10.99.218.2/24
-#   (fd99:218::2/64), behind a router netns kt-router (10.99.219.254 on the bridge, 10.99.218.254
+#   (fd99:218::2/64), behind a router netns kt-router (10.99.219.254 on kt-node1, 10.99.218.254
 #   on node 2's veth; no default route, so it forwards between the two subnets and nothing else):
 #   the nodes share no L2 segment, host-gw cannot reach, and tern-agent runs with
 #   `--node-routes=vxlan` (tests/conformance/lib.sh install_tern).

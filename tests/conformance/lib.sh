@@ -330,9 +330,11 @@ YAML
 # UDP, IPv4 and (dual stack) IPv6, to a backend on either node: what was broken with
 # vxlan (the tier's bridge shared node 1's netns, so br_netfilter ran node 1's conntrack and NAT
 # on its own packets a second time; DESIGN, "The two-node tier"). Each Service selects one server
-# pod, so every path is tried, not the one kube-proxy happens to pick.
+# pod, so every path is tried, not the one kube-proxy happens to pick. Run it in a subshell, as
+# scripts/conformance does: its EXIT trap removes its pods and Services however it ends.
 cross_node_nodeports() {
     local n srv cl node addr port proto got want fails=0 tries policy=SingleStack
+    trap 'kubectl delete pod np-srv1 np-srv2 np-cl1 np-cl2 --ignore-not-found --wait=false; kubectl delete service np-srv1 np-srv2 --ignore-not-found' EXIT
     [ -z "$SERVICE_CIDR6" ] || policy=PreferDualStack
     for n in 1 2; do
         node=$NODE; [ "$n" = 1 ] || node=$NODE2
@@ -382,9 +384,9 @@ YAML
                     while [ "$tries" -lt 10 ]; do
                         tries=$((tries + 1))
                         if [ "$proto" = tcp ]; then
-                            got=$(kubectl exec "$cl" -- curl -sfg --max-time 3 "http://${addr/*:*/[$addr]}:$port/hostname" 2>/dev/null) || got=''
+                            got=$(kubectl exec --request-timeout=20s "$cl" -- curl -sfg --max-time 3 "http://${addr/*:*/[$addr]}:$port/hostname" 2>/dev/null) || got=''
                         else
-                            got=$(kubectl exec "$cl" -- sh -c "echo hostname | nc -u -w 2 $addr $port" 2>/dev/null) || got=''
+                            got=$(kubectl exec --request-timeout=20s "$cl" -- sh -c "echo hostname | nc -u -w 2 $addr $port" 2>/dev/null) || got=''
                         fi
                         [ "$got" != "$want" ] || break
                         sleep 1
@@ -399,8 +401,6 @@ YAML
             done
         done
     done
-    kubectl delete pod np-srv1 np-srv2 np-cl1 np-cl2 --wait=false
-    kubectl delete service np-srv1 np-srv2
     [ "$fails" -eq 0 ] || { echo "cross_node_nodeports: $fails path(s) failed"; return 1; }
 }
 
