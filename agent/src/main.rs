@@ -51,11 +51,7 @@ fn main() -> std::process::ExitCode {
                     match cli::subcommand(sub) {
                         Some(cmd) => {
                             eprintln!("tern-agent: {}", tern_agent::args::flag_error(&e, &cmd));
-                            // trace's 1 means denied.
-                            match sub {
-                                "trace" => std::process::ExitCode::from(2),
-                                _ => std::process::ExitCode::FAILURE,
-                            }
+                            early_failure(sub == "trace")
                         }
                         None => {
                             let _ = e.print();
@@ -70,11 +66,7 @@ fn main() -> std::process::ExitCode {
         Ok(l) => l.init(),
         Err(e) => {
             eprintln!("tern-agent: {e}");
-            // trace's 1 means denied.
-            return match command {
-                Command::Trace(_) => std::process::ExitCode::from(2),
-                _ => std::process::ExitCode::FAILURE,
-            };
+            return early_failure(matches!(command, Command::Trace(_)));
         }
     }
     let result = match command {
@@ -91,5 +83,14 @@ fn main() -> std::process::ExitCode {
             eprintln!("tern-agent: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The status of a failure before the command ran: 1, but 2 for `trace`, whose 1 means denied.
+fn early_failure(trace: bool) -> std::process::ExitCode {
+    if trace {
+        std::process::ExitCode::from(2)
+    } else {
+        std::process::ExitCode::FAILURE
     }
 }
