@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use tern_kube::channel::Outcome;
 use tracing::{debug, warn};
 
-use super::store::{AdmittedPod, Shared, Store};
+use super::store::{Shared, Store};
 
 /// Most addresses one pod may be admitted with (one per family, with room for more IPAM
 /// ranges).
@@ -78,7 +78,7 @@ fn not_ready(st: &Store, node: &str, req: &AdmitRequest) -> Option<String> {
     if !st.synced() {
         return Some("the agent has not listed Pods, Namespaces and NetworkPolicies yet".into());
     }
-    let Some(pod) = st.pods.get(&key(req)) else {
+    let Some(pod) = st.engine.pod(&key(req)) else {
         return Some("the agent's Pod watch has not shown the pod yet".into());
     };
     if let Some(uid) = req.uid.as_deref().filter(|u| !u.is_empty()) {
@@ -125,19 +125,7 @@ pub(crate) fn admit(s: &Shared, req: &AdmitRequest, until: Instant) -> Result<bo
             .map(|(g, _)| g)
             .unwrap_or_else(|e| e.into_inner().0);
     }
-    let pod = &st.pods[&key];
-    let uid = pod.uid.clone();
-    let mut admitted = pod.clone();
-    admitted.ips.clone_from(&req.ips);
-    let isolated = st.policies.values().any(|p| p.isolates(&admitted));
-    st.admitted.insert(
-        key.clone(),
-        AdmittedPod {
-            uid,
-            ips: req.ips.clone(),
-        },
-    );
-    st.settle_admitted(&key);
+    let isolated = st.admit(&key, &req.ips);
     st.generation += 1;
     let target = st.generation;
     if !isolated {
@@ -164,8 +152,7 @@ pub(crate) fn admit(s: &Shared, req: &AdmitRequest, until: Instant) -> Result<bo
     };
     st.waiting -= 1;
     // The ADD fails and releases the addresses: they must not stay this pod's.
-    if applied.is_err() && st.admitted.get(&key).is_some_and(|a| a.ips == req.ips) {
-        st.admitted.remove(&key);
+    if applied.is_err() && st.withdraw(&key, &req.ips) {
         st.generation += 1;
     }
     applied

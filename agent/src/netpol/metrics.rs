@@ -78,11 +78,23 @@ fn work_done(e: &mut DescriptorEncoder, s: &NetpolStats) -> fmt::Result {
     )?)?;
     counter(e, "tern_agent_network_policy_syncs", "Syncs made.", s.syncs)?;
     counter(
-            e,
-            "tern_agent_network_policy_compiles",
-            "Compiles of the whole plan and renders of the table (one per change of what the compiler reads, not per watch event).",
-            s.compiles,
-        )?;
+        e,
+        "tern_agent_network_policy_compiles",
+        "Runs of the incremental compiler (one per change of what the compiler reads, not per watch event).",
+        s.compiles,
+    )?;
+    counter(
+        e,
+        "tern_agent_network_policy_pods_compiled",
+        "Local pods whose chains a compile made again (a change costs the pods it touches).",
+        s.pods_compiled,
+    )?;
+    counter(
+        e,
+        "tern_agent_network_policy_sets_compiled",
+        "Peer and endpoint sets whose contents a compile gathered again.",
+        s.sets_compiled,
+    )?;
     counter(
         e,
         "tern_agent_network_policy_applies",
@@ -149,6 +161,8 @@ mod tests {
     fn unchanged_events_compiles_and_unreadable_policies_are_exposed() {
         let mut stats = NetpolStats {
             compiles: 3,
+            pods_compiled: 4,
+            sets_compiled: 5,
             ..NetpolStats::default()
         };
         stats.events_unchanged.insert("pods", 50);
@@ -159,6 +173,8 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         for line in [
             "tern_agent_network_policy_compiles_total 3",
+            "tern_agent_network_policy_pods_compiled_total 4",
+            "tern_agent_network_policy_sets_compiled_total 5",
             "tern_agent_network_policy_events_unchanged_total{kind=\"pods\"} 50",
             "# TYPE tern_agent_network_policy_unreadable_policies gauge",
             "tern_agent_network_policy_unreadable_policies{reason=\"rules\"} 2",

@@ -11,9 +11,10 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use tern_netpol::model::{Namespace, Pod, Policy};
+use tern_netpol::model::Pod;
+use tern_netpol::Engine;
 
 use super::config::NetpolConfig;
 use crate::mint::ControllerSettings;
@@ -56,15 +57,14 @@ impl Kind {
     }
 }
 
-/// What the watchers know, keyed by `namespace/name` (`name` for Namespaces).
-#[derive(Debug, Default)]
+/// What the watchers know: every Pod (admitted addresses in place of what the API shows),
+/// Namespace and NetworkPolicy, in the incremental compiler that keeps the table's parts; with
+/// what the controller needs beside.
+#[derive(Debug)]
 pub struct Store {
-    /// Pods.
-    pub pods: BTreeMap<String, Pod>,
-    /// Namespaces.
-    pub namespaces: BTreeMap<String, Namespace>,
-    /// NetworkPolicies.
-    pub policies: BTreeMap<String, Policy>,
+    /// The incremental compiler, holding the objects (keyed `namespace/name`, `name` for
+    /// Namespaces).
+    pub engine: Engine,
     /// NetworkPolicies that could not be read whole, by `namespace/name`: what became of them
     /// and why (logged once per change of this entry).
     pub unreadable: BTreeMap<String, (Unreadable, String)>,
@@ -115,48 +115,114 @@ pub struct AdmittedPod {
     pub uid: String,
     /// The addresses.
     pub ips: Vec<IpAddr>,
+    /// The addresses the API object shows meanwhile (what the pod gets back when the
+    /// admission fails).
+    pub api_ips: Vec<IpAddr>,
+}
+
+impl AdmittedPod {
+    /// Whether the API's `pod` makes these addresses unneeded: it is another pod now (its UID
+    /// changed) or it shows the same addresses.
+    fn settled_by(&self, pod: &Pod) -> bool {
+        let (mut api, mut ours) = (pod.ips.clone(), self.ips.clone());
+        api.sort();
+        ours.sort();
+        (!self.uid.is_empty() && pod.uid != self.uid) || api == ours
+    }
 }
 
 impl Store {
+    /// An empty store for the node `node`.
+    pub fn new(node: &str) -> Store {
+        Store {
+            engine: Engine::new(node),
+            unreadable: BTreeMap::new(),
+            listed: [false; 3],
+            generation: 0,
+            admitted: BTreeMap::new(),
+            applied: 0,
+            waiting: 0,
+        }
+    }
+
     /// Whether every kind has been listed.
     pub fn synced(&self) -> bool {
         self.listed.iter().all(|l| *l)
     }
 
-    /// Every pod, with admitted addresses in place of what the API shows.
-    pub fn pods_with_admitted(&self) -> Vec<Pod> {
-        self.pods
-            .iter()
-            .map(|(key, p)| {
-                let mut p = p.clone();
-                if let Some(a) = self.admitted.get(key) {
-                    p.ips.clone_from(&a.ips);
+    /// Sets the pod `key` as the API shows it (`None`: deleted), with its admitted addresses in
+    /// place while they are needed ([`AdmittedPod`]); true when that changed what the compiler
+    /// reads. Does not touch the generation.
+    pub fn put_pod(&mut self, key: &str, api: Option<Pod>) -> bool {
+        let seen = match (api, self.admitted.get_mut(key)) {
+            (Some(p), Some(a)) if !a.settled_by(&p) => {
+                a.api_ips.clone_from(&p.ips);
+                Some(Pod {
+                    ips: a.ips.clone(),
+                    ..p
+                })
+            }
+            (p, a) => {
+                if a.is_some() {
+                    self.admitted.remove(key);
                 }
                 p
-            })
-            .collect()
-    }
-
-    /// Drops the admitted addresses of `key` once they are no longer needed: the pod is gone,
-    /// is another pod now (its UID changed), or its API object shows the same addresses; true
-    /// when it dropped them.
-    pub fn settle_admitted(&mut self, key: &str) -> bool {
-        let Some(a) = self.admitted.get(key) else {
-            return false;
-        };
-        let done = match self.pods.get(key) {
-            None => true,
-            Some(p) => {
-                let (mut api, mut ours) = (p.ips.clone(), a.ips.clone());
-                api.sort();
-                ours.sort();
-                (!a.uid.is_empty() && p.uid != a.uid) || api == ours
             }
         };
-        if done {
+        self.engine.set_pod(key, seen.map(Arc::new))
+    }
+
+    /// Puts `ips`, admitted by tern's ADD, in place of the addresses the API shows for the pod
+    /// `key` until the API shows the same; true when a policy isolates the pod with them. A pod
+    /// the store does not hold is left alone (false).
+    pub fn admit(&mut self, key: &str, ips: &[IpAddr]) -> bool {
+        let Some(pod) = self.engine.pod(key).cloned() else {
+            return false;
+        };
+        let api_ips = match self.admitted.get(key) {
+            Some(a) => a.api_ips.clone(),
+            None => pod.ips.clone(),
+        };
+        let seen = Pod {
+            ips: ips.to_vec(),
+            ..(*pod).clone()
+        };
+        let isolated = self.engine.isolates(&seen);
+        let a = AdmittedPod {
+            uid: pod.uid.clone(),
+            ips: ips.to_vec(),
+            api_ips: api_ips.clone(),
+        };
+        let api = Pod {
+            ips: api_ips,
+            ..(*pod).clone()
+        };
+        if a.settled_by(&api) {
             self.admitted.remove(key);
+        } else {
+            self.admitted.insert(key.to_owned(), a);
         }
-        done
+        self.engine.set_pod(key, Some(Arc::new(seen)));
+        isolated
+    }
+
+    /// Takes back the admitted `ips` of the pod `key` (its ADD failed and releases them): the
+    /// pod has the API's addresses again; true when it held them.
+    pub fn withdraw(&mut self, key: &str, ips: &[IpAddr]) -> bool {
+        if self.admitted.get(key).is_none_or(|a| a.ips != ips) {
+            return false;
+        }
+        let Some(a) = self.admitted.remove(key) else {
+            return false;
+        };
+        if let Some(pod) = self.engine.pod(key).cloned() {
+            let api = Pod {
+                ips: a.api_ips,
+                ..(*pod).clone()
+            };
+            self.engine.set_pod(key, Some(Arc::new(api)));
+        }
+        true
     }
 
     /// Whether `kind` has been listed.
@@ -190,7 +256,7 @@ pub struct NetpolStats {
     pub synced: bool,
     /// Tables applied (replaces and updates).
     pub applies: u64,
-    /// Of [`NetpolStats::applies`], those that changed elements only (`ruleset::update_script`).
+    /// Of [`NetpolStats::applies`], those that changed only what a compile touched (not a replace).
     pub updates: u64,
     /// Tables the kernel refused.
     pub apply_errors: u64,
@@ -202,8 +268,12 @@ pub struct NetpolStats {
     pub events_unchanged: BTreeMap<&'static str, u64>,
     /// NetworkPolicies in the store that could not be read whole, by [`Unreadable`] label.
     pub unreadable_policies: BTreeMap<&'static str, u64>,
-    /// Compiles of the whole plan (each a render of the table).
+    /// Compiles: runs of the incremental compiler over what changed since the last.
     pub compiles: u64,
+    /// Local pods whose chains those compiles made again.
+    pub pods_compiled: u64,
+    /// Peer and endpoint sets whose contents they gathered again.
+    pub sets_compiled: u64,
     /// API errors by cause.
     pub api_errors: BTreeMap<&'static str, u64>,
     /// Duration of the last sync (compile + nft), seconds.
@@ -250,10 +320,11 @@ impl Shared {
 
     /// A fresh controller state (no threads) for `cfg`.
     pub(crate) fn new(run: ControllerSettings, cfg: NetpolConfig) -> Shared {
+        let store = Mutex::new(Store::new(&cfg.node_name));
         Shared {
             run,
             cfg,
-            store: Mutex::new(Store::default()),
+            store,
             changed: Condvar::new(),
             stats: Mutex::new(NetpolStats::default()),
             stop: crate::stop_signal::StopSignal::default(),

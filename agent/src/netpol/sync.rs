@@ -1,27 +1,24 @@
 //! The syncer: every 100 ms it looks at the store's generation (at once when an admission waits
 //! for the table: a pod's ADD is held meanwhile); once every kind has been listed and the store
 //! changed (its generation moved: the watchers leave it for events that change nothing the
-//! compiler reads), it compiles the plan for this node and renders the table; when that differs
-//! from the last one applied, it changes the kernel's table in one nft transaction: element adds
-//! and deletes when only the sets' and maps' elements differ (a pod's address in the verdict
-//! maps and peer sets: a few hundred bytes, `ruleset::update_script`), else a replace of the
-//! whole table.
+//! compiler reads), it runs the incremental compiler (`tern_netpol::engine`) over what changed
+//! and sends the kernel what that touched in one nft transaction: set elements, verdict map
+//! entries, a new chain or set, one no rule names any more. The first table after a start, and
+//! any table after a transaction the kernel refused, replaces the whole table instead.
 //! Every resync period it also lists the table and restores it (a replace) when someone else
-//! changed it; with the store unchanged since the last render, that check compiles nothing.
+//! changed it; that check compiles nothing.
 //!
 //! Invariants: no apply before the first full sync; a failed apply leaves the previous table
-//! in force and is retried on the next tick (an update the kernel refused is followed by a
-//! replace at once); after `tern-agent uninstall` began, nothing is applied; the kernel's table
-//! after an update equals the replace of the same render (`tests/netpol_update_kernel.rs`);
+//! in force and is retried on the next tick as a replace; after `tern-agent uninstall` began,
+//! nothing is applied; the kernel's table after a run of updates equals a replace of the same
+//! objects' full render (`tests/netpol_update_kernel.rs`);
 //! [`Store::applied`](super::store::Store::applied) only moves to a generation the kernel
 //! table reflects (what a waiting admission trusts).
 
 use std::time::{Duration, Instant};
 
 use tern_net::nft::Nft;
-use tern_netpol::compile::{compile, World};
-use tern_netpol::model::{Namespace, Pod, Policy};
-use tern_netpol::ruleset::{render as render_table, update_script, Size, Table, FAMILY, TABLE};
+use tern_netpol::ruleset::{Size, FAMILY, TABLE};
 use tracing::{info, warn};
 
 use super::store::{Shared, Store};
@@ -29,47 +26,50 @@ use super::store::{Shared, Store};
 /// How often the store's generation is looked at (also the longest batching of changes).
 const TICK: Duration = Duration::from_millis(100);
 
-/// What [`render`] made: the table for the store at `generation`, its size and the number of
+/// What one compile made: the store's generation it covers, the script that brings the
+/// kernel's table to it (`Change::Replace`: the whole table), the table's size and the
 /// policies in force.
-struct Rendered {
+struct Compiled {
     generation: u64,
-    table: Table,
+    script: String,
+    change: Change,
     size: Size,
     policies: usize,
 }
 
-/// The script for the store now (admitted addresses in place of the API's).
-fn render(s: &Shared) -> Option<Rendered> {
-    let (generation, pods, namespaces, policies): (u64, Vec<Pod>, Vec<Namespace>, Vec<Policy>) = {
-        let st = s.store();
-        if !st.synced() {
-            return None;
-        }
-        (
-            st.generation,
-            st.pods_with_admitted(),
-            st.namespaces.values().cloned().collect(),
-            st.policies.values().cloned().collect(),
-        )
+/// Compiles what changed since the last compile; `whole`: the kernel's table is not known to
+/// be the last one (a start, a refused transaction, a drift), so the script replaces it.
+/// `None` before every kind is listed.
+fn compile(s: &Shared, whole: bool) -> Option<Compiled> {
+    let mut st = s.store();
+    if !st.synced() {
+        return None;
+    }
+    let generation = st.generation;
+    let f = st.engine.flush();
+    let (script, change) = if whole {
+        (st.engine.table().replace_script(), Change::Replace)
+    } else {
+        (f.script, Change::Update)
     };
-    let plan = compile(&World {
-        node: &s.cfg.node_name,
-        pods: &pods,
-        namespaces: &namespaces,
-        policies: &policies,
-    });
-    let (table, size) = render_table(&plan);
-    s.stats().compiles += 1;
-    Some(Rendered {
+    let size = st.engine.size();
+    let policies = st.engine.policies_in_force();
+    drop(st);
+    let mut stats = s.stats();
+    stats.compiles += 1;
+    stats.pods_compiled += f.pods as u64;
+    stats.sets_compiled += f.sets as u64;
+    Some(Compiled {
         generation,
-        table,
+        script,
+        change,
         size,
-        policies: plan.policies,
+        policies,
     })
 }
 
 /// Sleeps one tick, or less when an admission waits for a change not tried yet (`tried`: the
-/// last generation rendered, applied or not, so a refused table is retried once a tick, not in
+/// last generation compiled, applied or not, so a refused table is retried once a tick, not in
 /// a busy loop); true when the controller stops.
 fn sleep(s: &Shared, tried: u64) -> bool {
     let until = Instant::now() + TICK;
@@ -97,19 +97,10 @@ fn mark_applied(s: &Shared, generation: u64) {
     s.notify();
 }
 
-/// The last table applied, its size and policies, and the table as listed right after it (the
-/// drift check's reference).
-struct Applied {
-    table: Table,
-    size: Size,
-    policies: usize,
-    listing: Option<String>,
-}
-
 /// How [`apply`] changes the kernel's table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Change {
-    /// Element adds and deletes (`ruleset::update_script`).
+    /// What the compile touched: elements, chains and sets (`ruleset::Journal::script`).
     Update,
     /// The whole table replaced.
     Replace,
@@ -178,10 +169,11 @@ fn listing(nft: &Nft) -> Option<String> {
 pub(super) fn run(s: &Shared, nft: &Nft) {
     info!(node = %s.cfg.node_name, table = TABLE, "network policy: starting; the table is replaced only after Pods, Namespaces and NetworkPolicies are all listed");
     let mut seen = u64::MAX;
-    let mut tried = u64::MAX;
-    let mut applied: Option<Applied> = None;
+    // The kernel's table listed right after the last transaction the kernel took (`None`: it
+    // holds no table of this run yet, or a transaction was refused: the next is a replace).
+    let mut after_apply: Option<Option<String>> = None;
     let mut last_check = Instant::now();
-    while !sleep(s, tried) {
+    while !sleep(s, seen) {
         if crate::uninstall::uninstalling(&s.run.kubeconfig) {
             info!(
                 table = TABLE,
@@ -190,77 +182,49 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
             return;
         }
         let generation = s.store().generation;
-        let drift_check = applied.is_some() && last_check.elapsed() >= s.cfg.resync;
-        if generation == seen && !drift_check {
-            continue;
-        }
-        let started = Instant::now();
-        let rendered = match applied.as_ref() {
-            // Only the drift check is due: the store is as last rendered, so is the table.
-            Some(a) if generation == seen => Some(Rendered {
-                generation,
-                table: a.table.clone(),
-                size: a.size,
-                policies: a.policies,
-            }),
-            _ => render(s),
-        };
-        let Some(Rendered {
-            generation,
-            table,
-            size,
-            policies,
-        }) = rendered
-        else {
-            continue;
-        };
-        seen = generation;
-        tried = generation;
-        let mut stale = applied.as_ref().is_none_or(|a| a.table != table);
-        let mut drifted = false;
-        if drift_check {
+        let mut whole = after_apply.is_none();
+        if after_apply.is_some() && last_check.elapsed() >= s.cfg.resync {
             last_check = Instant::now();
-            let now = nft.list_table(FAMILY, TABLE).ok().flatten();
-            if !stale && applied.as_ref().is_some_and(|a| a.listing != now) {
+            if after_apply.as_ref() != Some(&listing(nft)) {
                 warn!(
                     table = TABLE,
                     "network policy: the table was changed by someone else; restoring it"
                 );
                 s.stats().restores += 1;
-                stale = true;
-                drifted = true;
+                whole = true;
             }
         }
-        if stale {
-            // An update only from a table the kernel is known to hold.
-            let update = applied
-                .as_ref()
-                .filter(|_| !drifted)
-                .and_then(|a| update_script(&a.table, &table));
-            let done = update
-                .is_some_and(|u| apply(s, nft, (&u, Change::Update), size, policies, started))
-                || apply(
+        if generation == seen && !whole {
+            continue;
+        }
+        let started = Instant::now();
+        let Some(c) = compile(s, whole) else {
+            continue;
+        };
+        seen = c.generation;
+        let done = c.script.is_empty()
+            || apply(s, nft, (&c.script, c.change), c.size, c.policies, started)
+            || (c.change == Change::Update && {
+                let replace = s.store().engine.table().replace_script();
+                apply(
                     s,
                     nft,
-                    (&table.replace_script(), Change::Replace),
-                    size,
-                    policies,
+                    (&replace, Change::Replace),
+                    c.size,
+                    c.policies,
                     started,
-                );
-            if done {
+                )
+            });
+        if done {
+            if !c.script.is_empty() {
                 // admissions waiting for this table go first; the drift check's listing after
-                mark_applied(s, generation);
-                applied = Some(Applied {
-                    table,
-                    size,
-                    policies,
-                    listing: listing(nft),
-                });
+                mark_applied(s, c.generation);
+                after_apply = Some(listing(nft));
             } else {
-                seen = u64::MAX; // retry at the next tick
+                mark_applied(s, c.generation);
             }
-        } else if applied.is_some() {
-            mark_applied(s, generation);
+        } else {
+            after_apply = None; // a replace at the next tick
         }
     }
 }

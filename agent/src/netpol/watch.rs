@@ -9,6 +9,7 @@
 //! that cannot be read whole fails closed (`model::read_policy`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 use tern_kube::client::objects::{key_of, resource_version_of, ObjectEvent};
@@ -36,18 +37,6 @@ impl Put {
     /// what the store held).
     fn unchanged(self, kind: Kind) -> bool {
         !self.changed && (self.read || kind == Kind::Policies)
-    }
-}
-
-/// Sets `key` to `new` (`None`: removes it); true when that changed the map.
-fn swap<T: PartialEq>(map: &mut BTreeMap<String, T>, key: &str, new: Option<T>) -> bool {
-    match new {
-        Some(v) if map.get(key) == Some(&v) => false,
-        Some(v) => {
-            map.insert(key.to_owned(), v);
-            true
-        }
-        None => map.remove(key).is_some(),
     }
 }
 
@@ -91,7 +80,7 @@ fn set_policy(store: &mut Store, key: &str, obj: Option<&Value>) -> Put {
     let read = unreadable.is_none();
     note_unreadable(store, key, unreadable);
     Put {
-        changed: swap(&mut store.policies, key, policy),
+        changed: store.engine.set_policy(key, policy.map(Arc::new)),
         read,
     }
 }
@@ -105,19 +94,15 @@ fn set(store: &mut Store, kind: Kind, key: &str, obj: Option<&Value>) -> Put {
     };
     match kind {
         Kind::Pods => match obj.map(pod_from_json).transpose() {
-            Ok(p) => {
-                let changed = swap(&mut store.pods, key, p);
-                let settled = store.settle_admitted(key);
-                Put {
-                    changed: changed || settled,
-                    read: true,
-                }
-            }
+            Ok(p) => Put {
+                changed: store.put_pod(key, p),
+                read: true,
+            },
             Err(_) => unread,
         },
         Kind::Namespaces => match obj.map(namespace_from_json).transpose() {
             Ok(n) => Put {
-                changed: swap(&mut store.namespaces, key, n),
+                changed: store.engine.set_namespace(key, n.as_ref()),
                 read: true,
             },
             Err(_) => unread,
@@ -145,11 +130,31 @@ pub(super) struct Relist {
     pub(super) changed: bool,
 }
 
-/// Drops every key of `map` not in `keep`; true when one was dropped.
-fn keep_only<T>(map: &mut BTreeMap<String, T>, keep: &BTreeSet<String>) -> bool {
-    let before = map.len();
-    map.retain(|k, _| keep.contains(k));
-    map.len() != before
+/// Deletes every object of `kind` not in `keep`; true when one was.
+fn keep_only(store: &mut Store, kind: Kind, keep: &BTreeSet<String>) -> bool {
+    let e = &store.engine;
+    let gone: Vec<String> = match kind {
+        Kind::Pods => e
+            .pod_keys()
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect(),
+        Kind::Namespaces => e
+            .namespace_names()
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect(),
+        Kind::Policies => e
+            .policy_keys()
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect(),
+    };
+    let mut changed = false;
+    for key in gone {
+        changed |= set(store, kind, &key, None).changed;
+    }
+    changed
 }
 
 /// Replaces every object of `kind` with a fresh list; the generation moves only when the
@@ -172,11 +177,7 @@ pub(super) fn replace(store: &mut Store, kind: Kind, items: &[Value]) -> Relist 
             keep.insert(key);
         }
     }
-    r.changed |= match kind {
-        Kind::Pods => keep_only(&mut store.pods, &keep),
-        Kind::Namespaces => keep_only(&mut store.namespaces, &keep),
-        Kind::Policies => keep_only(&mut store.policies, &keep),
-    };
+    r.changed |= keep_only(store, kind, &keep);
     if kind == Kind::Policies {
         let gone: Vec<String> = store
             .unreadable
@@ -186,12 +187,6 @@ pub(super) fn replace(store: &mut Store, kind: Kind, items: &[Value]) -> Relist 
             .collect();
         for key in gone {
             note_unreadable(store, &key, None);
-        }
-    }
-    if kind == Kind::Pods {
-        let keys: Vec<String> = store.admitted.keys().cloned().collect();
-        for key in keys {
-            r.changed |= store.settle_admitted(&key);
         }
     }
     if r.changed {

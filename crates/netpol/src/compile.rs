@@ -15,11 +15,10 @@
 //! Host-network pods and finished pods are never peers and never isolated (they have no address
 //! of their own, see `model.rs`).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::collections::BTreeMap;
 
-use crate::addrs::AddrSet;
-use crate::model::{Labels, Namespace, Peer, Pod, Policy, PortRef, Protocol, Rule};
+use crate::model::{Labels, Namespace, Pod, Policy, PortRef, Protocol, Rule};
+use crate::sets::{contents, namespace_labels, Contents, SetDef, SetId};
 
 /// A protocol's destination ports: `None` every port, else `lo..=hi`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,19 +29,22 @@ pub struct PortRange {
     pub range: Option<(u16, u16)>,
 }
 
-/// One allow rule of a local pod, in one direction.
+/// One allow rule of a local pod, in one direction. Peers are named by their set
+/// ([`crate::sets`]), never by their addresses: a pod joining a selector changes a set's
+/// elements, not the rule.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Allow {
-    /// From (to) `peers` (`None`: any address) on `ports` (`None`: any port of any protocol).
+    /// From (to) the addresses of set `peers` (`None`: any address) on `ports` (`None`: any
+    /// port of any protocol).
     Match {
-        /// The peer addresses.
-        peers: Option<AddrSet>,
+        /// The peer set.
+        peers: Option<SetId>,
         /// The ports.
         ports: Option<Vec<PortRange>>,
     },
-    /// To exactly these (address, protocol, port): an egress rule's named ports resolved
-    /// against its peer pods.
-    Endpoints(BTreeSet<(IpAddr, Protocol, u16)>),
+    /// To the (address, protocol, port) of an endpoint set: an egress rule's named ports
+    /// resolved against its peer pods.
+    Endpoints(SetId),
 }
 
 /// What one pod of this node is allowed, when a policy isolates it.
@@ -51,21 +53,23 @@ pub struct LocalPod {
     /// `namespace/name`.
     pub key: String,
     /// Its addresses.
-    pub ips: Vec<IpAddr>,
+    pub ips: Vec<std::net::IpAddr>,
     /// `Some` when isolated for ingress: what it may receive (empty: nothing).
     pub ingress: Option<Vec<Allow>>,
     /// `Some` when isolated for egress: what it may send (empty: nothing).
     pub egress: Option<Vec<Allow>>,
 }
 
-/// The result: the isolated pods of this node, in `namespace/name` order, and the policies
-/// that selected at least one of them.
+/// The result: the isolated pods of this node, in `namespace/name` order, the policies that
+/// selected at least one of them, and the sets their rules name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
     /// Pods isolated in at least one direction.
     pub pods: Vec<LocalPod>,
     /// Policies in force on this node.
     pub policies: usize,
+    /// Every set a rule of a policy in force defines ([`policy_sets`]), with what it holds.
+    pub sets: BTreeMap<SetId, (SetDef, Contents)>,
 }
 
 /// Everything the compiler reads.
@@ -81,119 +85,87 @@ pub struct World<'a> {
     pub policies: &'a [Policy],
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Dir {
+/// A direction of a policy's rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Dir {
+    /// `spec.ingress`: what the selected pods receive.
     Ingress,
+    /// `spec.egress`: what they send.
     Egress,
 }
 
-/// A namespace's labels; one the agent has not seen yet has only the label the API server
-/// always sets, `kubernetes.io/metadata.name`.
-fn ns_labels<'a>(
-    known: &'a BTreeMap<&str, &Labels>,
-    name: &str,
-    scratch: &'a mut Labels,
-) -> &'a Labels {
-    if let Some(l) = known.get(name) {
-        return l;
-    }
-    scratch.insert("kubernetes.io/metadata.name".into(), name.to_owned());
-    scratch
+impl Dir {
+    /// Both directions.
+    pub const BOTH: [Dir; 2] = [Dir::Ingress, Dir::Egress];
 }
 
-impl World<'_> {
-    fn namespaces(&self) -> BTreeMap<&str, &Labels> {
-        self.namespaces
-            .iter()
-            .map(|n| (n.name.as_str(), &n.labels))
-            .collect()
-    }
-
-    /// The addresses of a rule's peers; `None` when it has none (anywhere).
-    fn peers(&self, policy: &Policy, rule: &Rule, ns: &BTreeMap<&str, &Labels>) -> Option<AddrSet> {
-        if rule.peers.is_empty() {
-            return None;
-        }
-        let mut set = AddrSet::default();
-        for peer in &rule.peers {
-            match peer {
-                Peer::Block { cidr, except } => set.extend(&AddrSet::block(cidr, except)),
-                Peer::Pods { namespaces, pods } => {
-                    // Namespaces first (50 selector checks, not 1,000), then the pods in them.
-                    let in_ns = |name: &str| match namespaces {
-                        None => name == policy.namespace,
-                        Some(sel) => {
-                            let mut scratch = Labels::new();
-                            sel.matches(ns_labels(ns, name, &mut scratch))
-                        }
-                    };
-                    let mut verdict: BTreeMap<&str, bool> = BTreeMap::new();
-                    let ips = self
-                        .pods
-                        .iter()
-                        .filter(|p| !p.ips.is_empty())
-                        .filter(|p| {
-                            *verdict
-                                .entry(&p.namespace)
-                                .or_insert_with(|| in_ns(&p.namespace))
-                        })
-                        .filter(|p| pods.matches(&p.labels))
-                        .flat_map(|p| p.ips.iter().copied());
-                    set.add_ips(ips);
-                }
-            }
-        }
-        Some(set)
-    }
-
-    /// Egress named ports: every (address, protocol, port) of a pod among `peers` with a
-    /// container port of that name and protocol.
-    fn endpoints(
-        &self,
-        peers: Option<&AddrSet>,
-        named: &[(&str, Protocol)],
-    ) -> BTreeSet<(IpAddr, Protocol, u16)> {
-        let mut out = BTreeSet::new();
-        for p in self.pods {
-            for cp in &p.ports {
-                if !named
-                    .iter()
-                    .any(|(n, proto)| cp.name == *n && cp.protocol == *proto)
-                {
-                    continue;
-                }
-                for ip in p
-                    .ips
-                    .iter()
-                    .filter(|ip| peers.is_none_or(|s| s.contains(**ip)))
-                {
-                    out.insert((*ip, cp.protocol, cp.port));
-                }
-            }
-        }
-        out
+/// The rules of `policy` in `dir`, when that direction is in force (`None`: it is not).
+pub fn rules(policy: &Policy, dir: Dir) -> Option<&[Rule]> {
+    match dir {
+        Dir::Ingress => policy.ingress_isolates.then_some(&policy.ingress[..]),
+        Dir::Egress => policy.egress_isolates.then_some(&policy.egress[..]),
     }
 }
 
-/// The allow rules one policy rule gives `local`, after its peers resolved to `peers`.
-fn allows(
-    w: &World<'_>,
-    dir: Dir,
-    rule: &Rule,
-    peers: Option<&AddrSet>,
-    local: &Pod,
-) -> Vec<Allow> {
-    if peers.is_some_and(AddrSet::is_empty) {
-        return Vec::new(); // peers that match nothing allow nothing
+/// Whether a local pod with addresses on `node` is selected by `policy` (its namespace, its
+/// podSelector, a direction in force).
+pub fn selects(policy: &Policy, pod: &Pod, node: &str) -> bool {
+    pod.node == node && !pod.ips.is_empty() && policy.isolates(pod)
+}
+
+fn peers_def(policy: &Policy, rule: &Rule) -> Option<SetDef> {
+    (!rule.peers.is_empty()).then(|| SetDef::Peers {
+        namespace: policy.namespace.clone(),
+        peers: rule.peers.clone(),
+    })
+}
+
+fn endpoints_def(policy: &Policy, rule: &Rule, named: Vec<(String, Protocol)>) -> SetDef {
+    SetDef::Endpoints {
+        namespace: policy.namespace.clone(),
+        peers: rule.peers.clone(),
+        named,
     }
+}
+
+fn egress_named(rule: &Rule) -> Vec<(String, Protocol)> {
+    let mut named: Vec<(String, Protocol)> = rule
+        .ports
+        .iter()
+        .filter_map(|p| match &p.port {
+            PortRef::Named(n) => Some((n.clone(), p.protocol)),
+            _ => None,
+        })
+        .collect();
+    named.sort();
+    named.dedup();
+    named
+}
+
+/// Every set the rules of `policy` define, in its directions in force: a rule with peers has
+/// its peer set, an egress rule with named ports its endpoint set. Which local pod the policy
+/// selects does not change them.
+pub fn policy_sets(policy: &Policy) -> Vec<SetDef> {
+    let mut out = Vec::new();
+    for dir in Dir::BOTH {
+        for rule in rules(policy, dir).unwrap_or_default() {
+            out.extend(peers_def(policy, rule));
+            let named = egress_named(rule);
+            if dir == Dir::Egress && !named.is_empty() {
+                out.push(endpoints_def(policy, rule, named));
+            }
+        }
+    }
+    out
+}
+
+/// The allow rules one policy rule gives `local` in `dir`.
+pub fn rule_allows(policy: &Policy, dir: Dir, rule: &Rule, local: &Pod) -> Vec<Allow> {
+    let peers = peers_def(policy, rule).map(|d| d.id());
     if rule.ports.is_empty() {
-        return vec![Allow::Match {
-            peers: peers.cloned(),
-            ports: None,
-        }];
+        return vec![Allow::Match { peers, ports: None }];
     }
     let mut numeric = Vec::new();
-    let mut named = Vec::new();
     for port in &rule.ports {
         match &port.port {
             PortRef::Any => numeric.push(PortRange {
@@ -204,17 +176,18 @@ fn allows(
                 protocol: port.protocol,
                 range: Some((*lo, *hi)),
             }),
-            PortRef::Named(name) if dir == Dir::Ingress => {
-                let own = local.ports.iter();
-                numeric.extend(
-                    own.filter(|cp| cp.name == *name && cp.protocol == port.protocol)
-                        .map(|cp| PortRange {
-                            protocol: cp.protocol,
-                            range: Some((cp.port, cp.port)),
-                        }),
-                );
-            }
-            PortRef::Named(name) => named.push((name.as_str(), port.protocol)),
+            // Resolved against the pod the traffic goes to: for ingress the local pod.
+            PortRef::Named(name) if dir == Dir::Ingress => numeric.extend(
+                local
+                    .ports
+                    .iter()
+                    .filter(|cp| cp.name == *name && cp.protocol == port.protocol)
+                    .map(|cp| PortRange {
+                        protocol: cp.protocol,
+                        range: Some((cp.port, cp.port)),
+                    }),
+            ),
+            PortRef::Named(_) => {}
         }
     }
     let mut out = Vec::new();
@@ -222,97 +195,91 @@ fn allows(
         numeric.sort();
         numeric.dedup();
         out.push(Allow::Match {
-            peers: peers.cloned(),
+            peers,
             ports: Some(numeric),
         });
     }
-    if !named.is_empty() {
-        let eps = w.endpoints(peers, &named);
-        if !eps.is_empty() {
-            out.push(Allow::Endpoints(eps));
-        }
+    let named = egress_named(rule);
+    if dir == Dir::Egress && !named.is_empty() {
+        out.push(Allow::Endpoints(endpoints_def(policy, rule, named).id()));
     }
     out
 }
 
-/// Compiles what every pod of `w.node` is allowed.
+/// What `policies` (those of `local`'s namespace, or more) allow `local` in `dir`: `None` when
+/// none of them isolates it in that direction; sorted, without repeats.
+pub fn pod_allows<'a>(
+    policies: impl IntoIterator<Item = &'a Policy>,
+    dir: Dir,
+    local: &Pod,
+) -> Option<Vec<Allow>> {
+    let mut list: Option<Vec<Allow>> = None;
+    for policy in policies {
+        if !policy.isolates(local) {
+            continue;
+        }
+        let Some(rs) = rules(policy, dir) else {
+            continue;
+        };
+        let l = list.get_or_insert_with(Vec::new);
+        for rule in rs {
+            l.extend(rule_allows(policy, dir, rule, local));
+        }
+    }
+    if let Some(l) = &mut list {
+        l.sort();
+        l.dedup();
+    }
+    list
+}
+
+/// Compiles what every pod of `w.node` is allowed, and what each set holds, from scratch
+/// (the reference the incremental [`crate::engine`] is held to).
 pub fn compile(w: &World<'_>) -> Plan {
-    let ns = w.namespaces();
+    let ns: BTreeMap<String, Labels> = w
+        .namespaces
+        .iter()
+        .map(|n| (n.name.clone(), n.labels.clone()))
+        .collect();
     let mut local: Vec<&Pod> = w
         .pods
         .iter()
         .filter(|p| p.node == w.node && !p.ips.is_empty())
         .collect();
-    local.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-    let mut plans: Vec<LocalPod> = local
-        .iter()
-        .map(|p| LocalPod {
-            key: format!("{}/{}", p.namespace, p.name),
-            ips: p.ips.clone(),
-            ..LocalPod::default()
-        })
-        .collect();
-    let mut in_force = 0;
+    // `namespace/name` order, as the engine keys its pods.
+    local.sort_by_cached_key(|p| format!("{}/{}", p.namespace, p.name));
+    let mut plan = Plan::default();
+    let mut defs: BTreeMap<SetId, SetDef> = BTreeMap::new();
     for policy in w.policies {
-        let selected: Vec<usize> = (0..local.len())
-            .filter(|&i| {
-                local[i].namespace == policy.namespace
-                    && policy.pod_selector.matches(&local[i].labels)
-            })
-            .collect();
-        if selected.is_empty() {
+        if !local.iter().any(|p| selects(policy, p, w.node)) {
             continue;
         }
-        in_force += 1;
-        for (dir, isolates, rules) in [
-            (Dir::Ingress, policy.ingress_isolates, &policy.ingress),
-            (Dir::Egress, policy.egress_isolates, &policy.egress),
-        ] {
-            if !isolates {
-                continue;
-            }
-            let peers: Vec<Option<AddrSet>> =
-                rules.iter().map(|r| w.peers(policy, r, &ns)).collect();
-            // What a rule allows depends on the local pod only through an ingress named port:
-            // every other rule is compiled once for all the pods it applies to.
-            let shared: Vec<Option<Vec<Allow>>> = rules
-                .iter()
-                .zip(&peers)
-                .map(|(rule, peers)| {
-                    let per_pod = dir == Dir::Ingress
-                        && rule
-                            .ports
-                            .iter()
-                            .any(|p| matches!(p.port, PortRef::Named(_)));
-                    (!per_pod).then(|| allows(w, dir, rule, peers.as_ref(), local[selected[0]]))
-                })
-                .collect();
-            for &i in &selected {
-                let slot = match dir {
-                    Dir::Ingress => &mut plans[i].ingress,
-                    Dir::Egress => &mut plans[i].egress,
-                };
-                let list = slot.get_or_insert_with(Vec::new);
-                for ((rule, peers), once) in rules.iter().zip(&peers).zip(&shared) {
-                    match once {
-                        Some(a) => list.extend(a.iter().cloned()),
-                        None => list.extend(allows(w, dir, rule, peers.as_ref(), local[i])),
-                    }
-                }
-            }
+        plan.policies += 1;
+        for def in policy_sets(policy) {
+            defs.insert(def.id(), def);
         }
     }
-    for p in &mut plans {
-        for list in [&mut p.ingress, &mut p.egress].into_iter().flatten() {
-            list.sort();
-            list.dedup();
+    for p in &local {
+        let [ingress, egress] = Dir::BOTH.map(|d| pod_allows(w.policies, d, p));
+        if ingress.is_some() || egress.is_some() {
+            plan.pods.push(LocalPod {
+                key: format!("{}/{}", p.namespace, p.name),
+                ips: p.ips.clone(),
+                ingress,
+                egress,
+            });
         }
     }
-    plans.retain(|p| p.ingress.is_some() || p.egress.is_some());
-    Plan {
-        pods: plans,
-        policies: in_force,
+    for (id, def) in defs {
+        let members: Vec<_> = w
+            .pods
+            .iter()
+            .filter_map(|p| def.member(p, &namespace_labels(&ns, &p.namespace)))
+            .collect();
+        let c = contents(&def, &members);
+        plan.sets.insert(id, (def, c));
     }
+    plan
 }
 
 #[cfg(test)]

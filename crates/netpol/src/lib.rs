@@ -14,9 +14,12 @@
 
 pub mod addrs;
 pub mod compile;
+pub mod engine;
 pub mod model;
 pub mod ruleset;
+pub mod sets;
 pub mod trace;
 
 pub use compile::{compile, Plan, World};
+pub use engine::Engine;
 pub use ruleset::{FAMILY, TABLE};

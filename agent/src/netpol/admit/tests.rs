@@ -20,14 +20,14 @@ fn listed(s: &Shared, pods: &[Value]) {
     let mut st = s.store();
     for p in pods {
         let p = pod_from_json(p).unwrap();
-        st.pods.insert(format!("x/{}", p.name), p);
+        st.put_pod(&format!("x/{}", p.name), Some(p));
     }
     let ns = namespace_from_json(&json!({"metadata": {"name": "x"}})).unwrap();
-    st.namespaces.insert("x".into(), ns);
+    st.engine.set_namespace("x", Some(&ns));
     let deny = policy_from_json(&json!({"metadata": {"namespace": "x", "name": "deny"},
         "spec": {"podSelector": {"matchLabels": {"app": "web"}}}}))
     .unwrap();
-    st.policies.insert("x/deny".into(), deny);
+    st.engine.set_policy("x/deny", Some(Arc::new(deny)));
     for k in Kind::ALL {
         st.mark_listed(k);
     }
@@ -105,9 +105,9 @@ fn the_pod_watch_is_waited_for_then_the_pod_must_be_this_one_on_this_node() {
     let waiting = std::thread::spawn(move || admit(&s2, &req("cli", &["10.0.1.3"]), later()));
     {
         let mut st = s.store();
-        st.pods.insert(
-            "x/cli".into(),
-            pod_from_json(&pod("cli", "cli", "n1", &[])).unwrap(),
+        st.put_pod(
+            "x/cli",
+            Some(pod_from_json(&pod("cli", "cli", "n1", &[])).unwrap()),
         );
         st.generation += 1;
     }
@@ -120,9 +120,9 @@ fn the_pod_watch_is_waited_for_then_the_pod_must_be_this_one_on_this_node() {
     other.uid = Some("uid-earlier".into());
     let e = admit(&s, &other, soon()).unwrap_err();
     assert!(e.contains("UID"), "{e}");
-    s.store().pods.insert(
-        "x/far".into(),
-        pod_from_json(&pod("far", "cli", "n2", &[])).unwrap(),
+    s.store().put_pod(
+        "x/far",
+        Some(pod_from_json(&pod("far", "cli", "n2", &[])).unwrap()),
     );
     let e = admit(&s, &req("far", &["10.0.2.3"]), soon()).unwrap_err();
     assert!(e.contains("not this node"), "{e}");

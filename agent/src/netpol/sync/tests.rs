@@ -132,27 +132,33 @@ fn events_that_change_nothing_cost_no_compile_and_no_transaction() {
 }
 
 #[test]
-fn nothing_is_rendered_before_every_kind_is_listed() {
+fn nothing_is_compiled_before_every_kind_is_listed() {
     let s = shared();
     {
         let mut st = s.store();
         let pod = pod_from_json(&json!({"metadata": {"namespace": "x", "name": "a"},
             "spec": {"nodeName": "n1"}, "status": {"podIP": "10.0.0.2"}}))
         .unwrap();
-        st.pods.insert("x/a".into(), pod);
+        st.put_pod("x/a", Some(pod));
         let pol = policy_from_json(&json!({"metadata": {"namespace": "x", "name": "deny"},
             "spec": {"podSelector": {}}}))
         .unwrap();
-        st.policies.insert("x/deny".into(), pol);
+        st.engine
+            .set_policy("x/deny", Some(std::sync::Arc::new(pol)));
         st.mark_listed(Kind::Pods);
         st.mark_listed(Kind::Policies);
     }
     // A restarted agent that has not listed Namespaces yet keeps the old table: an early
-    // render would miss every namespaceSelector peer.
-    assert!(render(&s).is_none());
+    // compile would miss every namespaceSelector peer.
+    assert!(compile(&s, true).is_none());
     s.store().mark_listed(Kind::Namespaces);
-    let r = render(&s).unwrap();
-    assert_eq!((r.size.pods, r.policies), (1, 1));
-    let text = r.table.text();
-    assert!(text.contains("10.0.0.2 : jump in_0"), "{text}");
+    let c = compile(&s, true).unwrap();
+    assert_eq!((c.size.pods, c.policies, c.change), (1, 1, Change::Replace));
+    assert!(c.script.contains("10.0.0.2 : jump in_"), "{}", c.script);
+    assert!(
+        c.script
+            .starts_with("add table inet tern_netpol\ndelete table"),
+        "{}",
+        c.script
+    );
 }

@@ -3,7 +3,7 @@ use serde_json::json;
 
 #[test]
 fn lists_replace_events_change_and_bad_policies_fail_closed() {
-    let mut st = Store::default();
+    let mut st = Store::new("n1");
     let pod = |name: &str| json!({"metadata": {"namespace": "x", "name": name}, "status": {"podIP": "10.0.0.1"}});
     assert_eq!(
         replace(&mut st, Kind::Pods, &[pod("a"), pod("b")]).unread,
@@ -18,12 +18,12 @@ fn lists_replace_events_change_and_bad_policies_fail_closed() {
     let good = json!({"metadata": {"namespace": "x", "name": "p"}, "spec": {"podSelector": {}}});
     replace(&mut st, Kind::Policies, std::slice::from_ref(&good));
     assert!(st.synced());
-    assert_eq!(st.pods.len(), 2);
+    assert_eq!(st.engine.pod_keys().count(), 2);
     assert_eq!(replace(&mut st, Kind::Pods, &[pod("c")]).unread, 0);
-    assert_eq!(st.pods.keys().collect::<Vec<_>>(), ["x/c"]);
+    assert_eq!(st.engine.pod_keys().collect::<Vec<_>>(), ["x/c"]);
     let g = st.generation;
     assert!(put(&mut st, Kind::Pods, "x/c".into(), None).changed);
-    assert!(st.pods.is_empty() && st.generation > g);
+    assert!(st.engine.pod_keys().next().is_none() && st.generation > g);
     // Rules that cannot be read: kept as a deny-all of what it selects (never the old
     // version, never nothing).
     let bad = json!({"metadata": {"namespace": "x", "name": "p"},
@@ -31,13 +31,13 @@ fn lists_replace_events_change_and_bad_policies_fail_closed() {
             "ingress": [{"from": [{"ipBlock": {"cidr": "nonsense"}}]}]}});
     let p = put(&mut st, Kind::Policies, "x/p".into(), Some(&bad));
     assert!(!p.read && p.changed);
-    let closed = &st.policies["x/p"];
+    let closed = st.engine.policy("x/p").unwrap();
     assert!(closed.ingress_isolates && closed.ingress.is_empty());
     assert_eq!(closed.pod_selector.match_labels["app"], "web");
     assert_eq!(st.unreadable["x/p"].0, Unreadable::Rules);
     assert_eq!(st.unreadable_counts()["rules"], 1);
     assert!(put(&mut st, Kind::Policies, "x/p".into(), Some(&good)).read);
-    assert_eq!(st.policies.len(), 1);
+    assert_eq!(st.engine.policy_keys().count(), 1);
     assert!(st.unreadable.is_empty());
 }
 
@@ -64,7 +64,7 @@ fn json_patch(v: &mut Value, patch: &Value) {
 
 #[test]
 fn events_that_change_nothing_the_compiler_reads_leave_the_generation() {
-    let mut st = Store::default();
+    let mut st = Store::new("n1");
     let ns = json!({"metadata": {"name": "x", "resourceVersion": "1"}});
     replace(&mut st, Kind::Pods, &[web("1", &json!({}))]);
     replace(&mut st, Kind::Namespaces, std::slice::from_ref(&ns));
@@ -151,12 +151,12 @@ fn events_that_change_nothing_the_compiler_reads_leave_the_generation() {
 
 #[test]
 fn a_policy_whose_pod_selector_cannot_be_read_isolates_nothing_and_is_counted() {
-    let mut st = Store::default();
+    let mut st = Store::new("n1");
     let bad = json!({"metadata": {"namespace": "x", "name": "p"},
         "spec": {"podSelector": {"matchLabels": "app=web"}}});
     let r = replace(&mut st, Kind::Policies, std::slice::from_ref(&bad));
     assert_eq!((r.changed, r.unread), (true, 1), "the first list");
-    assert!(st.policies.is_empty());
+    assert!(st.engine.policy_keys().next().is_none());
     assert_eq!(st.unreadable["x/p"].0, Unreadable::PodSelector);
     let counts = st.unreadable_counts();
     assert_eq!((counts["pod_selector"], counts["rules"]), (1, 0));
@@ -171,7 +171,7 @@ fn a_policy_whose_pod_selector_cannot_be_read_isolates_nothing_and_is_counted() 
     assert!(put(&mut st, Kind::Policies, "x/p".into(), Some(&good)).changed);
     assert!(st.unreadable.is_empty());
     assert!(put(&mut st, Kind::Policies, "x/p".into(), Some(&bad)).changed);
-    assert!(st.policies.is_empty());
+    assert!(st.engine.policy_keys().next().is_none());
     // Its delete, or a relist without it, clears the count.
     put(&mut st, Kind::Policies, "x/p".into(), None);
     assert!(st.unreadable.is_empty());
@@ -182,26 +182,19 @@ fn a_policy_whose_pod_selector_cannot_be_read_isolates_nothing_and_is_counted() 
 
 #[test]
 fn admitted_addresses_stay_until_the_api_shows_them_or_the_pod_goes() {
-    use crate::netpol::store::AdmittedPod;
-    let mut st = Store::default();
+    let mut st = Store::new("n1");
     let pod = |uid: &str, ip: Option<&str>| {
         let status = ip.map_or(json!({}), |ip| json!({"podIPs": [{"ip": ip}]}));
         json!({"metadata": {"namespace": "x", "name": "a", "uid": uid},
             "spec": {"nodeName": "n1"}, "status": status})
     };
     let admit = |st: &mut Store| {
-        st.admitted.insert(
-            "x/a".into(),
-            AdmittedPod {
-                uid: "u1".into(),
-                ips: vec!["10.0.0.9".parse().unwrap()],
-            },
-        );
+        st.admit("x/a", &["10.0.0.9".parse().unwrap()]);
     };
     replace(&mut st, Kind::Pods, &[pod("u1", None)]);
     admit(&mut st);
     assert_eq!(
-        st.pods_with_admitted()[0].ips,
+        st.engine.pod("x/a").unwrap().ips,
         ["10.0.0.9".parse::<std::net::IpAddr>().unwrap()]
     );
     // An update without addresses, or with stale ones of an earlier sandbox, keeps them.
@@ -212,7 +205,7 @@ fn admitted_addresses_stay_until_the_api_shows_them_or_the_pod_goes() {
         "x/a".into(),
         Some(&pod("u1", Some("10.0.0.5"))),
     );
-    assert_eq!(st.pods_with_admitted()[0].ips[0].to_string(), "10.0.0.9");
+    assert_eq!(st.engine.pod("x/a").unwrap().ips[0].to_string(), "10.0.0.9");
     // The kubelet posted them: the API is the source again.
     put(
         &mut st,

@@ -3,7 +3,9 @@ use std::net::IpAddr;
 use serde_json::json;
 
 use super::*;
+use crate::addrs::AddrSet;
 use crate::model::{policy_from_json, Labels, NamedPort};
+use std::collections::BTreeSet;
 
 fn labels(v: &[(&str, &str)]) -> Labels {
     v.iter()
@@ -75,9 +77,12 @@ fn run(pods: &[Pod], nss: &[Namespace], pols: &[Policy]) -> Plan {
     })
 }
 
-fn peers_of(a: &Allow) -> &AddrSet {
+/// The addresses of the peer set of `a` (an allow that names one) in `plan`.
+fn peers_in<'a>(plan: &'a Plan, a: &Allow) -> &'a AddrSet {
     match a {
-        Allow::Match { peers: Some(p), .. } => p,
+        Allow::Match {
+            peers: Some(id), ..
+        } => &plan.sets[id].1.addrs,
         other => panic!("not a match with peers: {other:?}"),
     }
 }
@@ -135,9 +140,11 @@ fn pod_and_namespace_selectors() {
         )],
     );
     let a = &plan.pods[0].ingress.as_ref().unwrap()[0];
-    assert!(peers_of(a).contains(ip("10.0.2.2")) && peers_of(a).contains(ip("fd00:2::2")));
-    assert!(!peers_of(a).contains(ip("10.0.2.3")));
-    assert!(!peers_of(a).contains(ip("10.0.1.3")));
+    assert!(
+        peers_in(&plan, a).contains(ip("10.0.2.2")) && peers_in(&plan, a).contains(ip("fd00:2::2"))
+    );
+    assert!(!peers_in(&plan, a).contains(ip("10.0.2.3")));
+    assert!(!peers_in(&plan, a).contains(ip("10.0.1.3")));
     // namespaceSelector alone: every pod of the selected namespaces.
     let plan = run(
         &pods,
@@ -147,7 +154,7 @@ fn pod_and_namespace_selectors() {
             json!({"podSelector": web, "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "blue"}}}]}]}),
         )],
     );
-    let set = peers_of(&plan.pods[0].ingress.as_ref().unwrap()[0]).clone();
+    let set = peers_in(&plan, &plan.pods[0].ingress.as_ref().unwrap()[0]).clone();
     assert_eq!(
         set.v4,
         [(
@@ -165,7 +172,7 @@ fn pod_and_namespace_selectors() {
             json!({"podSelector": web, "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": client}]}]}),
         )],
     );
-    let set = peers_of(&plan.pods[0].ingress.as_ref().unwrap()[0]);
+    let set = peers_in(&plan, &plan.pods[0].ingress.as_ref().unwrap()[0]);
     assert!(set.contains(ip("10.0.2.2")) && set.contains(ip("10.0.2.3")));
     assert!(!set.contains(ip("10.0.1.3")) && !set.contains(ip("10.0.1.2")));
     // A namespace the agent has not seen still has its name label.
@@ -179,7 +186,7 @@ fn pod_and_namespace_selectors() {
             json!({"podSelector": web, "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "z"}}}]}]}),
         )],
     );
-    assert!(peers_of(&plan.pods[0].ingress.as_ref().unwrap()[0]).contains(ip("10.0.2.9")));
+    assert!(peers_in(&plan, &plan.pods[0].ingress.as_ref().unwrap()[0]).contains(ip("10.0.2.9")));
 }
 
 #[test]
@@ -194,7 +201,13 @@ fn peers_that_match_nothing_allow_nothing() {
         "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "nobody"}}}]}]}),
         )],
     );
-    assert_eq!(plan.pods[0].ingress, Some(vec![]), "not 'from anywhere'");
+    // An empty set, named: a pod that joins the peers later is one element, not a new rule.
+    let allows = plan.pods[0].ingress.as_ref().unwrap();
+    assert_eq!(allows.len(), 1);
+    assert!(
+        peers_in(&plan, &allows[0]).is_empty(),
+        "not 'from anywhere'"
+    );
     // No peers at all: from anywhere.
     let plan = run(
         &pods,
@@ -245,7 +258,7 @@ fn ip_blocks_with_except_in_egress() {
                            {"ipBlock": {"cidr": "fd00::/16"}}]}]}),
         )],
     );
-    let set = peers_of(&plan.pods[0].egress.as_ref().unwrap()[0]);
+    let set = peers_in(&plan, &plan.pods[0].egress.as_ref().unwrap()[0]);
     assert!(set.contains(ip("10.0.1.3")) && set.contains(ip("10.0.3.1")));
     assert!(!set.contains(ip("10.0.2.2")), "except");
     assert!(set.contains(ip("fd00:2::2")) && !set.contains(ip("fd01::1")));
@@ -309,16 +322,17 @@ fn ports_ranges_and_named_ports() {
     // Egress: "http" resolved on the peers that have it (web itself 8080, y/other 9090).
     let eg = p.egress.as_ref().unwrap();
     assert_eq!(eg.len(), 2, "{eg:?}");
-    let Allow::Endpoints(eps) = &eg[1] else {
+    let Allow::Endpoints(id) = &eg[1] else {
         panic!("{eg:?}")
     };
+    let eps: BTreeSet<_> = plan.sets[id].1.endpoints.iter().copied().collect();
     let want: BTreeSet<_> = [
         (ip("10.0.1.2"), Protocol::Tcp, 8080),
         (ip("10.0.2.3"), Protocol::Tcp, 9090),
         (ip("fd00:1::2"), Protocol::Tcp, 8080),
     ]
     .into();
-    assert_eq!(eps, &want);
+    assert_eq!(eps, want);
     assert!(
         matches!(&eg[0], Allow::Match { ports: Some(p), .. } if p == &[PortRange { protocol: Protocol::Udp, range: Some((53, 53)) }])
     );
@@ -363,7 +377,7 @@ fn host_network_and_finished_pods_are_neither_targets_nor_peers() {
         )],
     );
     assert_eq!(plan.pods.len(), 2);
-    let set = peers_of(&plan.pods[0].ingress.as_ref().unwrap()[0]);
+    let set = peers_in(&plan, &plan.pods[0].ingress.as_ref().unwrap()[0]);
     assert_eq!(
         set.v4.len(),
         2,

@@ -4,12 +4,6 @@ use super::*;
 use crate::compile::{compile, World};
 use crate::model::{pod_from_json, policy_from_json, NamedPort, Protocol};
 
-/// The table's nft text for `plan`, and its size.
-fn text_of(plan: &Plan) -> (String, Size) {
-    let (t, size) = render(plan);
-    (t.text(), size)
-}
-
 fn pod(name: &str, app: &str, node: &str, ips: &[&str]) -> crate::model::Pod {
     let ips: Vec<_> = ips.iter().map(|i| json!({"ip": i})).collect();
     pod_from_json(
@@ -75,26 +69,47 @@ fn no_policy_is_an_empty_table_that_judges_nothing() {
     assert_eq!(size, Size::default());
 }
 
+/// The one name in `t` of a set or chain starting with `prefix`.
+fn only(names: impl Iterator<Item = String>, prefix: &str) -> String {
+    let v: Vec<String> = names.filter(|n| n.starts_with(prefix)).collect();
+    assert_eq!(v.len(), 1, "{prefix}: {v:?}");
+    v[0].clone()
+}
+
+fn set_name(t: &Table, prefix: &str) -> String {
+    only(t.sets.keys().cloned(), prefix)
+}
+
+fn chain_name(t: &Table, prefix: &str) -> String {
+    only(t.chains.keys().cloned(), prefix)
+}
+
 #[test]
 fn pods_with_the_same_rules_share_one_chain_and_set() {
-    let (s, size) = text_of(&plan(&[
-        json!({"podSelector": {"matchLabels": {"app": "web"}},
+    let p = plan(&[json!({"podSelector": {"matchLabels": {"app": "web"}},
         "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "cli"}}}, {"ipBlock": {"cidr": "10.9.0.0/16", "except": ["10.9.1.0/24"]}}],
-                     "ports": [{"port": 80}, {"port": 81}, {"port": 1000, "endPort": 2000, "protocol": "UDP"}]}]}),
-    ]));
+                     "ports": [{"port": 80}, {"port": 81}, {"port": 1000, "endPort": 2000, "protocol": "UDP"}]}]})]);
+    let (t, size) = render(&p);
+    let s = t.text();
+    let (p4, p6, c) = (
+        set_name(&t, "p4_"),
+        set_name(&t, "p6_"),
+        chain_name(&t, "in_"),
+    );
+    assert_eq!(p4[3..], p6[3..], "one definition, two families");
     assert_eq!(size.pods, 2);
     assert_eq!(size.chains, 1, "{s}");
-    assert!(s.contains("set p4_0 {\n\t\ttype ipv4_addr; flags interval; \n\t\telements = { 10.0.2.2, 10.9.0.0/24, 10.9.2.0-10.9.255.255 }\n\t}"), "{s}");
+    assert!(s.contains(&format!("set {p4} {{\n\t\ttype ipv4_addr; flags interval; \n\t\telements = {{ 10.0.2.2, 10.9.0.0/24, 10.9.2.0-10.9.255.255 }}\n\t}}")), "{s}");
     assert!(
-        s.contains(
-            "set p6_1 {\n\t\ttype ipv6_addr; flags interval; \n\t\telements = { fd00:2::2 }"
-        ),
+        s.contains(&format!(
+            "set {p6} {{\n\t\ttype ipv6_addr; flags interval; \n\t\telements = {{ fd00:2::2 }}"
+        )),
         "{s}"
     );
-    assert!(s.contains("\tchain in_0 {\n\t\tip saddr @p4_0 meta l4proto tcp th dport { 80-81 } accept\n\t\tip saddr @p4_0 meta l4proto udp th dport { 1000-2000 } accept\n\t\tip6 saddr @p6_1 meta l4proto tcp th dport { 80-81 } accept\n"), "{s}");
+    assert!(s.contains(&format!("\tchain {c} {{\n\t\tip saddr @{p4} meta l4proto tcp th dport {{ 80-81 }} accept\n\t\tip saddr @{p4} meta l4proto udp th dport {{ 1000-2000 }} accept\n\t\tip6 saddr @{p6} meta l4proto tcp th dport {{ 80-81 }} accept\n")), "{s}");
     assert!(s.contains("\t\tdrop\n\t}"), "{s}");
-    assert!(s.contains("map ingress4 {\n\t\ttype ipv4_addr : verdict\n\t\telements = { 10.0.1.2 : jump in_0, 10.0.1.3 : jump in_0 }"), "{s}");
-    assert!(s.contains("map ingress6 {\n\t\ttype ipv6_addr : verdict\n\t\telements = { fd00:1::2 : jump in_0, fd00:1::3 : jump in_0 }"), "{s}");
+    assert!(s.contains(&format!("map ingress4 {{\n\t\ttype ipv4_addr : verdict\n\t\telements = {{ 10.0.1.2 : jump {c}, 10.0.1.3 : jump {c} }}")), "{s}");
+    assert!(s.contains(&format!("map ingress6 {{\n\t\ttype ipv6_addr : verdict\n\t\telements = {{ fd00:1::2 : jump {c}, fd00:1::3 : jump {c} }}")), "{s}");
     assert!(
         s.contains("map egress4 {\n\t\ttype ipv4_addr : verdict\n\t}"),
         "{s}"
@@ -106,14 +121,42 @@ fn pods_with_the_same_rules_share_one_chain_and_set() {
 
 #[test]
 fn deny_all_and_egress_named_ports() {
-    let (s, _) = text_of(&plan(&[
+    let (t, _) = render(&plan(&[
         json!({"podSelector": {}}),
         json!({"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"ports": [{"port": "h"}]}, {"ports": [{"protocol": "UDP"}]}]}),
     ]));
-    assert!(s.contains("\tchain in_0 {\n\t\tdrop\n\t}"), "{s}");
-    assert!(s.contains("set e4_0 {\n\t\ttype ipv4_addr . inet_proto . inet_service; \n\t\telements = { 10.0.2.2 . tcp . 8080 }"), "{s}");
-    assert!(s.contains("\t\tmeta l4proto udp accept\n\t\tip daddr . meta l4proto . th dport @e4_0 accept\n\t\tip6 daddr . meta l4proto . th dport @e6_1 accept\n\t\tdrop\n"), "{s}");
-    assert!(s.contains("10.0.1.2 : jump eg_1"), "{s}");
+    let s = t.text();
+    let (e4, e6) = (set_name(&t, "e4_"), set_name(&t, "e6_"));
+    let (i, e) = (chain_name(&t, "in_"), chain_name(&t, "eg_"));
+    assert!(
+        s.contains(&format!("\tchain {i} {{\n\t\tdrop\n\t}}")),
+        "{s}"
+    );
+    assert!(s.contains(&format!("set {e4} {{\n\t\ttype ipv4_addr . inet_proto . inet_service; \n\t\telements = {{ 10.0.2.2 . tcp . 8080 }}")), "{s}");
+    assert!(s.contains(&format!("set {e6} {{\n\t\ttype ipv6_addr . inet_proto . inet_service; \n\t\telements = {{ fd00:2::2 . tcp . 8080 }}")), "{s}");
+    assert!(s.contains(&format!("\t\tmeta l4proto udp accept\n\t\tip daddr . meta l4proto . th dport @{e4} accept\n\t\tip6 daddr . meta l4proto . th dport @{e6} accept\n\t\tdrop\n")), "{s}");
+    assert!(s.contains(&format!("10.0.1.2 : jump {e}")), "{s}");
+}
+
+#[test]
+fn names_come_from_definitions_and_contents_not_from_order() {
+    let pols = [
+        json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "cli"}}}]}]}),
+        json!({"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Egress"], "egress": [{"to": [{"ipBlock": {"cidr": "10.9.0.0/16"}}]}]}),
+    ];
+    let one = render(&plan(&pols)).0;
+    let mut reversed = pols.clone();
+    reversed.reverse();
+    assert_eq!(render(&plan(&reversed)).0, one);
+    // A peer pod more: the same names, one element more.
+    let mut pods = three_pods();
+    pods.push(pod("e", "cli", "n2", &["10.0.2.9"]));
+    let more = render(&plan_of(pods, &pols)).0;
+    assert_eq!(
+        more.sets.keys().collect::<Vec<_>>(),
+        one.sets.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(more.chains, one.chains);
 }
 
 #[test]
@@ -138,71 +181,94 @@ fn rendered(pods: Vec<crate::model::Pod>) -> Table {
 #[test]
 fn an_admitted_pod_sharing_a_chain_is_one_element_per_family_in_the_maps() {
     let old = rendered(three_pods());
+    let c = chain_name(&old, "in_");
     let mut pods = three_pods();
     pods.push(pod("d", "web", "n1", &["10.0.1.9", "fd00:1::9"]));
-    let update = update_script(&old, &rendered(pods)).expect("elements only");
     assert_eq!(
-        update,
-        "add element inet tern_netpol ingress4 { 10.0.1.9 : jump in_0 }\n\
-         add element inet tern_netpol ingress6 { fd00:1::9 : jump in_0 }\n"
+        update_script(&old, &rendered(pods)),
+        format!(
+            "add element inet tern_netpol ingress4 {{ 10.0.1.9 : jump {c} }}\n\
+             add element inet tern_netpol ingress6 {{ fd00:1::9 : jump {c} }}\n"
+        )
     );
-    assert_eq!(update_script(&old, &old).as_deref(), Some(""));
+    assert_eq!(update_script(&old, &old), "");
 }
 
 #[test]
 fn a_peer_whose_address_moves_is_deleted_before_the_sets_intervals_are_added() {
     let old = rendered(three_pods());
+    let (p4, c) = (set_name(&old, "p4_"), chain_name(&old, "in_"));
     let mut pods = three_pods();
     // c moves next to the ipBlock (10.9.255.255 + 1): the set's intervals merge.
     pods[2] = pod("c", "cli", "n2", &["10.10.0.0", "fd00:2::2"]);
     pods.push(pod("e", "cli", "n2", &["10.0.2.3"]));
     let new = rendered(pods);
-    let update = update_script(&old, &new).expect("elements only");
     assert_eq!(
-        update,
-        "delete element inet tern_netpol p4_0 { 10.0.2.2, 10.9.0.0/16 }\n\
-         add element inet tern_netpol p4_0 { 10.0.2.3, 10.9.0.0-10.10.0.0 }\n",
+        update_script(&old, &new),
+        format!(
+            "delete element inet tern_netpol {p4} {{ 10.0.2.2, 10.9.0.0/16 }}\n\
+             add element inet tern_netpol {p4} {{ 10.0.2.3, 10.9.0.0-10.10.0.0 }}\n"
+        ),
         "{}",
         new.text()
     );
     // a web pod's address taken away and given to another: its key leaves one map entry
     let mut pods = three_pods();
     pods[1] = pod("b", "web", "n1", &["10.0.1.7", "fd00:1::3"]);
-    let update = update_script(&old, &rendered(pods)).expect("elements only");
     assert_eq!(
-        update,
-        "delete element inet tern_netpol ingress4 { 10.0.1.3 }\n\
-         add element inet tern_netpol ingress4 { 10.0.1.7 : jump in_0 }\n"
+        update_script(&old, &rendered(pods)),
+        format!(
+            "delete element inet tern_netpol ingress4 {{ 10.0.1.3 }}\n\
+             add element inet tern_netpol ingress4 {{ 10.0.1.7 : jump {c} }}\n"
+        )
     );
 }
 
 #[test]
-fn a_new_chain_set_or_rule_needs_a_replace() {
+fn new_chains_and_sets_are_added_and_unused_ones_deleted_last() {
     let old = rendered(three_pods());
-    // an egress policy for web as well: a new chain in the egress maps
     let mut pods = three_pods();
     pods.push(pod("d", "web", "n1", &["10.0.1.9"]));
-    let other = plan_of(
-        pods.clone(),
+    let other = render(&plan_of(
+        pods,
         &[
             web_from_cli(),
-            json!({"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Egress"]}),
+            json!({"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Egress"],
+                   "egress": [{"to": [{"ipBlock": {"cidr": "10.8.0.0/16"}}]}]}),
         ],
+    ))
+    .0;
+    let update = update_script(&old, &other);
+    let eg = chain_name(&other, "eg_");
+    assert!(
+        update.starts_with("table inet tern_netpol {\n\tset p4_"),
+        "{update}"
     );
-    assert_eq!(
-        update_script(&old, &render(&other).0),
-        None,
-        "egress maps gain a chain"
+    assert!(update.contains(&format!("\tchain {eg} {{\n")), "{update}");
+    assert!(update.contains(&format!("add element inet tern_netpol egress4 {{ 10.0.1.2 : jump {eg}, 10.0.1.3 : jump {eg}, 10.0.1.9 : jump {eg} }}")), "{update}");
+    // And back: the map entries go, then the chain, then the sets no chain names.
+    let back = update_script(&other, &old);
+    let lines: Vec<&str> = back.lines().collect();
+    let at = |p: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(p))
+            .unwrap_or_else(|| panic!("{p}: {back}"))
+    };
+    assert!(
+        at("delete element inet tern_netpol egress4") < at("delete chain inet tern_netpol eg_")
     );
-    // the cli peers gone: the set is gone
-    let no_cli: Vec<_> = three_pods().into_iter().filter(|p| p.name != "c").collect();
-    assert_eq!(update_script(&old, &rendered(no_cli)), None);
-    // the first web pod loses its isolation: still elements only (its map entries go)
+    assert!(at("delete chain inet tern_netpol eg_") < at("delete set inet tern_netpol p4_"));
+    assert_eq!(back.matches("delete set").count(), 2, "{back}");
+}
+
+#[test]
+fn a_pod_leaving_isolation_leaves_the_maps() {
+    let old = rendered(three_pods());
     let mut pods = three_pods();
     pods[0] = pod("a", "other", "n1", &["10.0.1.2", "fd00:1::2"]);
-    let update = update_script(&old, &rendered(pods)).expect("elements only");
     assert_eq!(
-        update,
+        update_script(&old, &rendered(pods)),
         "delete element inet tern_netpol ingress4 { 10.0.1.2 }\n\
          delete element inet tern_netpol ingress6 { fd00:1::2 }\n"
     );

@@ -11,6 +11,7 @@ use serde_json::json;
 use super::*;
 use crate::compile::{compile, Allow, LocalPod};
 use crate::model::{policy_from_json, NamedPort, Namespace};
+use crate::sets::{Contents, SetId};
 
 mod table;
 
@@ -104,7 +105,7 @@ fn world<'a>(pods: &'a [Pod], nss: &'a [Namespace], pols: &'a [Policy]) -> World
 }
 
 /// The compiled plans of every node of `pods` (a node has a name), as one list.
-fn plans(pods: &[Pod], nss: &[Namespace], pols: &[Policy]) -> Vec<LocalPod> {
+fn plans(pods: &[Pod], nss: &[Namespace], pols: &[Policy]) -> Plans {
     let mut nodes: Vec<&str> = pods
         .iter()
         .map(|p| p.node.as_str())
@@ -112,23 +113,39 @@ fn plans(pods: &[Pod], nss: &[Namespace], pols: &[Policy]) -> Vec<LocalPod> {
         .collect();
     nodes.sort_unstable();
     nodes.dedup();
-    let mut out = Vec::new();
+    let mut out = Plans::default();
     for node in nodes {
         let w = World {
             node,
             ..world(pods, nss, pols)
         };
-        out.extend(compile(&w).pods);
+        let plan = compile(&w);
+        out.pods.extend(plan.pods);
+        out.sets
+            .extend(plan.sets.into_iter().map(|(id, (_, c))| (id, c)));
     }
     out
 }
 
+/// Every node's isolated pods, and the sets their rules name (one id, one set, on every node).
+#[derive(Default)]
+struct Plans {
+    pods: Vec<LocalPod>,
+    sets: BTreeMap<SetId, Contents>,
+}
+
 /// Whether one compiled allow rule admits the other end at `peer` on `proto`/`port`, read as
 /// the table's rules read it (`ruleset.rs`).
-fn admits(a: &Allow, peer: IpAddr, proto: Protocol, port: u16) -> bool {
+fn admits(
+    sets: &BTreeMap<SetId, Contents>,
+    a: &Allow,
+    peer: IpAddr,
+    proto: Protocol,
+    port: u16,
+) -> bool {
     match a {
         Allow::Match { peers, ports } => {
-            peers.as_ref().is_none_or(|s| s.contains(peer))
+            peers.is_none_or(|id| sets.get(&id).is_some_and(|s| s.addrs.contains(peer)))
                 && ports.as_ref().is_none_or(|list| {
                     list.iter().any(|r| {
                         r.protocol == proto
@@ -136,7 +153,9 @@ fn admits(a: &Allow, peer: IpAddr, proto: Protocol, port: u16) -> bool {
                     })
                 })
         }
-        Allow::Endpoints(eps) => eps.contains(&(peer, proto, port)),
+        Allow::Endpoints(id) => sets
+            .get(id)
+            .is_some_and(|s| s.endpoints.contains(&(peer, proto, port))),
     }
 }
 
@@ -144,7 +163,7 @@ fn admits(a: &Allow, peer: IpAddr, proto: Protocol, port: u16) -> bool {
 /// isolates the address) and the destination's ingress chain; an address the maps do not
 /// hold is not judged, and a pod's own traffic never reaches the table.
 fn plan_allows(
-    plans: &[LocalPod],
+    plans: &Plans,
     dst_pod: &[IpAddr],
     src: IpAddr,
     dst: IpAddr,
@@ -155,7 +174,7 @@ fn plan_allows(
         return true;
     }
     let chain = |at: IpAddr, eg: bool| {
-        let p = plans.iter().find(|p| p.ips.contains(&at))?;
+        let p = plans.pods.iter().find(|p| p.ips.contains(&at))?;
         if eg {
             p.egress.as_ref()
         } else {
@@ -163,7 +182,7 @@ fn plan_allows(
         }
     };
     let pass = |list: Option<&Vec<Allow>>, peer| {
-        list.is_none_or(|l| l.iter().any(|a| admits(a, peer, proto, port)))
+        list.is_none_or(|l| l.iter().any(|a| admits(&plans.sets, a, peer, proto, port)))
     };
     pass(chain(src, true), dst) && pass(chain(dst, false), src)
 }

@@ -1,0 +1,374 @@
+//! The incremental compiler (pure): the table of one node kept up to date one change at a
+//! time, with work in proportion to what the change touches.
+//!
+//! Each `set_*` call takes one object as it is now (`None`: gone) and marks what it can change:
+//! - a Pod: the sets whose definition selects it before or after (their members), and when it is
+//!   a local pod (this node, with addresses) its own chains and map entries and the policies of
+//!   its namespace that select it (a policy comes into force with its first local pod);
+//! - a Namespace: the members, in that namespace, of the sets with a namespaceSelector;
+//! - a NetworkPolicy: the local pods of its namespace it selects before or after, and the sets
+//!   its rules define (registered while it is in force, counted by reference).
+//!
+//! [`Engine::flush`] recomputes only what was marked and returns the script of element, chain
+//! and set changes that brings the kernel's table along (`ruleset::Journal`).
+//!
+//! Invariant: after every flush, [`Engine::table`] equals the table a full
+//! `ruleset::render(&compile(..))` of the same objects gives (`engine/tests.rs` holds it over
+//! thousands of random changes); an object set to what it already is changes nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::compile::{policy_sets, selects, Dir};
+use crate::model::{Labels, Namespace, Pod, Policy};
+use crate::ruleset::{Journal, Size, Table};
+use crate::sets::{namespace_labels, Member, SetDef, SetId};
+
+/// A set in force: its definition, how many rules of policies in force define it, and each
+/// member pod's part, by `namespace/name`.
+#[derive(Debug)]
+struct SetState {
+    def: SetDef,
+    refs: usize,
+    members: BTreeMap<String, Member>,
+}
+
+/// A local pod's place in the table: its addresses and its chain per direction.
+#[derive(Debug, Default)]
+struct Placed {
+    ips: Vec<IpAddr>,
+    chains: [Option<String>; 2],
+}
+
+/// What one [`Engine::flush`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Flush {
+    /// The script (one nft transaction) that brings the kernel's table from the last flush's to
+    /// this one's; empty when the table did not change.
+    pub script: String,
+    /// Local pods whose chains were compiled again.
+    pub pods: usize,
+    /// Sets whose contents were gathered again.
+    pub sets: usize,
+}
+
+/// The incremental compiler of one node.
+#[derive(Debug, Default)]
+pub struct Engine {
+    node: String,
+    pods: BTreeMap<String, Arc<Pod>>,
+    pods_by_ns: BTreeMap<String, BTreeSet<String>>,
+    local_by_ns: BTreeMap<String, BTreeSet<String>>,
+    namespaces: BTreeMap<String, Labels>,
+    policies: BTreeMap<String, Arc<Policy>>,
+    policies_by_ns: BTreeMap<String, BTreeSet<String>>,
+    /// Policies in force: the local pods each selects.
+    in_force: BTreeMap<String, BTreeSet<String>>,
+    sets: BTreeMap<SetId, SetState>,
+    placed: BTreeMap<String, Placed>,
+    /// Per direction: an address → the isolated local pods holding it, with their chains (the
+    /// map keys it once, for the first pod in `namespace/name` order).
+    holders: [BTreeMap<IpAddr, BTreeMap<String, String>>; 2],
+    chain_users: BTreeMap<String, usize>,
+    dirty_sets: BTreeSet<SetId>,
+    dirty_pods: BTreeSet<String>,
+    table: Table,
+    journal: Journal,
+}
+
+fn index(map: &mut BTreeMap<String, BTreeSet<String>>, group: &str, key: &str, on: bool) {
+    if on {
+        map.entry(group.to_owned())
+            .or_default()
+            .insert(key.to_owned());
+    } else if let Some(keys) = map.get_mut(group) {
+        keys.remove(key);
+        if keys.is_empty() {
+            map.remove(group);
+        }
+    }
+}
+
+fn slot(dir: Dir) -> usize {
+    match dir {
+        Dir::Ingress => 0,
+        Dir::Egress => 1,
+    }
+}
+
+impl Engine {
+    /// An engine for the node `node` (`spec.nodeName` of its pods), knowing nothing yet.
+    pub fn new(node: &str) -> Engine {
+        Engine {
+            node: node.to_owned(),
+            ..Engine::default()
+        }
+    }
+
+    fn is_local(&self, pod: &Pod) -> bool {
+        pod.node == self.node && !pod.ips.is_empty()
+    }
+
+    /// The pod `namespace/name`, as last set.
+    pub fn pod(&self, key: &str) -> Option<&Arc<Pod>> {
+        self.pods.get(key)
+    }
+
+    /// Every pod's key.
+    pub fn pod_keys(&self) -> impl Iterator<Item = &String> {
+        self.pods.keys()
+    }
+
+    /// The NetworkPolicy `namespace/name`, as last set.
+    pub fn policy(&self, key: &str) -> Option<&Arc<Policy>> {
+        self.policies.get(key)
+    }
+
+    /// Every namespace's name.
+    pub fn namespace_names(&self) -> impl Iterator<Item = &String> {
+        self.namespaces.keys()
+    }
+
+    /// Every NetworkPolicy's key.
+    pub fn policy_keys(&self) -> impl Iterator<Item = &String> {
+        self.policies.keys()
+    }
+
+    /// Whether a policy of `pod`'s namespace isolates it (in either direction).
+    pub fn isolates(&self, pod: &Pod) -> bool {
+        self.policies_by_ns
+            .get(&pod.namespace)
+            .into_iter()
+            .flatten()
+            .any(|k| self.policies.get(k).is_some_and(|p| p.isolates(pod)))
+    }
+
+    /// The table as of the last flush.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The table's size as of the last flush.
+    pub fn size(&self) -> Size {
+        let isolated = self
+            .placed
+            .values()
+            .filter(|p| p.chains.iter().any(Option::is_some));
+        self.table.size(isolated.count())
+    }
+
+    /// Policies in force on this node (selecting at least one of its pods).
+    pub fn policies_in_force(&self) -> usize {
+        self.in_force.len()
+    }
+
+    /// Sets the pod `key` (`namespace/name`) to `pod` (`None`: deleted); true when that changed
+    /// it.
+    pub fn set_pod(&mut self, key: &str, pod: Option<Arc<Pod>>) -> bool {
+        let old = self.pods.get(key).cloned();
+        if old.as_deref() == pod.as_deref() {
+            return false;
+        }
+        let ns = match (&old, &pod) {
+            (Some(p), _) | (None, Some(p)) => p.namespace.clone(),
+            (None, None) => return false,
+        };
+        match &pod {
+            Some(p) => self.pods.insert(key.to_owned(), Arc::clone(p)),
+            None => self.pods.remove(key),
+        };
+        index(&mut self.pods_by_ns, &ns, key, pod.is_some());
+        let labels = namespace_labels(&self.namespaces, &ns);
+        for (id, st) in &mut self.sets {
+            let m = pod
+                .as_deref()
+                .filter(|p| st.def.scope().is_none_or(|n| n == p.namespace))
+                .and_then(|p| st.def.member(p, &labels));
+            if st.members.get(key) != m.as_ref() {
+                match m {
+                    Some(m) => st.members.insert(key.to_owned(), m),
+                    None => st.members.remove(key),
+                };
+                self.dirty_sets.insert(*id);
+            }
+        }
+        let was_local = old.as_deref().is_some_and(|p| self.is_local(p));
+        let is_local = pod.as_deref().is_some_and(|p| self.is_local(p));
+        index(&mut self.local_by_ns, &ns, key, is_local);
+        if was_local || is_local {
+            let keys: Vec<String> = self
+                .policies_by_ns
+                .get(&ns)
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect();
+            for pk in keys {
+                let on = is_local
+                    && pod.as_deref().is_some_and(|p| {
+                        self.policies
+                            .get(&pk)
+                            .is_some_and(|pol| selects(pol, p, &self.node))
+                    });
+                self.select(&pk, key, on);
+            }
+            self.dirty_pods.insert(key.to_owned());
+        }
+        true
+    }
+
+    /// Records whether policy `pk` selects local pod `key`; a policy comes into force with its
+    /// first and leaves with its last.
+    fn select(&mut self, pk: &str, key: &str, on: bool) {
+        let Some(policy) = self.policies.get(pk).cloned() else {
+            return;
+        };
+        let before = self.in_force.contains_key(pk);
+        let selected = self.in_force.entry(pk.to_owned()).or_default();
+        if on {
+            selected.insert(key.to_owned());
+        } else {
+            selected.remove(key);
+        }
+        let after = !selected.is_empty();
+        if !after {
+            self.in_force.remove(pk);
+        }
+        match (before, after) {
+            (false, true) => self.register(&policy),
+            (true, false) => self.unregister(&policy),
+            _ => {}
+        }
+    }
+
+    /// Counts the sets of a policy coming into force, gathering the members of new ones.
+    fn register(&mut self, policy: &Policy) {
+        for def in policy_sets(policy) {
+            let id = def.id();
+            if let Some(st) = self.sets.get_mut(&id) {
+                st.refs += 1;
+                continue;
+            }
+            let keys: Vec<&String> = match def.scope() {
+                Some(ns) => self.pods_by_ns.get(ns).into_iter().flatten().collect(),
+                None => self.pods.keys().collect(),
+            };
+            let mut members = BTreeMap::new();
+            let mut labels: Option<(String, Labels)> = None;
+            for k in keys {
+                let Some(p) = self.pods.get(k) else { continue };
+                if labels.as_ref().is_none_or(|(n, _)| *n != p.namespace) {
+                    let l = namespace_labels(&self.namespaces, &p.namespace);
+                    labels = Some((p.namespace.clone(), l));
+                }
+                if let Some((_, l)) = &labels {
+                    if let Some(m) = def.member(p, l) {
+                        members.insert(k.clone(), m);
+                    }
+                }
+            }
+            self.sets.insert(
+                id,
+                SetState {
+                    def,
+                    refs: 1,
+                    members,
+                },
+            );
+            self.dirty_sets.insert(id);
+        }
+    }
+
+    /// Uncounts the sets of a policy leaving force, dropping the ones no rule defines now.
+    fn unregister(&mut self, policy: &Policy) {
+        for def in policy_sets(policy) {
+            let id = def.id();
+            if let Some(st) = self.sets.get_mut(&id) {
+                st.refs -= 1;
+                if st.refs == 0 {
+                    self.sets.remove(&id);
+                    self.dirty_sets.insert(id);
+                }
+            }
+        }
+    }
+
+    /// Sets the namespace `name` (`None`: deleted); true when that changed it.
+    pub fn set_namespace(&mut self, name: &str, ns: Option<&Namespace>) -> bool {
+        if self.namespaces.get(name) == ns.map(|n| &n.labels) {
+            return false;
+        }
+        match ns {
+            Some(n) => self.namespaces.insert(name.to_owned(), n.labels.clone()),
+            None => self.namespaces.remove(name),
+        };
+        let labels = namespace_labels(&self.namespaces, name);
+        let keys = self.pods_by_ns.get(name).cloned().unwrap_or_default();
+        for (id, st) in &mut self.sets {
+            if !st.def.reads_namespace_labels() {
+                continue;
+            }
+            for k in &keys {
+                let m = self.pods.get(k).and_then(|p| st.def.member(p, &labels));
+                if st.members.get(k) != m.as_ref() {
+                    match m {
+                        Some(m) => st.members.insert(k.clone(), m),
+                        None => st.members.remove(k),
+                    };
+                    self.dirty_sets.insert(*id);
+                }
+            }
+        }
+        true
+    }
+
+    /// Sets the NetworkPolicy `key` (`namespace/name`) to `policy` (`None`: deleted); true when
+    /// that changed it.
+    pub fn set_policy(&mut self, key: &str, policy: Option<Arc<Policy>>) -> bool {
+        let old = self.policies.get(key).cloned();
+        if old.as_deref() == policy.as_deref() {
+            return false;
+        }
+        if let Some(o) = &old {
+            index(&mut self.policies_by_ns, &o.namespace, key, false);
+        }
+        let selected: BTreeSet<String> = match &policy {
+            Some(p) => {
+                index(&mut self.policies_by_ns, &p.namespace, key, true);
+                self.policies.insert(key.to_owned(), Arc::clone(p));
+                let local = self.local_by_ns.get(&p.namespace).into_iter().flatten();
+                local
+                    .filter(|k| {
+                        self.pods
+                            .get(*k)
+                            .is_some_and(|pod| selects(p, pod, &self.node))
+                    })
+                    .cloned()
+                    .collect()
+            }
+            None => {
+                self.policies.remove(key);
+                BTreeSet::new()
+            }
+        };
+        let was = self.in_force.remove(key).unwrap_or_default();
+        // The new sets first: one the old version defines too keeps its members.
+        if let Some(p) = policy.as_deref().filter(|_| !selected.is_empty()) {
+            self.register(p);
+        }
+        if let Some(o) = old.as_deref().filter(|_| !was.is_empty()) {
+            self.unregister(o);
+        }
+        self.dirty_pods.extend(was.iter().chain(&selected).cloned());
+        if !selected.is_empty() {
+            self.in_force.insert(key.to_owned(), selected);
+        }
+        true
+    }
+}
+
+mod flush;
+
+#[cfg(test)]
+mod tests;
