@@ -55,11 +55,13 @@
 //! `tern-bench --churn ...` runs the churn instead ([`churn`]: many pods through libcni with
 //! random kills, then a leak audit; `scripts/bench --churn`); `tern-bench --node-routes ...`
 //! the node-routes bench ([`node_routes`]: agents with thousands of Nodes against the stand-in;
-//! `scripts/bench --node-routes`).
+//! `scripts/bench --node-routes`); `tern-bench --netpol-compile ...` the NetworkPolicy
+//! compiler of one node at fleet scale, incremental beside full ([`netpol_compile`]).
 
 mod breakdown;
 mod churn;
 mod floor;
+mod netpol_compile;
 mod node_routes;
 mod reports;
 
@@ -180,6 +182,9 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("--reports") {
         std::process::exit(reports::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("--netpol-compile") {
+        std::process::exit(netpol_compile::main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("--node-routes") {
         std::process::exit(node_routes::main(&args[1..]));

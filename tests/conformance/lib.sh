@@ -404,6 +404,69 @@ YAML
     [ "$fails" -eq 0 ] || { echo "cross_node_nodeports: $fails path(s) failed"; return 1; }
 }
 
+# self_through_service: what a pod's connection to itself gets (the API leaves it open,
+# kubernetes/kubernetes#95879; DESIGN, "A pod reaching itself"). With a deny-all ingress policy on
+# pod self-svc: its own address still answers (the connection never leaves its netns), its
+# ClusterIP Service, whose one endpoint it is, does not (kube-proxy's DNAT sends it through the
+# node's forward hook, judged like any peer); a policy allowing from its own label opens the
+# Service again. Run it in a subshell: its EXIT trap removes what it made however it ends.
+self_through_service() {
+    local own svc
+    trap 'kubectl delete pod self-svc --ignore-not-found --wait=false; kubectl delete service self-svc --ignore-not-found; kubectl delete networkpolicy self-deny self-allow --ignore-not-found' EXIT
+    kubectl apply -f - <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: self-svc, namespace: default, labels: {app: self-svc}}
+spec:
+  containers: [{name: srv, image: $AGNHOST_IMAGE, args: [netexec, --http-port=8080]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: self-svc, namespace: default}
+spec:
+  selector: {app: self-svc}
+  ports: [{port: 8080, targetPort: 8080}]
+YAML
+    kubectl wait --for=condition=Ready pod/self-svc --timeout=120s
+    own=$(kubectl get pod self-svc -o jsonpath='{.status.podIP}')
+    svc=$(kubectl get service self-svc -o jsonpath='{.spec.clusterIP}')
+    # reach ADDR WANT: ADDR answers (WANT yes: within 15 tries a second apart, for kube-proxy and
+    # the agent to catch up), or is refused 3 tries in a row (no)
+    reach() {
+        local addr=$1 want=$2 tries=0 refused=0 got
+        while [ "$tries" -lt 15 ]; do
+            tries=$((tries + 1))
+            got=$(kubectl exec --request-timeout=20s self-svc -- curl -sfg --max-time 2 "http://${addr/*:*/[$addr]}:8080/hostname" 2>/dev/null) || got=''
+            if [ "$want" = yes ]; then
+                [ "$got" != self-svc ] || { echo "ok: self-svc -> $addr answered (try $tries)"; return 0; }
+            else
+                if [ -z "$got" ]; then refused=$((refused + 1)); else refused=0; fi
+                [ "$refused" -lt 3 ] || { echo "ok: self-svc -> $addr refused (try $tries)"; return 0; }
+            fi
+            sleep 1
+        done
+        echo "FAILED: self-svc -> $addr: wanted $want, got '$got' after $tries tries"
+        return 1
+    }
+    reach "$own" yes
+    reach "$svc" yes
+    kubectl apply -f - <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: self-deny, namespace: default}
+spec: {podSelector: {matchLabels: {app: self-svc}}, policyTypes: [Ingress]}
+YAML
+    reach "$svc" no
+    reach "$own" yes
+    kubectl apply -f - <<YAML
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: self-allow, namespace: default}
+spec: {podSelector: {matchLabels: {app: self-svc}}, ingress: [{from: [{podSelector: {matchLabels: {app: self-svc}}}]}]}
+YAML
+    reach "$svc" yes
+}
+
 # sysctl_precedence: which value a pod sees when its securityContext sets a sysctl that deploy/'s
 # tern-tuning also sets (net.ipv4.tcp_keepalive_time): the pod's own, and tern-tuning's for the
 # keys the pod leaves alone. Pod `tuned` sets tcp_keepalive_time 300 (a safe sysctl, allowed by

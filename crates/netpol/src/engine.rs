@@ -250,20 +250,20 @@ impl Engine {
                 st.refs += 1;
                 continue;
             }
-            let keys: Vec<&String> = match def.scope() {
-                Some(ns) => self.pods_by_ns.get(ns).into_iter().flatten().collect(),
-                None => self.pods.keys().collect(),
+            // Only the namespaces whose pods may be members: one selector check per namespace,
+            // then their pods.
+            let namespaces: Vec<(&String, &BTreeSet<String>)> = match def.scope() {
+                Some(ns) => self.pods_by_ns.get_key_value(ns).into_iter().collect(),
+                None => self.pods_by_ns.iter().collect(),
             };
             let mut members = BTreeMap::new();
-            let mut labels: Option<(String, Labels)> = None;
-            for k in keys {
-                let Some(p) = self.pods.get(k) else { continue };
-                if labels.as_ref().is_none_or(|(n, _)| *n != p.namespace) {
-                    let l = namespace_labels(&self.namespaces, &p.namespace);
-                    labels = Some((p.namespace.clone(), l));
+            for (ns, keys) in namespaces {
+                let labels = namespace_labels(&self.namespaces, ns);
+                if !def.may_hold_namespace(ns, &labels) {
+                    continue;
                 }
-                if let Some((_, l)) = &labels {
-                    if let Some(m) = def.member(p, l) {
+                for k in keys {
+                    if let Some(m) = self.pods.get(k).and_then(|p| def.member(p, &labels)) {
                         members.insert(k.clone(), m);
                     }
                 }

@@ -126,6 +126,25 @@ impl SetDef {
         narrow.then(|| self.namespace())
     }
 
+    /// Whether the pods of a namespace with `labels` may be members (`false`: none of them
+    /// can be): a namespaceSelector that matches, a peer without one in the set's own
+    /// namespace, or anything for an endpoint set of an ipBlock or of no peers.
+    pub fn may_hold_namespace(&self, name: &str, labels: &Labels) -> bool {
+        if matches!(self, SetDef::Endpoints { peers, .. } if peers.is_empty()) {
+            return true;
+        }
+        self.peers().iter().any(|p| match p {
+            Peer::Pods {
+                namespaces: None, ..
+            } => name == self.namespace(),
+            Peer::Pods {
+                namespaces: Some(sel),
+                ..
+            } => sel.matches(labels),
+            Peer::Block { .. } => matches!(self, SetDef::Endpoints { .. }),
+        })
+    }
+
     /// Whether a namespace's labels can change the members (a peer with a namespaceSelector).
     pub fn reads_namespace_labels(&self) -> bool {
         self.peers().iter().any(|p| {
