@@ -40,8 +40,66 @@ pub struct Requirement {
     pub values: Vec<String>,
 }
 
-/// Labels of an object.
-pub type Labels = BTreeMap<String, String>;
+/// Labels of an object, sorted by key in one allocation: a pod's few labels in a `BTreeMap`
+/// would cost a whole node (about half a KiB) per pod, at 150,000 pods 75 MiB.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Labels(Vec<(String, String)>);
+
+impl Labels {
+    /// No labels.
+    pub fn new() -> Labels {
+        Labels(Vec::new())
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&String> {
+        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    /// Sets `key` to `value`; the value it had.
+    pub fn insert(&mut self, key: String, value: String) -> Option<String> {
+        match self.0.binary_search_by(|(k, _)| k.cmp(&key)) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Err(i) => {
+                self.0.insert(i, (key, value));
+                None
+            }
+        }
+    }
+
+    /// Removes `key`; the value it had.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
+        Some(self.0.remove(i).1)
+    }
+
+    /// Every label, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl FromIterator<(String, String)> for Labels {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Labels {
+        let map: BTreeMap<String, String> = iter.into_iter().collect();
+        Labels(map.into_iter().collect())
+    }
+}
+
+impl<const N: usize> From<[(String, String); N]> for Labels {
+    fn from(a: [(String, String); N]) -> Labels {
+        a.into_iter().collect()
+    }
+}
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Labels, D::Error> {
+        Ok(BTreeMap::<String, String>::deserialize(d)?
+            .into_iter()
+            .collect())
+    }
+}
 
 impl LabelSelector {
     /// Whether `labels` satisfy the selector (apimachinery's `LabelSelectorAsSelector`:
