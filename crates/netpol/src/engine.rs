@@ -53,11 +53,24 @@ pub struct Flush {
     pub sets: usize,
 }
 
-/// The incremental compiler of one node.
-#[derive(Debug, Default)]
-pub struct Engine {
+/// What the engine keeps of a pod: the compiler's [`Pod`], or a wider object that holds one
+/// (the agent's watch layer keeps more of a Pod; the engine then shares that one copy).
+pub trait AsPod: PartialEq {
+    /// The compiler's view of the pod.
+    fn as_pod(&self) -> &Pod;
+}
+
+impl AsPod for Pod {
+    fn as_pod(&self) -> &Pod {
+        self
+    }
+}
+
+/// The incremental compiler of one node, keeping pods as `P`.
+#[derive(Debug)]
+pub struct Engine<P = Pod> {
     node: String,
-    pods: BTreeMap<String, Arc<Pod>>,
+    pods: BTreeMap<String, Arc<P>>,
     pods_by_ns: BTreeMap<String, BTreeSet<String>>,
     local_by_ns: BTreeMap<String, BTreeSet<String>>,
     namespaces: BTreeMap<String, Labels>,
@@ -97,12 +110,26 @@ fn slot(dir: Dir) -> usize {
     }
 }
 
-impl Engine {
+impl<P: AsPod> Engine<P> {
     /// An engine for the node `node` (`spec.nodeName` of its pods), knowing nothing yet.
-    pub fn new(node: &str) -> Engine {
+    pub fn new(node: &str) -> Engine<P> {
         Engine {
             node: node.to_owned(),
-            ..Engine::default()
+            pods: BTreeMap::new(),
+            pods_by_ns: BTreeMap::new(),
+            local_by_ns: BTreeMap::new(),
+            namespaces: BTreeMap::new(),
+            policies: BTreeMap::new(),
+            policies_by_ns: BTreeMap::new(),
+            in_force: BTreeMap::new(),
+            sets: BTreeMap::new(),
+            placed: BTreeMap::new(),
+            holders: [BTreeMap::new(), BTreeMap::new()],
+            chain_users: BTreeMap::new(),
+            dirty_sets: BTreeSet::new(),
+            dirty_pods: BTreeSet::new(),
+            table: Table::default(),
+            journal: Journal::default(),
         }
     }
 
@@ -111,7 +138,7 @@ impl Engine {
     }
 
     /// The pod `namespace/name`, as last set.
-    pub fn pod(&self, key: &str) -> Option<&Arc<Pod>> {
+    pub fn pod(&self, key: &str) -> Option<&Arc<P>> {
         self.pods.get(key)
     }
 
@@ -165,13 +192,13 @@ impl Engine {
 
     /// Sets the pod `key` (`namespace/name`) to `pod` (`None`: deleted); true when that changed
     /// it.
-    pub fn set_pod(&mut self, key: &str, pod: Option<Arc<Pod>>) -> bool {
+    pub fn set_pod(&mut self, key: &str, pod: Option<Arc<P>>) -> bool {
         let old = self.pods.get(key).cloned();
         if old.as_deref() == pod.as_deref() {
             return false;
         }
         let ns = match (&old, &pod) {
-            (Some(p), _) | (None, Some(p)) => p.namespace.clone(),
+            (Some(p), _) | (None, Some(p)) => p.as_pod().namespace.clone(),
             (None, None) => return false,
         };
         match &pod {
@@ -183,6 +210,7 @@ impl Engine {
         for (id, st) in &mut self.sets {
             let m = pod
                 .as_deref()
+                .map(AsPod::as_pod)
                 .filter(|p| st.def.scope().is_none_or(|n| n == p.namespace))
                 .and_then(|p| st.def.member(p, &labels));
             if st.members.get(key) != m.as_ref() {
@@ -193,8 +221,8 @@ impl Engine {
                 self.dirty_sets.insert(*id);
             }
         }
-        let was_local = old.as_deref().is_some_and(|p| self.is_local(p));
-        let is_local = pod.as_deref().is_some_and(|p| self.is_local(p));
+        let was_local = old.as_deref().is_some_and(|p| self.is_local(p.as_pod()));
+        let is_local = pod.as_deref().is_some_and(|p| self.is_local(p.as_pod()));
         index(&mut self.local_by_ns, &ns, key, is_local);
         if was_local || is_local {
             let keys: Vec<String> = self
@@ -209,7 +237,7 @@ impl Engine {
                     && pod.as_deref().is_some_and(|p| {
                         self.policies
                             .get(&pk)
-                            .is_some_and(|pol| selects(pol, p, &self.node))
+                            .is_some_and(|pol| selects(pol, p.as_pod(), &self.node))
                     });
                 self.select(&pk, key, on);
             }
@@ -263,7 +291,8 @@ impl Engine {
                     continue;
                 }
                 for k in keys {
-                    if let Some(m) = self.pods.get(k).and_then(|p| def.member(p, &labels)) {
+                    let pod = self.pods.get(k).map(|p| p.as_pod());
+                    if let Some(m) = pod.and_then(|p| def.member(p, &labels)) {
                         members.insert(k.clone(), m);
                     }
                 }
@@ -310,7 +339,8 @@ impl Engine {
                 continue;
             }
             for k in &keys {
-                let m = self.pods.get(k).and_then(|p| st.def.member(p, &labels));
+                let pod = self.pods.get(k).map(|p| p.as_pod());
+                let m = pod.and_then(|p| st.def.member(p, &labels));
                 if st.members.get(k) != m.as_ref() {
                     match m {
                         Some(m) => st.members.insert(k.clone(), m),
@@ -342,7 +372,7 @@ impl Engine {
                     .filter(|k| {
                         self.pods
                             .get(*k)
-                            .is_some_and(|pod| selects(p, pod, &self.node))
+                            .is_some_and(|pod| selects(p, pod.as_pod(), &self.node))
                     })
                     .cloned()
                     .collect()

@@ -21,5 +21,5 @@ pub mod sets;
 pub mod trace;
 
 pub use compile::{compile, Plan, World};
-pub use engine::Engine;
+pub use engine::{AsPod, Engine};
 pub use ruleset::{FAMILY, TABLE};

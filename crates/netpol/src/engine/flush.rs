@@ -6,13 +6,13 @@ use std::collections::BTreeSet;
 use std::mem::take;
 use std::net::IpAddr;
 
-use super::{slot, Engine, Flush, Placed};
+use super::{slot, AsPod, Engine, Flush, Placed};
 use crate::compile::{pod_allows, Dir};
 use crate::model::Policy;
 use crate::ruleset::{chain as chain_rules, named_sets};
 use crate::sets::{contents, SetId};
 
-impl Engine {
+impl<P: AsPod> Engine<P> {
     /// Compiles what the changes since the last flush touched, and the script that brings the
     /// kernel's table along.
     pub fn flush(&mut self) -> Flush {
@@ -53,7 +53,8 @@ impl Engine {
     fn place(&mut self, key: &str) {
         let old = self.placed.remove(key).unwrap_or_default();
         let mut new = Placed::default();
-        if let Some(pod) = self.pods.get(key).filter(|p| self.is_local(p)) {
+        let pod = self.pods.get(key).map(|p| p.as_pod());
+        if let Some(pod) = pod.filter(|p| self.is_local(p)) {
             let pols = self
                 .policies_by_ns
                 .get(&pod.namespace)
