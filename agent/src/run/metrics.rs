@@ -153,3 +153,106 @@ pub fn render(
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
     out
 }
+
+/// The chart's Grafana dashboard (`deploy/helm/tern/dashboards/tern.json`) against what
+/// [`render`] serves: every metric a panel's query names is a family the agent serves, with the
+/// suffix its type gives a sample (`_total` of a counter, `_bucket`/`_sum`/`_count` of a
+/// histogram, `_info` of an info, none of a gauge).
+#[cfg(test)]
+mod dashboard {
+    use std::collections::BTreeMap;
+
+    const DASHBOARD: &str = include_str!("../../../deploy/helm/tern/dashboards/tern.json");
+
+    /// Every family `render` serves with every subsystem on, by name: its type.
+    fn served() -> BTreeMap<String, String> {
+        let h = prometheus_client::metrics::histogram::Histogram::new([0.1]);
+        let snap = super::Snapshot {
+            token_expiry: Some(1),
+            last_success: Some(1),
+            next_attempt: Some(1),
+            granted_seconds: Some(1),
+            ..super::Snapshot::default()
+        };
+        let text = super::render(
+            snap,
+            &h,
+            Some(crate::routes::RouteStats::default()),
+            Some(crate::netpol::NetpolStats::default()),
+            &super::super::verbs::VerbMetrics::default(),
+        );
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split_once(' '))
+            .map(|(n, t)| (n.to_owned(), t.to_owned()))
+            .collect()
+    }
+
+    /// The `tern_*` names in a PromQL expression.
+    fn names(expr: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut rest = expr;
+        while let Some(at) = rest.find("tern_") {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            out.push(&tail[..end]);
+            rest = &tail[end..];
+        }
+        out
+    }
+
+    /// The family a sample name belongs to, if `served` has it with a type that fits.
+    fn family<'a>(sample: &'a str, served: &BTreeMap<String, String>) -> Option<&'a str> {
+        let by_type = [
+            ("counter", "_total"),
+            ("histogram", "_bucket"),
+            ("histogram", "_sum"),
+            ("histogram", "_count"),
+            ("info", "_info"),
+        ];
+        for (ty, suffix) in by_type {
+            if let Some(f) = sample.strip_suffix(suffix) {
+                if served.get(f).is_some_and(|t| t == ty) {
+                    return Some(f);
+                }
+            }
+        }
+        served
+            .get(sample)
+            .is_some_and(|t| t == "gauge")
+            .then_some(sample)
+    }
+
+    #[test]
+    fn every_panel_queries_metrics_the_agent_serves() {
+        let served = served();
+        let d: serde_json::Value = serde_json::from_str(DASHBOARD).unwrap();
+        let mut queried = 0;
+        for p in d["panels"].as_array().unwrap() {
+            for t in p["targets"].as_array().into_iter().flatten() {
+                let expr = t["expr"].as_str().unwrap();
+                let found = names(expr);
+                assert!(
+                    !found.is_empty(),
+                    "{}: no tern metric in {expr}",
+                    p["title"]
+                );
+                for n in found {
+                    assert!(
+                        family(n, &served).is_some(),
+                        "{}: {n} is not served as such (served: {served:?})",
+                        p["title"]
+                    );
+                    queried += 1;
+                }
+            }
+        }
+        assert!(queried > 30, "{queried}");
+        // The check can fail: a counter without its suffix, a name the agent does not serve.
+        assert!(family("tern_agent_network_policy_compiles", &served).is_none());
+        assert!(family("tern_agent_no_such_metric", &served).is_none());
+        assert!(family("tern_agent_network_policy_compiles_total", &served).is_some());
+    }
+}

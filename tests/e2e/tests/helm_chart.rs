@@ -327,6 +327,38 @@ fn vxlan_mode_renders_the_flag_and_deploy_vxlans_rbac() {
 }
 
 #[test]
+fn the_grafana_dashboard_is_a_labelled_configmap_when_asked_for() {
+    let Some(helm) = helm() else { return };
+    let default = template(&helm, &[]).unwrap();
+    assert!(!default.contains("tern-dashboard"), "off by default");
+    let all = template(&helm, &["--set", "metrics.dashboard=true"]).unwrap();
+    let cm = doc(&all, "ConfigMap", "tern-dashboard");
+    assert!(
+        cm.contains("  labels:\n    grafana_dashboard: \"1\"\n"),
+        "{cm}"
+    );
+    assert!(cm.contains("  namespace: tern\n"), "{cm}");
+    let body: String = cm
+        .lines()
+        .skip_while(|l| !l.starts_with("  tern.json: |-"))
+        .skip(1)
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let d: serde_json::Value =
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("dashboard JSON: {e}\n{body}"));
+    assert_eq!(d["uid"], "tern-overview");
+    assert!(d["panels"].as_array().is_some_and(|p| p.len() > 10), "{d}");
+    // No metrics endpoint, no dashboard over it.
+    let off = template(
+        &helm,
+        &["--set", "metrics.enabled=false,metrics.dashboard=true"],
+    )
+    .unwrap();
+    assert!(!off.contains("tern-dashboard"), "{off}");
+}
+
+#[test]
 fn a_wrong_value_fails_with_the_keys_name() {
     let Some(helm) = helm() else { return };
     for (set, words) in [
