@@ -54,8 +54,9 @@ pub struct Flush {
 }
 
 /// What the engine keeps of a pod: the compiler's [`Pod`], or a wider object that holds one
-/// (the agent's watch layer keeps more of a Pod; the engine then shares that one copy).
-pub trait AsPod: PartialEq {
+/// (the agent's watch layer keeps more of a Pod; the engine then shares that one copy). Two
+/// objects with the same [`AsPod::as_pod`] are the same to the engine.
+pub trait AsPod {
     /// The compiler's view of the pod.
     fn as_pod(&self) -> &Pod;
 }
@@ -194,7 +195,11 @@ impl<P: AsPod> Engine<P> {
     /// it.
     pub fn set_pod(&mut self, key: &str, pod: Option<Arc<P>>) -> bool {
         let old = self.pods.get(key).cloned();
-        if old.as_deref() == pod.as_deref() {
+        if old.as_deref().map(AsPod::as_pod) == pod.as_deref().map(AsPod::as_pod) {
+            // Nothing the compiler reads: keep the newest object (the caller's one copy).
+            if let Some(p) = pod {
+                self.pods.insert(key.to_owned(), p);
+            }
             return false;
         }
         let ns = match (&old, &pod) {
