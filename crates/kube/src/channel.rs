@@ -24,6 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::KubeError;
 
+/// How [`AgentClient::ask`]'s error reason starts when nothing accepted the connection (no
+/// socket, or no agent behind it): [`KubeError::is_agent_not_listening`].
+pub(crate) const NOT_LISTENING: &str = "connect: ";
+
 /// Default agent socket path.
 pub const DEFAULT_SOCKET: &str = "/run/tern/agent.sock";
 /// Longest accepted line, newline included (bytes).
@@ -198,7 +202,7 @@ impl AgentClient {
                 .max(Duration::from_millis(1))
         };
         let mut stream =
-            UnixStream::connect(socket).map_err(|e| unreachable(format!("connect: {e}")))?;
+            UnixStream::connect(socket).map_err(|e| unreachable(format!("{NOT_LISTENING}{e}")))?;
         stream
             .set_write_timeout(Some(left()))
             .map_err(|e| unreachable(e.to_string()))?;

@@ -133,6 +133,13 @@ pub enum KubeError {
 }
 
 impl KubeError {
+    /// True when the agent channel's connect failed: no agent listens on the socket (yet). A
+    /// restarting agent listens again within seconds; a request that was sent is not this.
+    pub fn is_agent_not_listening(&self) -> bool {
+        matches!(self, Self::AgentUnreachable { reason, .. }
+            if reason.starts_with(crate::channel::NOT_LISTENING))
+    }
+
     /// True for failures that a later attempt may not see: timeouts, connection and TLS
     /// failures, 429 and 5xx.
     pub fn is_transient(&self) -> bool {

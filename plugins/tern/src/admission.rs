@@ -8,6 +8,7 @@
 
 use std::net::IpAddr;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use tern_cni::{AddInput, Error};
 use tern_kube::channel::{Outcome, Request};
@@ -16,6 +17,9 @@ use tern_kube::AgentClient;
 use crate::config::{NetworkPolicyConf, TernConf};
 use crate::lookup::PodArgs;
 
+/// How often a connect is tried again while no agent listens.
+const RECONNECT: Duration = Duration::from_millis(100);
+
 /// With `networkPolicy` in `conf`, asks the agent at `agentSocket` to admit the pod `CNI_ARGS`
 /// names with `addrs`, waiting at most `networkPolicy.waitSeconds`. Without it, or for an ADD
 /// whose `CNI_ARGS` names no pod (not a Kubernetes pod: no policy can select it), nothing is
@@ -23,7 +27,7 @@ use crate::lookup::PodArgs;
 ///
 /// # Errors
 /// Code 11 (try again later: the kubelet retries the sandbox) when no agent listens on the
-/// socket, it does not answer within the wait, it does not enforce NetworkPolicy, or it could not
+/// socket within the wait (it is tried again every 100 ms), it does not answer within the wait, it does not enforce NetworkPolicy, or it could not
 /// admit the pod (its Pod watch did not show the pod in time, its table was not applied).
 pub fn admit(input: &AddInput, conf: &TernConf, addrs: &[IpAddr]) -> Result<(), Error> {
     let Some(np) = &conf.network_policy else {
@@ -49,12 +53,24 @@ fn ask(
         tracing::debug!("CNI_ARGS names no pod: no NetworkPolicy admission");
         return Ok(());
     };
-    let req = Request::AdmitPod {
-        namespace: namespace.clone(),
-        name: name.clone(),
-        uid,
-        ips: addrs.to_vec(),
-        wait_ms: u64::try_from(np.wait.as_millis()).unwrap_or(u64::MAX),
+    let deadline = Instant::now() + np.wait;
+    // While no agent listens (a restart, a rollout), try again every 100 ms within the wait:
+    // the pod starts once the agent is back rather than after the kubelet's retry backoff.
+    let outcome = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let req = Request::AdmitPod {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            uid: uid.clone(),
+            ips: addrs.to_vec(),
+            wait_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+        };
+        match AgentClient::ask(socket, &req, left.max(Duration::from_millis(1))) {
+            Err(e) if e.is_agent_not_listening() && left > RECONNECT => {
+                std::thread::sleep(RECONNECT);
+            }
+            other => break other,
+        }
     };
     let refused = |why: String| {
         Error::try_again_later(format!(
@@ -65,7 +81,7 @@ fn ask(
              (run --network-policy) has its rules in the kernel; the kubelet retries",
         )
     };
-    match AgentClient::ask(socket, &req, np.wait) {
+    match outcome {
         Ok(Outcome::Admitted { isolated }) => {
             tracing::debug!(namespace, name, isolated, "admitted by tern-agent");
             Ok(())

@@ -1,6 +1,6 @@
 //! `networkPolicy` in tern's netconf: ADD asks tern-agent to admit the pod before it returns.
-//! Stand-in agents on a Unix socket (none listening, one that never answers, one that refuses,
-//! one that admits) against the real ADD in a throwaway host and pod netns: a refusal is code 11
+//! Stand-in agents on a Unix socket (none listening, one that starts listening during the wait,
+//! one that never answers, one that refuses, one that admits) against the real ADD in a throwaway host and pod netns: a refusal is code 11
 //! and leaves nothing (no veth, no route, no state, no lease); an admission returns the result;
 //! DEL never asks. Root is needed (netns, veth).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tern_cni::code;
@@ -80,8 +81,15 @@ fn no_agent_listening_is_code_11_and_leaves_nothing() {
         return;
     }
     let node = Node::new("tern-np-none");
-    let c = conf(&node, &socket(&node, "absent.sock"), 5.0);
+    let c = conf(&node, &socket(&node, "absent.sock"), 0.6);
+    let started = Instant::now();
     let msg = refused(&node, &c, POD);
+    // Tried again for the whole wait (an agent that restarts listens again within it).
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(msg.contains("connect"), "{msg}");
     assert_nothing_left(&node, "no agent");
     // DEL never talks to the agent, and an ADD that names no pod (no policy can select it) is
@@ -106,11 +114,14 @@ fn an_agent_that_refuses_or_never_answers_is_code_11_and_leaves_nothing() {
     let msg = refused(&node, &conf(&node, &s, 5.0), POD);
     assert!(msg.contains("does not enforce NetworkPolicy"), "{msg}");
     assert_nothing_left(&node, "refused");
-    let req = seen.recv().unwrap();
+    let mut req = seen.recv().unwrap();
+    // What is left of the 5 s wait when the request was written.
+    let wait_ms = req["waitMs"].take().as_u64().unwrap();
+    assert!((4900..=5000).contains(&wait_ms), "{wait_ms}");
     assert_eq!(
         req,
         json!({"op": "admitPod", "namespace": "x", "name": "web", "uid": "u1",
-               "ips": ["10.98.0.2", "fd00:98::2"], "waitMs": 5000})
+               "ips": ["10.98.0.2", "fd00:98::2"], "waitMs": null})
     );
 
     let s = socket(&node, "silent.sock");
@@ -119,6 +130,35 @@ fn an_agent_that_refuses_or_never_answers_is_code_11_and_leaves_nothing() {
     assert!(msg.contains("no answer within"), "{msg}");
     assert_eq!(seen.recv().unwrap()["op"], "admitPod");
     assert_nothing_left(&node, "no answer");
+}
+
+#[test]
+fn an_agent_that_starts_listening_during_the_wait_admits_the_pod() {
+    if tern_testkit::root::skip() {
+        return;
+    }
+    let node = Node::new("tern-np-late");
+    let s = socket(&node, "late.sock");
+    let late = s.clone();
+    let agent = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(800));
+        stand_in_agent(&late, Some(r#"{"outcome":"admitted","isolated":true}"#))
+    });
+    let c = conf(&node, &s, 5.0);
+    let started = Instant::now();
+    let (status, out) = node.call_with_args("ADD", "c1", &c, &node.dir.join("bin"), Some(POD));
+    let took = started.elapsed();
+    assert_eq!(status, 0, "{out}");
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    // The request the agent got carries what is left of the wait, not the whole of it.
+    let req = agent.join().unwrap().recv().unwrap();
+    let wait_ms = req["waitMs"].as_u64().unwrap();
+    assert!(wait_ms < 4300 && wait_ms > 3000, "{req}");
+    assert_eq!(node.ok("DEL", "c1", &with_prev(&c, &out)), Value::Null);
+    assert_nothing_left(&node, "after DEL");
 }
 
 #[test]
