@@ -13,6 +13,7 @@ use clap::{CommandFactory as _, Parser, Subcommand};
 
 use crate::config::RunArgs;
 use crate::install::InstallArgs;
+use crate::status::StatusArgs;
 use crate::trace::TraceArgs;
 use crate::uninstall::UninstallArgs;
 
@@ -21,13 +22,14 @@ const AFTER_HELP: &str = "flags of each subcommand, with defaults and environmen
   tern-agent run --help
   tern-agent install --help
   tern-agent uninstall --help
-  tern-agent trace --help";
+  tern-agent trace --help
+  tern-agent status --help";
 
 /// `tern-agent <subcommand> [flags]`.
 #[derive(Debug, Parser)]
 #[command(
     name = "tern-agent",
-    about = "tern node agent: keeps the CNI token kubeconfig fresh, and installs tern on a node",
+    about = "tern node agent: installs tern on a node; keeps the CNI token fresh; routes between nodes; egress NAT; enforces NetworkPolicy",
     after_help = AFTER_HELP,
     arg_required_else_help = true,
     disable_help_subcommand = true,
@@ -42,8 +44,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Keep the CNI token kubeconfig fresh (the DaemonSet's container): TokenRequest for the CNI
-    /// service account, the agent channel, and the health and metrics endpoints.
+    /// The DaemonSet's container: keeps the CNI token kubeconfig fresh (TokenRequest for the CNI
+    /// service account), serves the agent channel, the probes and the metrics; with its flags,
+    /// node routes, egress NAT and NetworkPolicy.
     Run(RunArgs),
     /// Install the CNI plugins, the first kubeconfig and the conflist (the init container):
     /// checks the conflist and the plugins, mints the first CNI token, then copies the plugins,
@@ -57,6 +60,10 @@ pub enum Command {
     /// NetworkPolicies once and prints the verdict and its reasons (the policies isolating each
     /// end, the rule allowing each direction). Exit 0 allowed, 1 denied, 2 could not answer.
     Trace(TraceArgs),
+    /// This node's agent at a glance, from its /metrics and /readyz (--address, its --listen):
+    /// version, readiness, the CNI token, node routes, the NetworkPolicy table, errors. Exit 0
+    /// ready and synced, 1 not, 2 no agent there.
+    Status(StatusArgs),
 }
 
 /// Parses the whole command line (without the program name).

@@ -20,6 +20,7 @@ mod prom;
 pub mod routes;
 pub mod run;
 pub mod schedule;
+pub mod status;
 mod stop_signal;
 pub mod trace;
 pub mod uninstall;

@@ -66,7 +66,7 @@ fn main() -> std::process::ExitCode {
         Ok(l) => l.init(),
         Err(e) => {
             eprintln!("tern-agent: {e}");
-            return early_failure(matches!(command, Command::Trace(_)));
+            return early_failure(matches!(command, Command::Trace(_) | Command::Status(_)));
         }
     }
     let result = match command {
@@ -75,6 +75,8 @@ fn main() -> std::process::ExitCode {
         Command::Uninstall(a) => tern_agent::uninstall::main(a),
         // Its own exit codes: 0 allowed, 1 denied, 2 no answer.
         Command::Trace(a) => return tern_agent::trace::main(&a),
+        // 0 ready and synced, 1 not, 2 no agent there.
+        Command::Status(a) => return tern_agent::status::main(&a),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -36,7 +36,7 @@ use crate::config::RunConfig;
 
 mod channel;
 mod http;
-mod metrics;
+pub(crate) mod metrics;
 mod refresher;
 pub mod verbs;
 
