@@ -53,10 +53,11 @@ pub fn sandbox_recreated(node: &Node) -> Res {
     node.delete_pods(&["pod-s", "pod-t"])
 }
 
-/// The agent pod killed: the plugin's token stays valid, pods start; the kubelet brings it back.
-/// (tern's ADD waits for the agent's NetworkPolicy admission: a pod created while the agent is
-/// away gets code 11 and starts on a kubelet retry once the agent is back, within the 90 s.)
-pub fn agent_restart(node: &Node) -> Res {
+/// The agent pod deleted: the plugin's token stays valid, pods start; the DaemonSet brings a new
+/// one (its init container first). tern's ADD waits for the agent's NetworkPolicy admission,
+/// connecting again while nothing listens; a pod whose wait ends first gets code 11 and starts on
+/// a kubelet retry once the agent is back, within the 90 s.
+pub fn agent_pod_deleted(node: &Node) -> Res {
     let old = node.agent_pod()?;
     node.kubectl(&["-n", "tern", "delete", "pod", &old, "--wait=false"])?;
     node.create_pods(&["pod-c"])?;

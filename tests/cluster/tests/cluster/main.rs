@@ -17,6 +17,8 @@
 //! Bring-up and teardown are tests/cluster/node.sh (`up`, `down`); each case's commands and their
 //! output go to `$KT/cases/NAME.log`, whose tail is the failure message.
 
+mod agent_kill;
+mod agent_kill;
 mod cases;
 mod chain;
 mod critest;
@@ -60,7 +62,8 @@ const CASES: &[Case] = &[
     ("sandbox_recreated", day2::sandbox_recreated),
     ("token_revoked", tokens::token_revoked),
     ("max_token_expiration", tokens::max_token_expiration),
-    ("agent_restart", day2::agent_restart),
+    ("agent_pod_deleted", day2::agent_pod_deleted),
+    ("agent_restart", agent_kill::agent_restart),
     ("apiserver_down", day2::apiserver_down),
     ("signing_key_rotated", tokens::signing_key_rotated),
     ("rollout", day2::rollout),
