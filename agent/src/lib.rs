@@ -23,6 +23,7 @@ pub mod schedule;
 mod stop_signal;
 pub mod trace;
 pub mod uninstall;
+mod watch;
 
 pub use clock::{OffsetClock, SystemClock, WallClock};
 pub use config::RunConfig;
