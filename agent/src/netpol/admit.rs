@@ -127,7 +127,7 @@ pub(crate) fn admit(s: &Shared, req: &AdmitRequest, until: Instant) -> Result<bo
     }
     let pod = &st.pods[&key];
     let uid = pod.uid.clone();
-    let mut admitted = pod.clone();
+    let mut admitted = pod.pod.clone();
     admitted.ips.clone_from(&req.ips);
     let isolated = st.policies.values().any(|p| p.isolates(&admitted));
     st.admitted.insert(

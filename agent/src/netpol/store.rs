@@ -1,5 +1,5 @@
-//! What the NetworkPolicy controller's threads share: the [`Store`] the three watchers
-//! (`watch.rs`) keep Pods, Namespaces and NetworkPolicies in, the addresses admissions
+//! What the NetworkPolicy controller's threads share: the [`Store`] the three watch-layer
+//! subscribers (`watch.rs`) keep Pods, Namespaces and NetworkPolicies in, the addresses admissions
 //! (`admit.rs`) add before the API server has them, how far the syncer (`sync.rs`) applied it,
 //! and the [`NetpolStats`] they count in; all behind [`Shared`], which the controller
 //! (`controller.rs`) makes and hands to each thread.
@@ -11,9 +11,10 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tern_netpol::model::{Namespace, Pod, Policy};
+use tern_watch::PodObject;
 
 use super::config::NetpolConfig;
 use crate::mint::ControllerSettings;
@@ -59,10 +60,10 @@ impl Kind {
 /// What the watchers know, keyed by `namespace/name` (`name` for Namespaces).
 #[derive(Debug, Default)]
 pub struct Store {
-    /// Pods.
-    pub pods: BTreeMap<String, Pod>,
-    /// Namespaces.
-    pub namespaces: BTreeMap<String, Namespace>,
+    /// Pods (the watch layer's copies, shared).
+    pub pods: BTreeMap<String, Arc<PodObject>>,
+    /// Namespaces (the watch layer's copies, shared).
+    pub namespaces: BTreeMap<String, Arc<Namespace>>,
     /// NetworkPolicies.
     pub policies: BTreeMap<String, Policy>,
     /// NetworkPolicies that could not be read whole, by `namespace/name`: what became of them
@@ -128,7 +129,7 @@ impl Store {
         self.pods
             .iter()
             .map(|(key, p)| {
-                let mut p = p.clone();
+                let mut p = p.pod.clone();
                 if let Some(a) = self.admitted.get(key) {
                     p.ips.clone_from(&a.ips);
                 }

@@ -48,7 +48,7 @@ fn render(s: &Shared) -> Option<Rendered> {
         (
             st.generation,
             st.pods_with_admitted(),
-            st.namespaces.values().cloned().collect(),
+            st.namespaces.values().map(|n| (**n).clone()).collect(),
             st.policies.values().cloned().collect(),
         )
     };

@@ -40,6 +40,26 @@ pub struct PodObject {
     pub deleting: bool,
 }
 
+impl std::ops::Deref for PodObject {
+    type Target = Pod;
+
+    /// The compiler's view: what most readers want.
+    fn deref(&self) -> &Pod {
+        &self.pod
+    }
+}
+
+impl From<Pod> for PodObject {
+    /// A running pod, not being deleted.
+    fn from(pod: Pod) -> PodObject {
+        PodObject {
+            pod,
+            phase: "Running".into(),
+            deleting: false,
+        }
+    }
+}
+
 fn pod(v: &Value) -> Result<PodObject, String> {
     Ok(PodObject {
         pod: pod_from_json(v).map_err(|e| e.to_string())?,

@@ -32,6 +32,10 @@ pub struct Relisted<T> {
     pub first: bool,
     /// The changes it made, in key order.
     pub changes: Vec<Change<T>>,
+    /// Listed objects whose slim value was the stored one.
+    pub unchanged: u64,
+    /// Listed objects not of the kind's shape (left out of the store).
+    pub undecodable: u64,
 }
 
 /// A subscriber to one kind's store, called on the reflector's thread, in subscription order,
@@ -43,9 +47,10 @@ pub trait Consumer<T>: Send {
     /// A watch event changed one object.
     fn changed(&mut self, store: &Store<T>, change: &Change<T>);
 
-    /// Events or listed objects that reached no consumer: `unchanged` (their slim value was the
-    /// stored one, or a delete of what the store did not hold) and `undecodable` (not of the
-    /// kind's shape; an event leaves the stored version, a list drops the key).
+    /// Events, or a list that changed nothing, that reached no consumer otherwise: `unchanged`
+    /// (their slim value was the stored one, or a delete of what the store did not hold) and
+    /// `undecodable` (not of the kind's shape; an event leaves the stored version, a list drops
+    /// the key). A list delivered by [`Consumer::replaced`] carries its own counts instead.
     fn skipped(&mut self, _unchanged: u64, _undecodable: u64) {}
 
     /// A watch ended at its `timeoutSeconds` with nothing lost: a moment to repair drift.
@@ -113,6 +118,14 @@ impl<T: PartialEq + Send + Sync> Reflector<T> {
         }
     }
 
+    /// The same reflector counting into `stats` (made before the reflector's thread, for the
+    /// metrics endpoint).
+    #[must_use]
+    pub fn sharing_stats(mut self, stats: Arc<Mutex<WatchStats>>) -> Reflector<T> {
+        self.stats = stats;
+        self
+    }
+
     /// Its counters, shared (for a metrics endpoint).
     pub fn stats(&self) -> Arc<Mutex<WatchStats>> {
         Arc::clone(&self.stats)
@@ -128,7 +141,8 @@ impl<T: PartialEq + Send + Sync> Reflector<T> {
         *self.count().events.entry(what).or_insert(0) += 1;
     }
 
-    fn skipped(&mut self, unchanged: u64, undecodable: u64) {
+    /// Counts what reached no consumer; `deliver`: tells the consumers too.
+    fn skipped(&mut self, unchanged: u64, undecodable: u64, deliver: bool) {
         if unchanged + undecodable == 0 {
             return;
         }
@@ -137,8 +151,10 @@ impl<T: PartialEq + Send + Sync> Reflector<T> {
             st.unchanged += unchanged;
             st.undecodable += undecodable;
         }
-        for c in &mut self.consumers {
-            c.skipped(unchanged, undecodable);
+        if deliver {
+            for c in &mut self.consumers {
+                c.skipped(unchanged, undecodable);
+            }
         }
     }
 
@@ -223,9 +239,16 @@ impl<T: PartialEq + Send + Sync> Reflector<T> {
             st.objects = self.store.len() as u64;
             st.synced = true;
         }
-        self.skipped(decoded.saturating_sub(fresh), undecodable);
-        if first || !changes.is_empty() {
-            let relist = Relisted { first, changes };
+        let unchanged = decoded.saturating_sub(fresh);
+        let deliver = first || !changes.is_empty();
+        self.skipped(unchanged, undecodable, !deliver);
+        if deliver {
+            let relist = Relisted {
+                first,
+                changes,
+                unchanged,
+                undecodable,
+            };
             for c in &mut self.consumers {
                 c.replaced(&self.store, &relist);
             }
@@ -240,11 +263,11 @@ impl<T: PartialEq + Send + Sync> Reflector<T> {
             Ok(new) => new,
             Err(e) => {
                 debug!(kind = self.kind.label, object = %key, error = %e, "not of the kind's shape; the stored version stays");
-                return self.skipped(0, 1);
+                return self.skipped(0, 1, true);
             }
         };
         let Some(change) = self.store.apply(key, new) else {
-            return self.skipped(1, 0);
+            return self.skipped(1, 0, true);
         };
         self.count().objects = self.store.len() as u64;
         for c in &mut self.consumers {

@@ -20,10 +20,10 @@ fn listed(s: &Shared, pods: &[Value]) {
     let mut st = s.store();
     for p in pods {
         let p = pod_from_json(p).unwrap();
-        st.pods.insert(format!("x/{}", p.name), p);
+        st.pods.insert(format!("x/{}", p.name), Arc::new(p.into()));
     }
     let ns = namespace_from_json(&json!({"metadata": {"name": "x"}})).unwrap();
-    st.namespaces.insert("x".into(), ns);
+    st.namespaces.insert("x".into(), Arc::new(ns));
     let deny = policy_from_json(&json!({"metadata": {"namespace": "x", "name": "deny"},
         "spec": {"podSelector": {"matchLabels": {"app": "web"}}}}))
     .unwrap();
@@ -107,7 +107,7 @@ fn the_pod_watch_is_waited_for_then_the_pod_must_be_this_one_on_this_node() {
         let mut st = s.store();
         st.pods.insert(
             "x/cli".into(),
-            pod_from_json(&pod("cli", "cli", "n1", &[])).unwrap(),
+            Arc::new(pod_from_json(&pod("cli", "cli", "n1", &[])).unwrap().into()),
         );
         st.generation += 1;
     }
@@ -122,7 +122,7 @@ fn the_pod_watch_is_waited_for_then_the_pod_must_be_this_one_on_this_node() {
     assert!(e.contains("UID"), "{e}");
     s.store().pods.insert(
         "x/far".into(),
-        pod_from_json(&pod("far", "cli", "n2", &[])).unwrap(),
+        Arc::new(pod_from_json(&pod("far", "cli", "n2", &[])).unwrap().into()),
     );
     let e = admit(&s, &req("far", &["10.0.2.3"]), soon()).unwrap_err();
     assert!(e.contains("not this node"), "{e}");

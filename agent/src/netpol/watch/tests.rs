@@ -1,5 +1,7 @@
+use super::json::{put, replace};
 use super::*;
-use serde_json::json;
+use serde_json::{json, Value};
+use tern_kube::client::objects::key_of;
 
 #[test]
 fn lists_replace_events_change_and_bad_policies_fail_closed() {
