@@ -162,6 +162,8 @@ pub struct RouteStats {
     pub watches: u64,
     /// Watch events by type (`added`, `modified`... as applied, `deleted`, `bookmark`, `gone`).
     pub events: std::collections::BTreeMap<&'static str, u64>,
+    /// Watch events and listed Nodes whose slim value (`NodeEntry`) changed nothing: dropped.
+    pub events_unchanged: u64,
     /// API errors by cause.
     pub api_errors: std::collections::BTreeMap<&'static str, u64>,
     /// Nodes known.
@@ -205,6 +207,7 @@ impl Shared {
         st.lists = w.lists;
         st.watches = w.watches;
         st.events.clone_from(&w.events);
+        st.events_unchanged = w.unchanged;
         st
     }
 }
