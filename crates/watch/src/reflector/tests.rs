@@ -311,3 +311,16 @@ fn credential_errors_back_off_growing_then_reset_after_a_list() {
     assert_eq!(seen, ["list first"]);
     assert_eq!(backoffs[..3], [(1, "io"), (2, "io"), (1, "unauthorized")]);
 }
+
+#[test]
+fn an_expired_continue_token_lists_again_from_the_first_page() {
+    let (asked, seen, backoffs, stats) = run(vec![
+        page(vec![obj("a", "3", "1")], "7", Some("t1")),
+        Answer::Page(Err(gone_status())),
+        page(vec![obj("a", "3", "1"), obj("b", "9", "2")], "9", None),
+    ]);
+    assert_eq!(asked[..4], ["list -", "list t1", "list -", "watch 9"]);
+    assert_eq!(seen, ["list first x/a=1 x/b=2"], "no half list delivered");
+    assert!(backoffs.iter().all(|(_, c)| *c == "connect"));
+    assert_eq!(stats.lists, 1);
+}
