@@ -41,6 +41,8 @@ pub(crate) struct AgentControl<'a> {
     pub(crate) rng: Rng,
     /// Counts one failure by cause.
     pub(crate) count: Box<dyn Fn(&'static str) + 'a>,
+    /// What the controller leaves as it is while the API fails (`routes unchanged`), for the log.
+    pub(crate) unchanged: &'static str,
 }
 
 impl Control for AgentControl<'_> {
@@ -60,5 +62,9 @@ impl Control for AgentControl<'_> {
 
     fn sleep(&self, d: Duration) -> bool {
         self.stop.sleep(d)
+    }
+
+    fn unchanged(&self) -> &str {
+        self.unchanged
     }
 }

@@ -304,6 +304,7 @@ fn reflect<T: Watched>(s: &Arc<Shared>, kind: tern_watch::Kind<T>) {
         stop: &s.stop,
         rng: Rng::from_entropy(),
         count: Box::new(|cause| *s.stats().api_errors.entry(cause).or_insert(0) += 1),
+        unchanged: "the NetworkPolicy table is unchanged",
     };
     reflector.run(&*connect, &mut ctl);
 }

@@ -125,6 +125,7 @@ pub(super) fn run(s: &Arc<Shared>) {
         stop: &s.stop,
         rng: Rng::from_entropy(),
         count: Box::new(|cause| *s.stats().api_errors.entry(cause).or_insert(0) += 1),
+        unchanged: "routes unchanged",
     };
     reflector.run(&*connect, &mut ctl);
 }

@@ -68,6 +68,11 @@ pub trait Control {
 
     /// Sleeps up to `d`, less when stopping; true when stopping.
     fn sleep(&self, d: Duration) -> bool;
+
+    /// What stays as it was while the API fails, for the warning (`routes unchanged`).
+    fn unchanged(&self) -> &str {
+        "the store is unchanged"
+    }
 }
 
 /// What one reflector counted since start.
@@ -164,7 +169,7 @@ impl<T: PartialEq + Send + Sync> Reflector<T> {
             let api = match connect() {
                 Ok(api) => api,
                 Err(e) => {
-                    if self.failed(ctl, "reading the credentials", &e) {
+                    if self.failed(ctl, "reading the credentials for", &e) {
                         return;
                     }
                     continue;
@@ -201,7 +206,8 @@ impl<T: PartialEq + Send + Sync> Reflector<T> {
     /// Counts an API failure and sleeps the caller's backoff; true when stopping.
     fn failed(&mut self, ctl: &mut dyn Control, what: &str, e: &KubeError) -> bool {
         let delay = ctl.delay(&mut self.failures, e);
-        warn!(kind = self.kind.label, error = %e, retry_in = ?delay, "{what} failed; the store is unchanged");
+        let (kind, unchanged) = (self.kind.label, ctl.unchanged());
+        warn!(kind, error = %e, retry_in = ?delay, "{what} {kind} failed; {unchanged}");
         ctl.sleep(delay)
     }
 
