@@ -24,6 +24,7 @@ pub mod status;
 mod stop_signal;
 pub mod trace;
 pub mod uninstall;
+mod watch;
 
 pub use clock::{OffsetClock, SystemClock, WallClock};
 pub use config::RunConfig;

@@ -5,7 +5,8 @@
 //! the conflist's IPAM ranges `tern-agent install` rendered (`--pod-cidrs-conflist`) and the
 //! egress NAT's pod ranges.
 //!
-//! Sources: the route controller's Node watch with `--node-routes` (no request of its own), else
+//! Sources: the route controller's Node watch with `--node-routes` (its reflector's subscriber
+//! [`PublishOwn`]; no request of its own), else
 //! a GET of this Node every `--watch-timeout`. The cell keeps the last non-empty podCIDRs seen;
 //! a Node that is gone publishes nothing, so nothing changes until it is back.
 //!
@@ -20,6 +21,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use tern_kube::client::nodes::NodeEntry;
+use tern_watch::{Change, Consumer, Relisted, Store};
 use tracing::{debug, info, warn};
 
 use crate::mint::ControllerSettings;
@@ -80,6 +83,35 @@ impl NodeCidrs {
     /// Wakes `signal`'s sleepers at each change.
     pub(crate) fn listen(&self, signal: Arc<StopSignal>) {
         lock(&self.listeners).push(signal);
+    }
+}
+
+/// A subscriber of the route controller's Node reflector: publishes this node's podCIDRs in
+/// `cells` after each list and each change of this node's Node.
+pub(crate) struct PublishOwn {
+    /// This node's `metadata.name`.
+    pub(crate) node_name: String,
+    /// Where they are published.
+    pub(crate) cells: Arc<NodeCidrs>,
+}
+
+impl PublishOwn {
+    fn publish(&self, nodes: &Store<NodeEntry>) {
+        if let Some(me) = nodes.get(&self.node_name) {
+            self.cells.publish(&me.pod_cidrs);
+        }
+    }
+}
+
+impl Consumer<NodeEntry> for PublishOwn {
+    fn replaced(&mut self, nodes: &Store<NodeEntry>, _: &Relisted<NodeEntry>) {
+        self.publish(nodes);
+    }
+
+    fn changed(&mut self, nodes: &Store<NodeEntry>, change: &Change<NodeEntry>) {
+        if change.key == self.node_name {
+            self.publish(nodes);
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! The NetworkPolicy controller's threads: three watchers (`watch.rs`) keep Pods, Namespaces and
-//! NetworkPolicies in the [`Store`](super::store::Store); one syncer (`sync.rs`) compiles and
+//! The NetworkPolicy controller's threads: three watch-layer reflectors (`watch.rs`, on
+//! `tern-watch`) keep Pods, Namespaces and NetworkPolicies in the
+//! [`Store`](super::store::Store); one syncer (`sync.rs`) compiles and
 //! replaces the table when the store changed, and restores it when someone else changed it;
 //! admissions (`admit.rs`, from tern's ADD over the agent channel) add a new pod's addresses
 //! before the API server has them and wait on [`Store::applied`](super::store::Store::applied).

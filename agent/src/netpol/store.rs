@@ -1,5 +1,5 @@
-//! What the NetworkPolicy controller's threads share: the [`Store`] the three watchers
-//! (`watch.rs`) keep Pods, Namespaces and NetworkPolicies in, the addresses admissions
+//! What the NetworkPolicy controller's threads share: the [`Store`] the three watch-layer
+//! subscribers (`watch.rs`) keep Pods, Namespaces and NetworkPolicies in, the addresses admissions
 //! (`admit.rs`) add before the API server has them, how far the syncer (`sync.rs`) applied it,
 //! and the [`NetpolStats`] they count in; all behind [`Shared`], which the controller
 //! (`controller.rs`) makes and hands to each thread.
@@ -15,6 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tern_netpol::model::Pod;
 use tern_netpol::Engine;
+use tern_watch::PodObject;
 
 use super::config::NetpolConfig;
 use crate::mint::ControllerSettings;
@@ -63,8 +64,8 @@ impl Kind {
 #[derive(Debug)]
 pub struct Store {
     /// The incremental compiler, holding the objects (keyed `namespace/name`, `name` for
-    /// Namespaces).
-    pub engine: Engine,
+    /// Namespaces); its Pods are the watch layer's objects, shared (admitted ones aside).
+    pub engine: Engine<PodObject>,
     /// NetworkPolicies that could not be read whole, by `namespace/name`: what became of them
     /// and why (logged once per change of this entry).
     pub unreadable: BTreeMap<String, (Unreadable, String)>,
@@ -131,6 +132,13 @@ impl AdmittedPod {
     }
 }
 
+/// `pod` with `ips` in place of its addresses (a copy: admitted addresses are the store's own).
+fn with_ips(pod: &PodObject, ips: &[IpAddr]) -> PodObject {
+    let mut p = pod.clone();
+    p.pod.ips = ips.to_vec();
+    p
+}
+
 impl Store {
     /// An empty store for the node `node`.
     pub fn new(node: &str) -> Store {
@@ -153,23 +161,20 @@ impl Store {
     /// Sets the pod `key` as the API shows it (`None`: deleted), with its admitted addresses in
     /// place while they are needed ([`AdmittedPod`]); true when that changed what the compiler
     /// reads. Does not touch the generation.
-    pub fn put_pod(&mut self, key: &str, api: Option<Pod>) -> bool {
+    pub fn put_pod(&mut self, key: &str, api: Option<&Arc<PodObject>>) -> bool {
         let seen = match (api, self.admitted.get_mut(key)) {
-            (Some(p), Some(a)) if !a.settled_by(&p) => {
-                a.api_ips.clone_from(&p.ips);
-                Some(Pod {
-                    ips: a.ips.clone(),
-                    ..p
-                })
+            (Some(p), Some(a)) if !a.settled_by(&p.pod) => {
+                a.api_ips.clone_from(&p.pod.ips);
+                Some(Arc::new(with_ips(p, &a.ips)))
             }
             (p, a) => {
                 if a.is_some() {
                     self.admitted.remove(key);
                 }
-                p
+                p.cloned()
             }
         };
-        self.engine.set_pod(key, seen.map(Arc::new))
+        self.engine.set_pod(key, seen)
     }
 
     /// Puts `ips`, admitted by tern's ADD, in place of the addresses the API shows for the pod
@@ -181,23 +186,16 @@ impl Store {
         };
         let api_ips = match self.admitted.get(key) {
             Some(a) => a.api_ips.clone(),
-            None => pod.ips.clone(),
+            None => pod.pod.ips.clone(),
         };
-        let seen = Pod {
-            ips: ips.to_vec(),
-            ..(*pod).clone()
-        };
-        let isolated = self.engine.isolates(&seen);
+        let seen = with_ips(&pod, ips);
+        let isolated = self.engine.isolates(&seen.pod);
         let a = AdmittedPod {
-            uid: pod.uid.clone(),
+            uid: pod.pod.uid.clone(),
             ips: ips.to_vec(),
             api_ips: api_ips.clone(),
         };
-        let api = Pod {
-            ips: api_ips,
-            ..(*pod).clone()
-        };
-        if a.settled_by(&api) {
+        if a.settled_by(&with_ips(&pod, &api_ips).pod) {
             self.admitted.remove(key);
         } else {
             self.admitted.insert(key.to_owned(), a);
@@ -216,11 +214,8 @@ impl Store {
             return false;
         };
         if let Some(pod) = self.engine.pod(key).cloned() {
-            let api = Pod {
-                ips: a.api_ips,
-                ..(*pod).clone()
-            };
-            self.engine.set_pod(key, Some(Arc::new(api)));
+            self.engine
+                .set_pod(key, Some(Arc::new(with_ips(&pod, &a.api_ips))));
         }
         true
     }

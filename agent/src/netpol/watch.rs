@@ -1,25 +1,24 @@
-//! One watcher per kind: list, replace that kind in the store, then watch from the list's
-//! resourceVersion (with bookmarks), applying each event; list again on 410 Gone, resume a broken
-//! watch from the last resourceVersion seen, and back off with the agent's retry policy on errors.
+//! The NetworkPolicy controller's subscribers of the watch layer (`tern-watch`): one reflector
+//! per kind (Pods, Namespaces, NetworkPolicies), each feeding the [`Store`] through small
+//! functions, [`put`] for one object and [`replace`] for a list, so what is inside the store can
+//! change without touching the watch.
 //!
 //! Invariants: the store only changes by a list or an event; an API server that is down leaves
 //! the store (and so the table) as it is; an event or a relist that changes nothing the compiler
-//! reads (a Pod's status conditions, a resourceVersion, the same list again after a 410) leaves
-//! [`Store::generation`] as it is, so it costs no compile and no nft transaction; a NetworkPolicy
-//! that cannot be read whole fails closed (`model::read_policy`).
+//! reads (a Pod's status conditions or phase alone, a resourceVersion, the same list again after
+//! a 410) leaves [`Store::generation`] as it is, so it costs no compile and no nft transaction; a
+//! NetworkPolicy that cannot be read whole fails closed (`model::read_policy`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use serde_json::Value;
-use tern_kube::client::objects::{key_of, resource_version_of, ObjectEvent};
-use tern_kube::KubeError;
-use tern_netpol::model::{namespace_from_json, pod_from_json, read_policy, PolicyRead};
+use tern_netpol::model::{Namespace, PolicyRead};
+use tern_watch::{Change, Consumer, PodObject, Reflector, Relisted};
 use tracing::{debug, error, info, warn};
 
 use super::store::{Kind, Shared, Store, Unreadable};
-use crate::mint::in_cluster_client;
 use crate::schedule::Rng;
+use crate::watch::{connect, AgentControl};
 
 /// What putting one object did to the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,8 +67,8 @@ fn note_unreadable(store: &mut Store, key: &str, now: Option<(Unreadable, String
 /// Puts one policy into the store, failing closed (`model::read_policy`): a policy whose rules
 /// cannot be read is kept as a deny-all of the pods it selects; one whose podSelector cannot be
 /// read is dropped (a stale version of it would be wrong too) and only counted.
-fn set_policy(store: &mut Store, key: &str, obj: Option<&Value>) -> Put {
-    let (policy, unreadable) = match obj.map(read_policy) {
+fn set_policy(store: &mut Store, key: &str, obj: Option<&PolicyRead>) -> Put {
+    let (policy, unreadable) = match obj.cloned() {
         None => (None, None),
         Some(PolicyRead::Read(p)) => (Some(p), None),
         Some(PolicyRead::Closed { policy, error }) => {
@@ -85,36 +84,51 @@ fn set_policy(store: &mut Store, key: &str, obj: Option<&Value>) -> Put {
     }
 }
 
-/// Puts one object into the store (`None`: removes it) without touching the generation. A Pod
-/// or Namespace that does not parse leaves the store as it was.
-fn set(store: &mut Store, kind: Kind, key: &str, obj: Option<&Value>) -> Put {
-    let unread = Put {
-        changed: false,
-        read: false,
-    };
-    match kind {
-        Kind::Pods => match obj.map(pod_from_json).transpose() {
-            Ok(p) => Put {
-                changed: store.put_pod(key, p),
-                read: true,
-            },
-            Err(_) => unread,
-        },
-        Kind::Namespaces => match obj.map(namespace_from_json).transpose() {
-            Ok(n) => Put {
-                changed: store.engine.set_namespace(key, n.as_ref()),
-                read: true,
-            },
-            Err(_) => unread,
-        },
-        Kind::Policies => set_policy(store, key, obj),
+/// A kind's slim type as the store takes it.
+pub(super) trait Watched: PartialEq + Send + Sync + 'static {
+    /// Its kind.
+    const KIND: Kind;
+
+    /// Puts one object into the store (`None`: removes it) without touching the generation.
+    fn set(store: &mut Store, key: &str, new: Option<&Arc<Self>>) -> Put;
+}
+
+impl Watched for PodObject {
+    const KIND: Kind = Kind::Pods;
+
+    /// The watch layer's object itself goes into the engine (one copy), admitted addresses
+    /// aside; a change of its phase alone is no change.
+    fn set(store: &mut Store, key: &str, new: Option<&Arc<Self>>) -> Put {
+        Put {
+            changed: store.put_pod(key, new),
+            read: true,
+        }
+    }
+}
+
+impl Watched for Namespace {
+    const KIND: Kind = Kind::Namespaces;
+
+    fn set(store: &mut Store, key: &str, new: Option<&Arc<Self>>) -> Put {
+        Put {
+            changed: store.engine.set_namespace(key, new.map(|n| &**n)),
+            read: true,
+        }
+    }
+}
+
+impl Watched for PolicyRead {
+    const KIND: Kind = Kind::Policies;
+
+    fn set(store: &mut Store, key: &str, new: Option<&Arc<Self>>) -> Put {
+        set_policy(store, key, new.map(|p| &**p))
     }
 }
 
 /// Puts one object into the store (`None`: removes it), bumping the generation only when
 /// something the compiler reads changed.
-pub(super) fn put(store: &mut Store, kind: Kind, key: String, obj: Option<&Value>) -> Put {
-    let p = set(store, kind, &key, obj);
+pub(super) fn put<T: Watched>(store: &mut Store, key: &str, obj: Option<&Arc<T>>) -> Put {
+    let p = T::set(store, key, obj);
     if p.changed {
         store.generation += 1;
     }
@@ -130,10 +144,10 @@ pub(super) struct Relist {
     pub(super) changed: bool,
 }
 
-/// Deletes every object of `kind` not in `keep`; true when one was.
-fn keep_only(store: &mut Store, kind: Kind, keep: &BTreeSet<String>) -> bool {
+/// Deletes every object of `T`'s kind not in `keep`; true when one was.
+fn keep_only<T: Watched>(store: &mut Store, keep: &BTreeSet<String>) -> bool {
     let e = &store.engine;
-    let gone: Vec<String> = match kind {
+    let gone: Vec<String> = match T::KIND {
         Kind::Pods => e
             .pod_keys()
             .filter(|k| !keep.contains(*k))
@@ -152,32 +166,32 @@ fn keep_only(store: &mut Store, kind: Kind, keep: &BTreeSet<String>) -> bool {
     };
     let mut changed = false;
     for key in gone {
-        changed |= set(store, kind, &key, None).changed;
+        changed |= T::set(store, &key, None).changed;
     }
     changed
 }
 
-/// Replaces every object of `kind` with a fresh list; the generation moves only when the
-/// kind's objects differ from before, or it had not been listed yet.
-pub(super) fn replace(store: &mut Store, kind: Kind, items: &[Value]) -> Relist {
+/// Replaces every object of `T`'s kind with a fresh list (`items`: the watch's store after
+/// it); the generation moves only when the kind's objects differ from before, or it had not
+/// been listed yet.
+pub(super) fn replace<'a, T: Watched>(
+    store: &mut Store,
+    items: impl IntoIterator<Item = (&'a String, &'a Arc<T>)>,
+) -> Relist {
+    let kind = T::KIND;
     let mut r = Relist {
         changed: !store.is_listed(kind),
         ..Relist::default()
     };
     let mut keep = BTreeSet::new();
-    for v in items {
-        let key = key_of(v);
-        let p = set(store, kind, &key, Some(v));
+    for (key, v) in items {
+        let p = T::set(store, key, Some(v));
         r.changed |= p.changed;
         r.unread += u64::from(!p.read);
-        // A list replaces: a Pod or Namespace that does not parse is dropped (a watch event
-        // keeps its old version); a policy is whatever `set_policy` made of it.
         r.unchanged += u64::from(p.unchanged(kind));
-        if p.read || kind == Kind::Policies {
-            keep.insert(key);
-        }
+        keep.insert(key.clone());
     }
-    r.changed |= keep_only(store, kind, &keep);
+    r.changed |= keep_only::<T>(store, &keep);
     if kind == Kind::Policies {
         let gone: Vec<String> = store
             .unreadable
@@ -195,31 +209,18 @@ pub(super) fn replace(store: &mut Store, kind: Kind, items: &[Value]) -> Relist 
     r
 }
 
-struct Loop<'a> {
-    s: &'a Shared,
-    kind: Kind,
-    rv: Option<String>,
-    failures: u32,
-    rng: Rng,
+/// One kind's subscriber: feeds the store and counts.
+struct Feed<T> {
+    s: Arc<Shared>,
+    kind: std::marker::PhantomData<fn() -> T>,
 }
 
-impl Loop<'_> {
-    fn failed(&mut self, what: &str, e: &KubeError) -> bool {
-        let delay = self.s.run.api_failure(
-            &mut self.failures,
-            &mut self.s.stats().api_errors,
-            e,
-            &mut self.rng,
-        );
-        warn!(kind = self.kind.label(), error = %e, retry_in = ?delay, "network policy: {what} failed; the table is unchanged");
-        self.s.stop.sleep(delay)
-    }
-
-    /// Counts objects that changed nothing and objects not read whole; `unreadable`: the
-    /// policies not read whole now (the NetworkPolicy watcher's).
+impl<T: Watched> Feed<T> {
+    /// Counts objects that changed nothing and objects not read whole (Pods and Namespaces
+    /// that did not decode, policies that failed closed); the policies not read whole now.
     fn count(&self, unchanged: u64, unread: u64, unreadable: Option<BTreeMap<&'static str, u64>>) {
         let mut st = self.s.stats();
-        let kind = self.kind.label();
+        let kind = T::KIND.label();
         if unchanged > 0 {
             *st.events_unchanged.entry(kind).or_insert(0) += unchanged;
         }
@@ -231,129 +232,77 @@ impl Loop<'_> {
         }
     }
 
-    /// The store's unreadable policies, when this is the NetworkPolicy watcher.
-    fn unreadable(&self, st: &Store) -> Option<BTreeMap<&'static str, u64>> {
-        (self.kind == Kind::Policies).then(|| st.unreadable_counts())
+    /// The store's unreadable policies, when this is the NetworkPolicy subscriber.
+    fn unreadable(st: &Store) -> Option<BTreeMap<&'static str, u64>> {
+        (T::KIND == Kind::Policies).then(|| st.unreadable_counts())
+    }
+}
+
+impl<T: Watched> Consumer<T> for Feed<T> {
+    fn replaced(&mut self, watched: &tern_watch::Store<T>, relist: &Relisted<T>) {
+        let (r, unreadable) = {
+            let mut st = self.s.store();
+            let r = replace(&mut st, watched.iter());
+            (r, Self::unreadable(&st))
+        };
+        self.s.notify();
+        debug!(
+            kind = T::KIND.label(),
+            unchanged = r.unchanged,
+            changed = r.changed,
+            "network policy: list applied"
+        );
+        self.count(r.unchanged, r.unread + relist.undecodable, unreadable);
     }
 
-    /// Applies one watch event (`None`: a delete).
-    fn event(&self, key: String, obj: Option<&Value>) {
+    fn changed(&mut self, _: &tern_watch::Store<T>, change: &Change<T>) {
         let (p, unreadable) = {
             let mut st = self.s.store();
-            let p = put(&mut st, self.kind, key, obj);
-            (p, self.unreadable(&st))
+            let p = put(&mut st, &change.key, change.new.as_ref());
+            (p, Self::unreadable(&st))
         };
         self.s.notify();
         self.count(
-            u64::from(p.unchanged(self.kind)),
+            u64::from(p.unchanged(T::KIND)),
             u64::from(!p.read),
             unreadable,
         );
     }
 
-    fn list(&mut self, client: &tern_kube::Client) -> Result<(), KubeError> {
-        let list = client.list_objects(self.kind.collection(), self.s.run.api.request_timeout)?;
-        info!(kind = self.kind.label(), items = list.items.len(), resource_version = %list.resource_version, "network policy: listed");
-        let (r, unreadable) = {
-            let mut st = self.s.store();
-            let r = replace(&mut st, self.kind, &list.items);
-            (r, self.unreadable(&st))
-        };
-        self.s.notify();
-        debug!(
-            kind = self.kind.label(),
-            unchanged = r.unchanged,
-            changed = r.changed,
-            "network policy: list applied"
-        );
-        self.count(r.unchanged, r.unread, unreadable);
-        self.rv = Some(list.resource_version);
-        Ok(())
-    }
-
-    fn watch(&mut self, client: &tern_kube::Client, rv: &str) -> Result<(), KubeError> {
-        let cfg = &self.s.cfg;
-        let mut w = client.watch_objects(
-            self.kind.collection(),
-            rv,
-            cfg.watch_timeout.as_secs().max(1),
-            self.s.run.api.request_timeout,
-            cfg.watch_idle,
-        )?;
-        debug!(
-            kind = self.kind.label(),
-            resource_version = rv,
-            "network policy: watching"
-        );
-        while !self.s.stop.is_stopped() {
-            let Some(event) = w.next_event()? else {
-                return Ok(());
-            };
-            self.failures = 0;
-            match event {
-                ObjectEvent::Applied(v) => {
-                    self.rv = Some(resource_version_of(&v));
-                    self.event(key_of(&v), Some(&v));
-                }
-                ObjectEvent::Deleted(v) => {
-                    self.rv = Some(resource_version_of(&v));
-                    self.event(key_of(&v), None);
-                }
-                ObjectEvent::Bookmark(rv) => self.rv = Some(rv),
-                ObjectEvent::Gone => {
-                    info!(
-                        kind = self.kind.label(),
-                        "network policy: resourceVersion too old (410 Gone); listing again"
-                    );
-                    self.rv = None;
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
+    fn skipped(&mut self, unchanged: u64, undecodable: u64) {
+        self.count(unchanged, undecodable, None);
     }
 }
 
-/// A watcher thread: runs until the controller stops.
-pub(super) fn run(s: &Shared, kind: Kind) {
-    let mut l = Loop {
-        s,
-        kind,
-        rv: None,
-        failures: 0,
-        rng: Rng::from_entropy(),
+/// One kind's reflector, feeding the store, until the controller stops.
+fn reflect<T: Watched>(s: &Arc<Shared>, kind: tern_watch::Kind<T>) {
+    let feed: Feed<T> = Feed {
+        s: Arc::clone(s),
+        kind: std::marker::PhantomData,
     };
-    while !s.stop.is_stopped() {
-        // Credentials are re-read per connection: the kubelet rotates the agent's token.
-        let client = match in_cluster_client(&s.run.api) {
-            Ok((c, _)) => c,
-            Err(e) => {
-                if l.failed("reading the agent's credentials", &e) {
-                    return;
-                }
-                continue;
-            }
-        };
-        let result = match l.rv.clone() {
-            None => l.list(&client),
-            Some(rv) => l.watch(&client, &rv),
-        };
-        match result {
-            Ok(()) => l.failures = 0,
-            Err(KubeError::UnexpectedStatus { code: 410, .. }) => l.rv = None,
-            Err(e) => {
-                let what = if l.rv.is_none() {
-                    "listing"
-                } else {
-                    "watching"
-                };
-                if l.failed(what, &e) {
-                    return;
-                }
-            }
-        }
+    let mut reflector = Reflector::new(kind, vec![Box::new(feed)]);
+    let connect = connect(s.run.api.clone(), s.cfg.watch_timeout, s.cfg.watch_idle);
+    let mut ctl = AgentControl {
+        run: &s.run,
+        stop: &s.stop,
+        rng: Rng::from_entropy(),
+        count: Box::new(|cause| *s.stats().api_errors.entry(cause).or_insert(0) += 1),
+        unchanged: "the NetworkPolicy table is unchanged",
+    };
+    reflector.run(&*connect, &mut ctl);
+}
+
+/// A watcher thread of `kind`: runs until the controller stops.
+pub(super) fn run(s: &Arc<Shared>, kind: Kind) {
+    match kind {
+        Kind::Pods => reflect(s, tern_watch::kinds::PODS),
+        Kind::Namespaces => reflect(s, tern_watch::kinds::NAMESPACES),
+        Kind::Policies => reflect(s, tern_watch::kinds::POLICIES),
     }
 }
+
+#[cfg(test)]
+pub(super) mod json;
 
 #[cfg(test)]
 mod tests;

@@ -148,6 +148,16 @@ impl Collector for RouteCollector {
         labelled(
             e,
             (
+                "tern_agent_node_routes_events_unchanged",
+                "Node watch events and listed Nodes that changed nothing the routes read (dropped by the watch layer).",
+                MetricType::Counter,
+            ),
+            "kind",
+            [("nodes", s.events_unchanged)],
+        )?;
+        labelled(
+            e,
+            (
                 "tern_agent_node_routes_api_errors",
                 "Failed node lists and watches, by cause.",
                 MetricType::Counter,

@@ -3,10 +3,11 @@
 //! that node's InternalIP (host-gw, nodes on one L2 segment), or through one VXLAN device with
 //! a neighbour and an FDB entry per other node (vxlan, nodes on any routed network).
 //!
-//! Files: the desired routes (`desired.rs`, pure), the kernel side (`kernel.rs`; the VXLAN
-//! device, neighbours and FDB in `vxlan.rs`), the list and watch loop (`watch.rs`), the metrics
-//! (`metrics.rs`); this file holds the settings, the counters and starting and stopping the
-//! thread.
+//! Files: the desired routes (`desired.rs`, pure), the kernel side (`kernel.rs`), the data
+//! paths behind one seam (`datapath.rs`: host-gw in `host_gw.rs`, VXLAN's device, neighbours and
+//! FDB in `vxlan.rs`), the Node watch's subscriber that reconciles (`consumer.rs`, on the agent's
+//! one watch layer, `tern-watch`), the metrics (`metrics.rs`); this file holds the settings, the
+//! counters, the choice of data path and starting and stopping the thread.
 //!
 //! Invariants: the kernel is reconciled after the first list (adding what is missing, removing
 //! tern's stale routes and entries) and after every change; nothing but a Node's change or
@@ -22,11 +23,13 @@ use clap::Args;
 use crate::args::parse_duration;
 use crate::mint::ControllerSettings;
 
+mod consumer;
+mod datapath;
 pub mod desired;
+mod host_gw;
 pub mod kernel;
 pub mod metrics;
 pub mod vxlan;
-mod watch;
 
 pub use kernel::TERN_PROTOCOL;
 
@@ -82,6 +85,14 @@ pub enum Mode {
         /// `IFLA_VXLAN_PORT`.
         port: u16,
     },
+}
+
+/// The data path of `mode`, chosen once at start: a new mode is one file and one line here.
+fn data_path(mode: Mode) -> Box<dyn datapath::DataPath> {
+    match mode {
+        Mode::HostGw => Box::new(host_gw::HostGw),
+        Mode::Vxlan { vni, port } => Box::new(vxlan::Vxlan::new(vni, port)),
+    }
 }
 
 /// Settings of the route controller.
@@ -151,6 +162,8 @@ pub struct RouteStats {
     pub watches: u64,
     /// Watch events by type (`added`, `modified`... as applied, `deleted`, `bookmark`, `gone`).
     pub events: std::collections::BTreeMap<&'static str, u64>,
+    /// Watch events and listed Nodes whose slim value (`NodeEntry`) changed nothing: dropped.
+    pub events_unchanged: u64,
     /// API errors by cause.
     pub api_errors: std::collections::BTreeMap<&'static str, u64>,
     /// Nodes known.
@@ -173,6 +186,8 @@ pub(crate) struct Shared {
     pub(crate) stop: crate::stop_signal::StopSignal,
     /// Where this node's own podCIDRs are published, as the watch sees them.
     pub(crate) own_cidrs: Option<Arc<crate::node_cidrs::NodeCidrs>>,
+    /// The Node reflector's counters (lists, watches, events by type).
+    pub(crate) watch: Arc<Mutex<tern_watch::WatchStats>>,
 }
 
 impl Shared {
@@ -182,9 +197,18 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Sleeps up to `d`, or less when stopping; true when stopping.
-    pub(crate) fn sleep(&self, d: Duration) -> bool {
-        self.stop.sleep(d)
+    /// The counters now, the watch's included.
+    fn snapshot(&self) -> RouteStats {
+        let mut st = self.stats().clone();
+        let w = self
+            .watch
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        st.lists = w.lists;
+        st.watches = w.watches;
+        st.events.clone_from(&w.events);
+        st.events_unchanged = w.unchanged;
+        st
     }
 }
 
@@ -213,13 +237,14 @@ impl RouteController {
             stats: Mutex::new(RouteStats::default()),
             stop: crate::stop_signal::StopSignal::default(),
             own_cidrs,
+            watch: Arc::default(),
         });
         let s = Arc::clone(&shared);
         let (tx, done) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("node-routes".into())
             .spawn(move || {
-                watch::run(&s);
+                consumer::run(&s);
                 let _ = tx.send(());
             })?;
         Ok(RouteController {
@@ -231,13 +256,13 @@ impl RouteController {
 
     /// The counters now.
     pub fn stats(&self) -> RouteStats {
-        self.shared.stats().clone()
+        self.shared.snapshot()
     }
 
     /// A handle for the metrics endpoint.
     pub fn stats_source(&self) -> Arc<dyn Fn() -> RouteStats + Send + Sync> {
         let s = Arc::clone(&self.shared);
-        Arc::new(move || s.stats().clone())
+        Arc::new(move || s.snapshot())
     }
 
     /// Stops the thread and leaves every route in place: pods keep their network across an

@@ -11,10 +11,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
+use tern_kube::client::nodes::{NodeEntry, VTEP_MAC_ANNOTATION};
+use tern_net::netlink::format_mac;
 use tern_net::netlink::{FdbEntry, Handle, Link, Neighbour, VxlanSpec};
+use tern_watch::Store;
 use tracing::{info, warn};
 
-use super::desired::{Vtep, VxlanDesired};
+use super::datapath::{DataPath, Prepared};
+use super::desired::{self, desired_vxlan, Vtep, VxlanDesired};
+use super::Shared;
 
 /// The name of tern's VXLAN device, shared with the drain's finish (which deletes it).
 pub use tern_net::drain::VXLAN_DEVICE as DEVICE;
@@ -52,14 +57,7 @@ pub fn underlay_mtu(h: &Handle, local: IpAddr) -> tern_net::Result<u32> {
     Ok(DEFAULT_UNDERLAY_MTU)
 }
 
-/// What one pass did to the device's entries.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Written {
-    /// Entries written or removed.
-    pub writes: u64,
-    /// Operations the kernel refused (each logged).
-    pub failed: u64,
-}
+pub use super::datapath::Written;
 
 /// Makes tern's VXLAN device match `spec` and returns it: created when missing, re-created when
 /// its VNI, port, local address or learning differ (those cannot change in place), its MTU set
@@ -207,6 +205,123 @@ pub fn remove_device(h: &Handle) -> tern_net::Result<bool> {
 /// `ENODEV` without a libc dependency in this crate.
 fn libc_enodev() -> i32 {
     nix::errno::Errno::ENODEV as i32
+}
+
+/// The VXLAN data path: its VNI and port, what the last pass wanted (for the removals after the
+/// routes), and the VTEP MAC published and not yet seen back in this node's Node.
+#[derive(Debug)]
+pub(crate) struct Vxlan {
+    vni: u32,
+    port: u16,
+    last: Option<(u32, VxlanDesired)>,
+    published: Option<String>,
+}
+
+impl Vxlan {
+    /// The data path of `--vxlan-vni` and `--vxlan-port`.
+    pub(crate) fn new(vni: u32, port: u16) -> Vxlan {
+        Vxlan {
+            vni,
+            port,
+            last: None,
+            published: None,
+        }
+    }
+
+    /// Publishes this node's VTEP MAC in its Node when the Node does not carry it yet (needs
+    /// `patch nodes/status`); a new connection, as the watch's are.
+    fn publish(&mut self, s: &Shared, nodes: &Store<NodeEntry>, mac: &str) {
+        let me = &s.cfg.node_name;
+        let shown = nodes.get(me).and_then(|n| n.vtep_mac.as_deref());
+        if shown == Some(mac) || self.published.as_deref() == Some(mac) {
+            return;
+        }
+        let result = crate::mint::in_cluster_client(&s.run.api).and_then(|(c, _)| {
+            c.annotate_node(me, VTEP_MAC_ANNOTATION, mac, s.run.api.request_timeout)
+        });
+        match result {
+            Ok(()) => {
+                s.stats().vxlan_published += 1;
+                info!(node = %me, vtep_mac = %mac, "published this node's VTEP MAC");
+                self.published = Some(mac.to_owned());
+            }
+            Err(e) => {
+                *s.stats().api_errors.entry(e.cause_label()).or_insert(0) += 1;
+                warn!(error = %e, "cannot publish this node's VTEP MAC (needs patch nodes/status); other nodes cannot reach this one's pods until it is");
+            }
+        }
+    }
+}
+
+impl DataPath for Vxlan {
+    /// This node's device made and published, the FDB and neighbour entries added; `None` (all
+    /// left as it is) when this node's VTEP is unknown or the device cannot be made.
+    fn prepare(&mut self, s: &Shared, h: &Handle, nodes: &Store<NodeEntry>) -> Option<Prepared> {
+        let me = &s.cfg.node_name;
+        let Some(vtep) = desired::vtep(me, nodes.values()) else {
+            warn!(node = %me, "this node has no Node object with an InternalIP yet; VXLAN waits for it");
+            return None;
+        };
+        let mtu = match underlay_mtu(h, vtep.local) {
+            Ok(m) => m.saturating_sub(overhead(vtep.local)),
+            Err(e) => {
+                warn!(error = %e, "cannot read this node's links; VXLAN unchanged");
+                return None;
+            }
+        };
+        let spec = VxlanSpec {
+            name: DEVICE.to_owned(),
+            vni: self.vni,
+            port: self.port,
+            local: vtep.local,
+            mtu,
+        };
+        let link = match ensure_device(h, &spec, &vtep) {
+            Ok(l) => l,
+            Err(e) => {
+                s.stats().failed += 1;
+                warn!(error = %e, "cannot set up the VXLAN device; routes unchanged");
+                return None;
+            }
+        };
+        if let Some(mac) = link.mac {
+            self.publish(s, nodes, &format_mac(&mac));
+        }
+        let want = desired_vxlan(me, nodes.values(), vtep.local.is_ipv4());
+        let writes = match add_entries(h, link.index, &want) {
+            Ok(w) => {
+                s.stats().failed += w.failed;
+                w.writes
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot read the VXLAN device's entries; routes unchanged");
+                return None;
+            }
+        };
+        let prepared = Prepared {
+            routes: want.routes.clone(),
+            dev: Some(link.index),
+            peers: Some(want.peers.len() as u64),
+            writes,
+        };
+        self.last = Some((link.index, want));
+        Some(prepared)
+    }
+
+    fn finish(&mut self, h: &Handle) -> Written {
+        let Some((index, want)) = self.last.take() else {
+            return Written::default();
+        };
+        remove_stale(h, index, &want).unwrap_or_else(|e| {
+            warn!(error = %e, "cannot read the VXLAN device's entries");
+            Written::default()
+        })
+    }
+
+    fn own_node_changed(&mut self) {
+        // The Node as the API has it decides again whether to publish.
+        self.published = None;
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ fn listed(s: &Shared, pods: &[Value]) {
     let mut st = s.store();
     for p in pods {
         let p = pod_from_json(p).unwrap();
-        st.put_pod(&format!("x/{}", p.name), Some(p));
+        st.put_pod(&format!("x/{}", p.name), Some(&Arc::new(p.into())));
     }
     let ns = namespace_from_json(&json!({"metadata": {"name": "x"}})).unwrap();
     st.engine.set_namespace("x", Some(&ns));
@@ -107,7 +107,9 @@ fn the_pod_watch_is_waited_for_then_the_pod_must_be_this_one_on_this_node() {
         let mut st = s.store();
         st.put_pod(
             "x/cli",
-            Some(pod_from_json(&pod("cli", "cli", "n1", &[])).unwrap()),
+            Some(&Arc::new(
+                pod_from_json(&pod("cli", "cli", "n1", &[])).unwrap().into(),
+            )),
         );
         st.generation += 1;
     }
@@ -122,7 +124,9 @@ fn the_pod_watch_is_waited_for_then_the_pod_must_be_this_one_on_this_node() {
     assert!(e.contains("UID"), "{e}");
     s.store().put_pod(
         "x/far",
-        Some(pod_from_json(&pod("far", "cli", "n2", &[])).unwrap()),
+        Some(&Arc::new(
+            pod_from_json(&pod("far", "cli", "n2", &[])).unwrap().into(),
+        )),
     );
     let e = admit(&s, &req("far", &["10.0.2.3"]), soon()).unwrap_err();
     assert!(e.contains("not this node"), "{e}");

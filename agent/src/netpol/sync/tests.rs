@@ -44,7 +44,7 @@ fn work(s: &Shared) -> (u64, u64) {
 #[test]
 fn events_that_change_nothing_cost_no_compile_and_no_transaction() {
     use crate::netpol::admit::{admit, AdmitRequest};
-    use crate::netpol::watch::{put, replace};
+    use crate::netpol::watch::json::{put, replace};
     use std::os::unix::fs::PermissionsExt as _;
     use std::sync::Arc;
 
@@ -139,7 +139,7 @@ fn nothing_is_compiled_before_every_kind_is_listed() {
         let pod = pod_from_json(&json!({"metadata": {"namespace": "x", "name": "a"},
             "spec": {"nodeName": "n1"}, "status": {"podIP": "10.0.0.2"}}))
         .unwrap();
-        st.put_pod("x/a", Some(pod));
+        st.put_pod("x/a", Some(&std::sync::Arc::new(pod.into())));
         let pol = policy_from_json(&json!({"metadata": {"namespace": "x", "name": "deny"},
             "spec": {"podSelector": {}}}))
         .unwrap();

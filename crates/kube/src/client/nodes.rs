@@ -137,6 +137,16 @@ impl RawNode {
     }
 }
 
+/// What the route controller reads from one Node's JSON (a list item or a watch event's object).
+///
+/// # Errors
+/// [`KubeError::Decode`] for JSON not of a Node's shape (a field of the wrong type).
+pub fn node_from_json(v: &serde_json::Value) -> Result<NodeEntry, KubeError> {
+    RawNode::deserialize(v)
+        .map(|n| n.entry().0)
+        .map_err(|e| KubeError::Decode(format!("node: {e}")))
+}
+
 /// Decodes one watch line (`{"type":..,"object":..}`).
 ///
 /// # Errors

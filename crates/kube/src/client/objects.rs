@@ -34,6 +34,17 @@ pub struct ObjectList {
     pub resource_version: String,
 }
 
+/// One page of a list ([`Client::list_page`]).
+#[derive(Debug, Clone, Default)]
+pub struct ObjectPage {
+    /// This page's objects, as the API server sent them.
+    pub items: Vec<serde_json::Value>,
+    /// The list's resourceVersion (the same on every page of one list).
+    pub resource_version: String,
+    /// `metadata.continue`: the token of the next page; `None` on the last.
+    pub cont: Option<String>,
+}
+
 /// One watch event.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ObjectEvent {
@@ -250,6 +261,36 @@ impl Client {
             }
             cont = page.metadata.cont;
         }
+    }
+
+    /// Lists one page of `collection` (a path such as `/api/v1/pods`): at most [`PAGE`] objects
+    /// (`limit=500`) from `cont` (`None`: the first page; else a previous page's
+    /// [`ObjectPage::cont`]), under `timeout`. A caller that reads each page into a smaller type
+    /// and drops it never holds a whole large list as JSON. Source: the API conventions' "Lists
+    /// and chunking".
+    ///
+    /// # Errors
+    /// As [`Client::list_objects`]; 410 (the continue token expired) as
+    /// [`KubeError::UnexpectedStatus`] with code 410.
+    pub fn list_page(
+        &self,
+        collection: &str,
+        cont: Option<&str>,
+        timeout: Duration,
+    ) -> Result<ObjectPage, KubeError> {
+        let mut path = format!("{collection}?limit={PAGE}");
+        if let Some(c) = cont.filter(|c| !c.is_empty()) {
+            path.push_str(&format!("&continue={c}"));
+        }
+        let body = self.get_body(&path, timeout, MAX_PAGE)?;
+        let page: RawList<serde_json::Value> = serde_json::from_str(&body)
+            .map_err(|e| KubeError::Decode(format!("{collection} list: {e}")))?;
+        drop(body);
+        Ok(ObjectPage {
+            items: page.items,
+            resource_version: page.metadata.resource_version,
+            cont: Some(page.metadata.cont).filter(|c| !c.is_empty()),
+        })
     }
 
     /// Lists every object of `collection` (a path such as `/api/v1/pods`), page by page

@@ -99,7 +99,7 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
     {
         let mut st = s.store();
         let p = pod_from_json(&pod("web2", "web", "n1", &[])).unwrap();
-        st.put_pod("x/web2", Some(p));
+        st.put_pod("x/web2", Some(&std::sync::Arc::new(p.into())));
         st.generation += 1;
     }
     let updates = s.stats().updates;
