@@ -18,7 +18,6 @@
 //! output go to `$KT/cases/NAME.log`, whose tail is the failure message.
 
 mod agent_kill;
-mod agent_kill;
 mod cases;
 mod chain;
 mod critest;
