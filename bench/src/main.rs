@@ -60,6 +60,7 @@
 mod breakdown;
 mod churn;
 mod floor;
+mod netpol_scale;
 mod node_routes;
 mod reports;
 
@@ -180,6 +181,12 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("--reports") {
         std::process::exit(reports::main(&args[1..]));
+    }
+    if matches!(
+        args.first().map(String::as_str),
+        Some("netpol-scale" | "--netpol-scale")
+    ) {
+        std::process::exit(netpol_scale::main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("--node-routes") {
         std::process::exit(node_routes::main(&args[1..]));
