@@ -147,8 +147,9 @@ pub(crate) fn run(
     Ok(lat)
 }
 
-/// One status write of the churn: the Ready condition's lastProbeTime (what a kubelet's probe
-/// manager moves) on pod `p`; phase and addresses as they were, so the compiler reads no change.
+/// One status write of the churn: the Ready condition flipped (what a kubelet writes when a
+/// readiness probe flips; status_manager writes only on a change), phase and addresses as they
+/// were, so the compiler reads no change.
 fn churn_write(p: &PodSpec, i: usize) -> Write {
     let t = format!(
         "2026-12-06T{:02}:{:02}:{:02}Z",
@@ -156,10 +157,11 @@ fn churn_write(p: &PodSpec, i: usize) -> Write {
         (i / 60) % 60,
         i % 60
     );
+    let ready = if i.is_multiple_of(2) { "True" } else { "False" };
     Write::merge(
         format!("/api/v1/namespaces/{}/pods/{}/status", p.ns, p.name),
         &json!({"status": {"phase": "Running", "podIP": p.ip, "podIPs": [{"ip": p.ip}],
-            "conditions": [{"type": "Ready", "status": "True", "lastProbeTime": t}]}}),
+            "conditions": [{"type": "Ready", "status": ready, "lastTransitionTime": t}]}}),
     )
 }
 

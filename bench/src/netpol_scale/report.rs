@@ -201,8 +201,27 @@ fn churn(
         .map(|(x, y)| (x - y) / secs * 100.0)
         .collect();
     say(&format!("status churn: {n} writes in {secs:.0} s; per agent compiles {}, unchanged events {}, table transactions {}, CPU {} % (load {})", stats(&comp), stats(&unch), stats(&txs), stats(&cpu), load()));
-    let _ = writeln!(out, "| status churn: {} pod status writes/s for {} s ({n} writes; Ready's lastProbeTime, nothing the compiler reads) | API server {:.1} % CPU, {arss1:.0} MiB, {:.0} watch events/s |", o.status_rate, o.status_secs, (acpu1 - acpu0) / secs * 100.0, (ev1 - ev0) / secs);
-    let _ = writeln!(out, "| churn, per agent (min / median / max): compiles / unchanged events / table transactions / CPU % | {} / {} / {} / {} |", stats(&comp), stats(&unch), stats(&txs), stats(&cpu));
+    let _ = writeln!(out, "| status churn: {} pod status writes/s for {} s ({n} writes: the Ready condition flipped, nothing the compiler reads): API server CPU / RSS / watch events sent per s | {:.1} % / {arss1:.0} MiB / {:.0} |", o.status_rate, o.status_secs, (acpu1 - acpu0) / secs * 100.0, (ev1 - ev0) / secs);
+    let _ = writeln!(
+        out,
+        "| churn, per agent (min / median / max): compiles | {} |",
+        stats(&comp)
+    );
+    let _ = writeln!(
+        out,
+        "| churn, per agent: events_unchanged_total delta | {} |",
+        stats(&unch)
+    );
+    let _ = writeln!(
+        out,
+        "| churn, per agent: table transactions (nft monitor) | {} |",
+        stats(&txs)
+    );
+    let _ = writeln!(
+        out,
+        "| churn, per agent: CPU, % of a core | {} |",
+        stats(&cpu)
+    );
     Ok(())
 }
 
