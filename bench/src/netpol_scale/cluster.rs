@@ -134,10 +134,19 @@ pub(crate) fn cpu(pid: u32) -> (f64, f64) {
 
 /// VmRSS of PID, KiB.
 pub(crate) fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// VmHWM (peak resident) of PID, KiB.
+pub(crate) fn hwm_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
         .unwrap_or(0)
 }

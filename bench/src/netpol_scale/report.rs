@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::api::{now, Api};
 use super::changes::{self, pct, KINDS};
-use super::cluster::{agent_metrics, agent_ns, cpu, rss_kib, sum, Cluster};
+use super::cluster::{agent_metrics, agent_ns, cpu, hwm_kib, rss_kib, sum, Cluster};
 use super::monitor::Monitor;
 use super::objects::{agent_node, PodSpec};
 use super::{load, say, Opts};
@@ -37,6 +37,12 @@ impl Agents {
         self.pids
             .iter()
             .map(|&p| rss_kib(p) as f64 / 1024.0)
+            .collect()
+    }
+    fn hwm_mib(&self) -> Vec<f64> {
+        self.pids
+            .iter()
+            .map(|&p| hwm_kib(p) as f64 / 1024.0)
             .collect()
     }
     fn metric(&self, name: &str) -> Vec<f64> {
@@ -156,6 +162,11 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
     );
     let _ = writeln!(
         out,
+        "| agent VmHWM (peak) at the end (min / median / max) | {} MiB |",
+        stats(&a.hwm_mib())
+    );
+    let _ = writeln!(
+        out,
         "\nload average at the end {}; agent {}",
         load(),
         o.agent.display()
@@ -227,6 +238,8 @@ fn churn(
 
 fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<()> {
     let comp0 = a.metric("tern_agent_network_policy_compiles_total");
+    let sync0 = a.metric("tern_agent_network_policy_sync_seconds_total");
+    let syncs0 = a.metric("tern_agent_network_policy_syncs_total");
     let (ev0, acpu0, _) = api_state(api, c);
     let c0 = a.cpu();
     let t0 = now();
@@ -238,6 +251,17 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
         .iter()
         .zip(&comp0)
         .map(|(x, y)| x - y)
+        .collect();
+    let d = |x: Vec<f64>, y: &[f64]| -> Vec<f64> { x.iter().zip(y).map(|(a, b)| a - b).collect() };
+    let sync_s = d(
+        a.metric("tern_agent_network_policy_sync_seconds_total"),
+        &sync0,
+    );
+    let syncs = d(a.metric("tern_agent_network_policy_syncs_total"), &syncs0);
+    let mean_sync: Vec<f64> = sync_s
+        .iter()
+        .zip(&syncs)
+        .map(|(s, n)| s / n.max(1.0) * 1000.0)
         .collect();
     let nchanges = (o.shape.changes * KINDS.len()) as f64;
     let per_change: Vec<f64> = a
@@ -286,6 +310,7 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
         "| changes phase: compiles per agent (min / median / max) for {nchanges} changes | {} |",
         stats(&comp)
     );
+    let _ = writeln!(out, "| changes phase: the agent's own sync (compile + render + nft), mean per sync (min / median / max, ms) | {} |", stats(&mean_sync));
     let _ = writeln!(out, "| changes phase: API server CPU / RSS / watch events per s | {:.1} % / {arss1:.0} MiB / {:.1} |", (acpu1 - acpu0) / secs * 100.0, (ev1 - ev0) / secs);
     Ok(())
 }
