@@ -195,7 +195,13 @@ fn run(o: &Opts, c: &Cluster) -> Res<()> {
     ));
     let mut rng = Rng::new(s.seed);
     let t1 = Instant::now();
-    api.bulk("namespaces", &objects::namespaces(s), o.writers)?;
+    // Namespaces before their ServiceAccounts: in one parallel batch a ServiceAccount can reach
+    // the server before its Namespace (404).
+    let (nss, sas): (Vec<_>, Vec<_>) = objects::namespaces(s)
+        .into_iter()
+        .partition(|w| w.path == "/api/v1/namespaces");
+    api.bulk("namespaces", &nss, o.writers)?;
+    api.bulk("serviceaccounts", &sas, o.writers)?;
     api.bulk("nodes", &objects::nodes(s), o.writers)?;
     let pods = objects::pods(s, &mut rng);
     let pols = objects::policies(s, &mut rng);
