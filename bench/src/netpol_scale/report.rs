@@ -153,7 +153,9 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
     );
     let _ = writeln!(out, "| steady: API server CPU / RSS / watch events sent per s (kwok heartbeats included) | {:.1} % / {arss1:.0} MiB / {:.1} |", (acpu1 - acpu0) / st * 100.0, (ev1 - ev0) / st);
     churn(o, api, c, &a, pods, &mut out)?;
-    timed(o, api, c, &a, &mut out)?;
+    if o.shape.changes > 0 {
+        timed(o, api, c, &a, &mut out)?;
+    }
     let rss = a.rss_mib();
     let _ = writeln!(
         out,
