@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::api::{now, Api};
+use super::api::Api;
 use super::monitor::Monitor;
 use super::objects::{fixture_ip, newpeer, newpol_spec, policy, PodSpec, Rng, Write};
 use crate::Res;
@@ -188,7 +188,6 @@ pub(crate) fn status_churn(
             thread::sleep(wait);
         }
     }
-    let _ = now();
     Ok(n)
 }
 

@@ -117,7 +117,7 @@ impl Cluster {
              for k in $(seq 0 {last}); do ip netns del tnps-$k 2>/dev/null; done\n\
              mkdir -p {out}\nfor d in \"$KT\"/agent-* \"$KT\"/apiserver \"$KT\"/kwok \"$KT\"/etcd; do [ -f \"$d/log\" ] && cp \"$d/log\" {out}/$(basename \"$d\").log; done\n\
              stop kwok\nstop apiserver KILL\nstop etcd\nip link del {BRIDGE} 2>/dev/null\nrm -rf \"$KT\"\ntrue",
-            last = agents.saturating_sub(1) as i64 - i64::from(agents == 0),
+            last = agents as i64 - 1,
             out = out.display()
         ));
     }

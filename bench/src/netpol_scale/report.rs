@@ -5,7 +5,6 @@
 //!
 //! Invariant: CPU figures are utime + stime of the agent and its waited-for nft children.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -300,11 +299,10 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
         say(&format!("  {kind}: {line}"));
         let _ = writeln!(out, "| {kind} | {line} |");
     }
-    let m: BTreeMap<&str, f64> = [("secs", secs)].into_iter().collect();
     let _ = writeln!(
         out,
         "| changes phase ({:.0} s): agent CPU per change incl. nft (min / median / max, ms) | {} |",
-        m["secs"],
+        secs,
         stats(&per_change)
     );
     let _ = writeln!(
