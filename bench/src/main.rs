@@ -62,6 +62,7 @@ mod breakdown;
 mod churn;
 mod floor;
 mod netpol_compile;
+mod netpol_scale;
 mod node_routes;
 mod reports;
 
@@ -185,6 +186,12 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("--netpol-compile") {
         std::process::exit(netpol_compile::main(&args[1..]));
+    }
+    if matches!(
+        args.first().map(String::as_str),
+        Some("netpol-scale" | "--netpol-scale")
+    ) {
+        std::process::exit(netpol_scale::main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("--node-routes") {
         std::process::exit(node_routes::main(&args[1..]));

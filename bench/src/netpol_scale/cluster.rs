@@ -1,0 +1,189 @@
+//! The bring-up and teardown, in bash through `tests/cluster/lib.sh` and `tests/scale/lib.sh` (as
+//! scripts/scale and scripts/netpol-scale use them: etcd and kube-apiserver v1.34.4 on the
+//! real-cluster tier's ports, hence the host-tests lock, bound to HUB on a bridge; kwok; agents
+//! each in a netns of their own), and what is read of the processes from outside: CPU
+//! (utime + stime, with the children waited for: the agent's nft), VmRSS and /metrics.
+//!
+//! Invariant: every process started here has a pid file under `kt`; teardown stops them all.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::Res;
+
+/// HUB: the API server's address on the bridge `BRIDGE` (10.95/16: nothing else here routes it).
+pub(crate) const HUB: &str = "10.95.255.254";
+const BRIDGE: &str = "tnps0";
+/// The tier's API port (tests/cluster/lib.sh).
+pub(crate) const API_PORT: u16 = 16443;
+
+/// The run's directories and binaries.
+#[derive(Clone, Debug)]
+pub(crate) struct Cluster {
+    pub(crate) root: PathBuf,
+    pub(crate) kt: PathBuf,
+    pub(crate) agent_bin: PathBuf,
+}
+
+pub(crate) fn agent_ns(k: usize) -> String {
+    format!("tnps-{k}")
+}
+
+impl Cluster {
+    /// Runs SCRIPT in bash with both libraries sourced.
+    pub(crate) fn bash(&self, script: &str) -> Res<String> {
+        let pre = format!(
+            "set -euo pipefail\nexport KT={kt} TERN_CLUSTER_API_ADDR={HUB} TERN_CLUSTER_IP_FAMILY=ipv4\nROOT={root}\nHUB={HUB}\nagent_bin={bin}\n. \"$ROOT/tests/cluster/lib.sh\"\n. \"$ROOT/tests/scale/lib.sh\"\n",
+            kt = self.kt.display(),
+            root = self.root.display(),
+            bin = self.agent_bin.display()
+        );
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!("{pre}{script}"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("bash: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "bring-up step failed ({script:.60}...): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// etcd, kube-apiserver (1 h tokens, as scripts/scale) on HUB, deploy/'s RBAC; kwok's binary.
+    pub(crate) fn up(&self) -> Res<()> {
+        std::fs::create_dir_all(&self.kt).map_err(|e| format!("{}: {e}", self.kt.display()))?;
+        self.bash(&format!(
+            "[ -x \"$K8S_BIN/kube-apiserver\" ] || flock /run/tern-build-go.lock bash \"$ROOT/scripts/build-go\" kubernetes etcd >/dev/null\n\
+             flock /run/tern-build-go.lock bash \"$ROOT/scripts/build-go\" kwok >/dev/null\n\
+             hub_up {BRIDGE}\ncontrol_plane_up"
+        ))
+        .map(drop)
+    }
+
+    /// kwok, keeping the annotated Nodes Ready (tests/scale/kwok.yaml: Node stages only, so kwok
+    /// leaves the Pods alone; their addresses are written by this bench).
+    pub(crate) fn kwok(&self) -> Res<()> {
+        self.bash(
+            "start kwok \"$GOBIN_DIR/kwok/kwok\" --kubeconfig \"$KT/pki/admin.kubeconfig\" --config \"$ROOT/tests/scale/kwok.yaml\" \
+             --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake",
+        )
+        .map(drop)
+    }
+
+    /// Agent k's netns (eth0 10.95.k/250.k%250+1 on the bridge).
+    pub(crate) fn agent_netns(&self, k: usize) -> Res<()> {
+        self.bash(&format!(
+            "agent_netns {} tnpsa{k} {BRIDGE} 10.95.{}.{}",
+            agent_ns(k),
+            k / 250,
+            k % 250 + 1
+        ))
+        .map(drop)
+    }
+
+    pub(crate) fn agent_dir(&self, k: usize) -> PathBuf {
+        self.kt.join(format!("agent-{k}"))
+    }
+
+    /// `tern-agent run --network-policy=true --node-name NODE` in agent k's netns.
+    pub(crate) fn start_agent(&self, k: usize, node: &str) -> Res<()> {
+        self.bash(&format!(
+            "start_agent_in {} {} {node} --network-policy=true",
+            agent_ns(k),
+            self.agent_dir(k).display()
+        ))
+        .map(drop)
+    }
+
+    pub(crate) fn pid(&self, dir: &Path) -> Res<u32> {
+        let f = dir.join("pid");
+        std::fs::read_to_string(&f)
+            .map_err(|e| format!("{}: {e}", f.display()))?
+            .trim()
+            .parse()
+            .map_err(|e| format!("{}: {e}", f.display()))
+    }
+
+    /// Stops everything (agents, kwok, the API server, etcd), removes the netns and the bridge;
+    /// copies the logs to OUT first.
+    pub(crate) fn down(&self, agents: usize, out: &Path) {
+        let _ = self.bash(&format!(
+            "set +e\nfor p in \"$KT\"/agent-*/pid; do [ -f \"$p\" ] && kill \"$(cat \"$p\")\" 2>/dev/null; done\nsleep 1\n\
+             for k in $(seq 0 {last}); do ip netns del tnps-$k 2>/dev/null; done\n\
+             mkdir -p {out}\nfor d in \"$KT\"/agent-* \"$KT\"/apiserver \"$KT\"/kwok \"$KT\"/etcd; do [ -f \"$d/log\" ] && cp \"$d/log\" {out}/$(basename \"$d\").log; done\n\
+             stop kwok\nstop apiserver KILL\nstop etcd\nip link del {BRIDGE} 2>/dev/null\nrm -rf \"$KT\"\ntrue",
+            last = agents as i64 - 1,
+            out = out.display()
+        ));
+    }
+}
+
+/// CPU seconds of PID itself and of its waited-for children (utime + stime, cutime + cstime).
+pub(crate) fn cpu(pid: u32) -> (f64, f64) {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = s.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = rest.split(' ').map(|x| x.parse().unwrap_or(0.0)).collect();
+    let g = |i: usize| f.get(i).copied().unwrap_or(0.0) / 100.0;
+    (g(11) + g(12), g(13) + g(14))
+}
+
+/// VmRSS of PID, KiB.
+pub(crate) fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// VmHWM (peak resident) of PID, KiB.
+pub(crate) fn hwm_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+fn status_kib(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.split_whitespace().next().and_then(|n| n.parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Prometheus text as series → value (series with their labels, as printed).
+pub(crate) fn parse_metrics(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Agent k's /metrics (127.0.0.1:9412 in its netns).
+pub(crate) fn agent_metrics(k: usize) -> BTreeMap<String, f64> {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &agent_ns(k),
+            "curl",
+            "-s",
+            "-m",
+            "5",
+            "http://127.0.0.1:9412/metrics",
+        ])
+        .output();
+    out.map(|o| parse_metrics(&String::from_utf8_lossy(&o.stdout)))
+        .unwrap_or_default()
+}
+
+/// The sum of every series of NAME (any labels) in M.
+pub(crate) fn sum(m: &BTreeMap<String, f64>, name: &str) -> f64 {
+    m.iter()
+        .filter(|(k, _)| k.as_str() == name || k.starts_with(&format!("{name}{{")))
+        .map(|(_, v)| v)
+        .sum()
+}

@@ -1,0 +1,168 @@
+//! `nft monitor` in each agent's netns, read by a thread that stamps every line on receipt (epoch
+//! seconds) and folds the lines into transactions (one ends with nft's `# new generation` line):
+//! when it began and ended, whether it replaced `inet tern_netpol`, and which marker addresses
+//! (the fixtures' `10.251.*` and the changing policy's `172.16.*`/`172.17.*`) it added or deleted.
+//! The lines themselves are not kept: a replace of a 30,000-policy table is megabytes.
+//!
+//! Invariant: a transaction of another table (the readiness probe's) is recorded with no flags.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use super::api::now;
+use crate::Res;
+
+/// One transaction as `nft monitor` showed it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tx {
+    pub(crate) start: f64,
+    pub(crate) gen: f64,
+    pub(crate) ours: bool,
+    pub(crate) replace: bool,
+    pub(crate) lines: usize,
+    pub(crate) added: HashSet<String>,
+    pub(crate) deleted: HashSet<String>,
+}
+
+#[derive(Default)]
+struct State {
+    txs: Vec<Tx>,
+    cur: Option<Tx>,
+    probe_seen: bool,
+}
+
+/// One agent's monitor.
+pub(crate) struct Monitor {
+    child: Child,
+    state: Arc<Mutex<State>>,
+}
+
+const MARKS: [&str; 3] = ["10.251.", "172.16.", "172.17."];
+
+fn tokens(line: &str, into: &mut HashSet<String>) {
+    for t in line.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '/')) {
+        if MARKS.iter().any(|m| t.starts_with(m)) {
+            into.insert(t.to_string());
+        }
+    }
+}
+
+fn fold(st: &mut State, ts: f64, line: &str) {
+    if line.contains("tern_np_probe") {
+        st.probe_seen = true;
+    }
+    let tx = st.cur.get_or_insert_with(|| Tx {
+        start: ts,
+        ..Tx::default()
+    });
+    tx.lines += 1;
+    if line.starts_with("# new generation") {
+        tx.gen = ts;
+        if let Some(done) = st.cur.take() {
+            st.txs.push(done);
+        }
+        return;
+    }
+    if line.contains("inet tern_netpol") {
+        tx.ours = true;
+    }
+    if line.starts_with("add table inet tern_netpol") {
+        tx.replace = true;
+    }
+    if MARKS.iter().any(|m| line.contains(m)) {
+        if line.starts_with("delete") {
+            tokens(line, &mut tx.deleted);
+        } else {
+            tokens(line, &mut tx.added);
+        }
+    }
+}
+
+impl Monitor {
+    /// Starts `nft monitor` in NS and returns once it is subscribed (a probe table's transaction
+    /// reached it: a monitor started 0.3 s before a transaction missed it, scripts/netpol-scale).
+    pub(crate) fn start(ns: &str) -> Res<Self> {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns, "nft", "monitor"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("nft monitor in {ns}: {e}"))?;
+        let out = child.stdout.take().ok_or("nft monitor: no stdout")?;
+        let state = Arc::new(Mutex::new(State::default()));
+        let st = Arc::clone(&state);
+        thread::spawn(move || {
+            let mut r = BufReader::with_capacity(1 << 20, out);
+            let mut line = String::new();
+            while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                let ts = now();
+                if let Ok(mut g) = st.lock() {
+                    fold(&mut g, ts, line.trim_end());
+                }
+                line.clear();
+            }
+        });
+        let m = Monitor { child, state };
+        for _ in 0..200 {
+            let _ = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    ns,
+                    "nft",
+                    "add table inet tern_np_probe; delete table inet tern_np_probe",
+                ])
+                .status();
+            if m.state.lock().map(|g| g.probe_seen).unwrap_or(false) {
+                return Ok(m);
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "nft monitor in {ns} not subscribed after 200 probes"
+        ))
+    }
+
+    /// The transactions of the agent's table that began at or after `t0`.
+    pub(crate) fn since(&self, t0: f64) -> Vec<Tx> {
+        self.state
+            .lock()
+            .map(|g| {
+                g.txs
+                    .iter()
+                    .filter(|t| t.ours && t.start >= t0)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The first transaction at or after `t0` that shows `mark` added (`present`) or gone (a
+    /// replace without it, or a delete of it).
+    pub(crate) fn find(&self, t0: f64, mark: &str, present: bool) -> Option<Tx> {
+        self.state.lock().ok().and_then(|g| {
+            g.txs
+                .iter()
+                .filter(|t| t.ours && t.start >= t0)
+                .find(|t| {
+                    if present {
+                        t.added.contains(mark)
+                    } else {
+                        (t.replace && !t.added.contains(mark)) || t.deleted.contains(mark)
+                    }
+                })
+                .cloned()
+        })
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
