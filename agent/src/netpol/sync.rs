@@ -5,8 +5,9 @@
 //! and sends the kernel what that touched in one nft transaction: set elements, verdict map
 //! entries, a new chain or set, one no rule names any more. The first table after a start, and
 //! any table after a transaction the kernel refused, replaces the whole table instead.
-//! Every resync period it also lists the table and restores it (a replace) when someone else
-//! changed it; that check compiles nothing.
+//! Every resync period it also lists the table, once, and restores it (a replace) when it lists
+//! differently from the last period's listing with no transaction of ours in between: someone
+//! else changed it. That check compiles nothing, and no change waits for a listing.
 //!
 //! Invariants: no apply before the first full sync; a failed apply leaves the previous table
 //! in force and is retried on the next tick as a replace; after `tern-agent uninstall` began,
@@ -165,13 +166,41 @@ fn listing(nft: &Nft) -> Option<String> {
     })
 }
 
+/// What the syncer knows of the kernel's table.
+#[derive(Default)]
+struct Kernel {
+    /// The kernel holds the engine's last table (false at start and after a refused
+    /// transaction: the next one is a replace).
+    ours: bool,
+    /// A listing of the table taken at a drift check with no transaction of ours since the one
+    /// before it: what the table must still list as at the next check.
+    reference: Option<String>,
+    /// A transaction of ours went in since `reference` was listed.
+    changed_since: bool,
+}
+
+impl Kernel {
+    /// The drift check, once per `--network-policy-resync`: one listing of the table. Compared
+    /// with the last check's when no transaction of ours went in between (someone else changed
+    /// it: true, restore it), else kept as the next check's reference. A change costs no listing:
+    /// a table of hundreds of thousands of elements takes nft seconds to list.
+    fn drifted(&mut self, nft: &Nft) -> bool {
+        if !self.ours {
+            return false;
+        }
+        let now = listing(nft);
+        let drifted = !self.changed_since && self.reference.is_some() && self.reference != now;
+        self.reference = if drifted { None } else { now };
+        self.changed_since = false;
+        drifted
+    }
+}
+
 /// The syncer thread: runs until the controller stops.
 pub(super) fn run(s: &Shared, nft: &Nft) {
     info!(node = %s.cfg.node_name, table = TABLE, "network policy: starting; the table is replaced only after Pods, Namespaces and NetworkPolicies are all listed");
     let mut seen = u64::MAX;
-    // The kernel's table listed right after the last transaction the kernel took (`None`: it
-    // holds no table of this run yet, or a transaction was refused: the next is a replace).
-    let mut after_apply: Option<Option<String>> = None;
+    let mut kernel = Kernel::default();
     let mut last_check = Instant::now();
     while !sleep(s, seen) {
         if crate::uninstall::uninstalling(&s.run.kubeconfig) {
@@ -182,10 +211,10 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
             return;
         }
         let generation = s.store().generation;
-        let mut whole = after_apply.is_none();
-        if after_apply.is_some() && last_check.elapsed() >= s.cfg.resync {
+        let mut whole = !kernel.ours;
+        if last_check.elapsed() >= s.cfg.resync {
             last_check = Instant::now();
-            if after_apply.as_ref() != Some(&listing(nft)) {
+            if kernel.drifted(nft) {
                 warn!(
                     table = TABLE,
                     "network policy: the table was changed by someone else; restoring it"
@@ -215,16 +244,10 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
                     started,
                 )
             });
+        kernel.ours = done;
+        kernel.changed_since |= !c.script.is_empty();
         if done {
-            if !c.script.is_empty() {
-                // admissions waiting for this table go first; the drift check's listing after
-                mark_applied(s, c.generation);
-                after_apply = Some(listing(nft));
-            } else {
-                mark_applied(s, c.generation);
-            }
-        } else {
-            after_apply = None; // a replace at the next tick
+            mark_applied(s, c.generation);
         }
     }
 }

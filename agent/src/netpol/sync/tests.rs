@@ -162,3 +162,36 @@ fn nothing_is_compiled_before_every_kind_is_listed() {
         c.script
     );
 }
+
+#[test]
+fn the_drift_check_lists_once_a_period_and_restores_only_what_someone_else_changed() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // An nft whose listing is a file the test writes.
+    let dir = tempfile::tempdir().unwrap();
+    let listed = dir.path().join("listed");
+    let bin = dir.path().join("nft");
+    std::fs::write(&listed, "table inet tern_netpol { v1 }\n").unwrap();
+    std::fs::write(&bin, format!("#!/bin/sh\ncat {}\n", listed.display())).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let nft = Nft::at(&bin);
+    let mut k = Kernel::default();
+    assert!(!k.drifted(&nft), "no table of ours yet: nothing to compare");
+    assert_eq!(k.reference, None);
+    // Ours applied: the first check only takes the reference.
+    k.ours = true;
+    k.changed_since = true;
+    assert!(!k.drifted(&nft));
+    assert!(!k.drifted(&nft), "the same listing");
+    // Someone else changed it.
+    std::fs::write(&listed, "table inet tern_netpol { edited }\n").unwrap();
+    assert!(k.drifted(&nft));
+    // Restored by a replace (a transaction of ours): the next check takes a new reference.
+    std::fs::write(&listed, "table inet tern_netpol { v1 }\n").unwrap();
+    k.changed_since = true;
+    assert!(!k.drifted(&nft));
+    // A change of ours between two checks is no drift, whatever the listing.
+    std::fs::write(&listed, "table inet tern_netpol { v2 }\n").unwrap();
+    k.changed_since = true;
+    assert!(!k.drifted(&nft));
+    assert!(!k.drifted(&nft));
+}
