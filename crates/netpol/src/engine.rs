@@ -21,17 +21,60 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::compile::{policy_sets, selects, Dir};
-use crate::model::{Labels, Namespace, Pod, Policy};
+use crate::model::{Labels, Namespace, Pod, Policy, Protocol};
 use crate::ruleset::{Journal, Size, Table};
 use crate::sets::{namespace_labels, Member, SetDef, SetId};
 
-/// A set in force: its definition, how many rules of policies in force define it, and each
-/// member pod's part, by `namespace/name`.
+/// A set in force: its definition, how many rules of policies in force define it, and its
+/// member pods.
 #[derive(Debug)]
 struct SetState {
     def: SetDef,
     refs: usize,
-    members: BTreeMap<String, Member>,
+    members: Members,
+}
+
+/// A set's member pods by the engine's pod id (4 bytes a member: a set that selects by
+/// namespace may hold most of the cluster's pods): a peer set keeps only which pods (their
+/// addresses are the pods' own), an endpoint set each one's endpoints.
+#[derive(Debug)]
+enum Members {
+    Peers(BTreeSet<u32>),
+    Endpoints(BTreeMap<u32, Vec<(IpAddr, Protocol, u16)>>),
+}
+
+impl Members {
+    fn new(def: &SetDef) -> Members {
+        match def {
+            SetDef::Peers { .. } => Members::Peers(BTreeSet::new()),
+            SetDef::Endpoints { .. } => Members::Endpoints(BTreeMap::new()),
+        }
+    }
+
+    /// Sets pod `id`'s part to `m` (`None`: no member); `moved`: its addresses changed. True
+    /// when the set's contents may have changed.
+    fn put(&mut self, id: u32, m: Option<Member>, moved: bool) -> bool {
+        match self {
+            Members::Peers(set) => match m {
+                Some(_) => set.insert(id) || moved,
+                None => set.remove(&id),
+            },
+            Members::Endpoints(map) => {
+                let new = match m {
+                    Some(Member::Endpoints(e)) => Some(e),
+                    _ => None,
+                };
+                if map.get(&id) == new.as_ref() {
+                    return false;
+                }
+                match new {
+                    Some(e) => map.insert(id, e),
+                    None => map.remove(&id),
+                };
+                true
+            }
+        }
+    }
 }
 
 /// A local pod's place in the table: its addresses and its chain per direction.
@@ -71,7 +114,11 @@ impl AsPod for Pod {
 #[derive(Debug)]
 pub struct Engine<P = Pod> {
     node: String,
-    pods: BTreeMap<String, Arc<P>>,
+    /// Pods by key, with the id sets know them by.
+    pods: BTreeMap<String, (u32, Arc<P>)>,
+    /// Pods by id (`None`: a free id).
+    by_id: Vec<Option<Arc<P>>>,
+    free_ids: Vec<u32>,
     pods_by_ns: BTreeMap<String, BTreeSet<String>>,
     local_by_ns: BTreeMap<String, BTreeSet<String>>,
     namespaces: BTreeMap<String, Labels>,
@@ -117,6 +164,8 @@ impl<P: AsPod> Engine<P> {
         Engine {
             node: node.to_owned(),
             pods: BTreeMap::new(),
+            by_id: Vec::new(),
+            free_ids: Vec::new(),
             pods_by_ns: BTreeMap::new(),
             local_by_ns: BTreeMap::new(),
             namespaces: BTreeMap::new(),
@@ -140,7 +189,7 @@ impl<P: AsPod> Engine<P> {
 
     /// The pod `namespace/name`, as last set.
     pub fn pod(&self, key: &str) -> Option<&Arc<P>> {
-        self.pods.get(key)
+        self.pods.get(key).map(|(_, p)| p)
     }
 
     /// Every pod's key.
@@ -194,11 +243,21 @@ impl<P: AsPod> Engine<P> {
     /// Sets the pod `key` (`namespace/name`) to `pod` (`None`: deleted); true when that changed
     /// it.
     pub fn set_pod(&mut self, key: &str, pod: Option<Arc<P>>) -> bool {
-        let old = self.pods.get(key).cloned();
+        let (id, old) = match self.pods.get(key) {
+            Some((id, p)) => (*id, Some(Arc::clone(p))),
+            None => (
+                self.free_ids
+                    .last()
+                    .copied()
+                    .unwrap_or(self.by_id.len() as u32),
+                None,
+            ),
+        };
         if old.as_deref().map(AsPod::as_pod) == pod.as_deref().map(AsPod::as_pod) {
             // Nothing the compiler reads: keep the newest object (the caller's one copy).
             if let Some(p) = pod {
-                self.pods.insert(key.to_owned(), p);
+                self.by_id[id as usize] = Some(Arc::clone(&p));
+                self.pods.insert(key.to_owned(), (id, p));
             }
             return false;
         }
@@ -207,24 +266,36 @@ impl<P: AsPod> Engine<P> {
             (None, None) => return false,
         };
         match &pod {
-            Some(p) => self.pods.insert(key.to_owned(), Arc::clone(p)),
-            None => self.pods.remove(key),
-        };
+            Some(p) => {
+                if old.is_none() && self.free_ids.pop().is_none() {
+                    self.by_id.push(None);
+                }
+                self.by_id[id as usize] = Some(Arc::clone(p));
+                self.pods.insert(key.to_owned(), (id, Arc::clone(p)));
+            }
+            None => {
+                self.pods.remove(key);
+            }
+        }
         index(&mut self.pods_by_ns, &ns, key, pod.is_some());
         let labels = namespace_labels(&self.namespaces, &ns);
-        for (id, st) in &mut self.sets {
+        let moved = match (&old, &pod) {
+            (Some(o), Some(n)) => o.as_pod().ips != n.as_pod().ips,
+            _ => false,
+        };
+        for (sid, st) in &mut self.sets {
             let m = pod
                 .as_deref()
                 .map(AsPod::as_pod)
                 .filter(|p| st.def.scope().is_none_or(|n| n == p.namespace))
                 .and_then(|p| st.def.member(p, &labels));
-            if st.members.get(key) != m.as_ref() {
-                match m {
-                    Some(m) => st.members.insert(key.to_owned(), m),
-                    None => st.members.remove(key),
-                };
-                self.dirty_sets.insert(*id);
+            if st.members.put(id, m, moved) {
+                self.dirty_sets.insert(*sid);
             }
+        }
+        if pod.is_none() {
+            self.by_id[id as usize] = None;
+            self.free_ids.push(id);
         }
         let was_local = old.as_deref().is_some_and(|p| self.is_local(p.as_pod()));
         let is_local = pod.as_deref().is_some_and(|p| self.is_local(p.as_pod()));
@@ -289,16 +360,15 @@ impl<P: AsPod> Engine<P> {
                 Some(ns) => self.pods_by_ns.get_key_value(ns).into_iter().collect(),
                 None => self.pods_by_ns.iter().collect(),
             };
-            let mut members = BTreeMap::new();
+            let mut members = Members::new(&def);
             for (ns, keys) in namespaces {
                 let labels = namespace_labels(&self.namespaces, ns);
                 if !def.may_hold_namespace(ns, &labels) {
                     continue;
                 }
-                for k in keys {
-                    let pod = self.pods.get(k).map(|p| p.as_pod());
-                    if let Some(m) = pod.and_then(|p| def.member(p, &labels)) {
-                        members.insert(k.clone(), m);
+                for (id, p) in keys.iter().filter_map(|k| self.pods.get(k)) {
+                    if let Some(m) = def.member(p.as_pod(), &labels) {
+                        members.put(*id, Some(m), false);
                     }
                 }
             }
@@ -343,14 +413,9 @@ impl<P: AsPod> Engine<P> {
             if !st.def.reads_namespace_labels() {
                 continue;
             }
-            for k in &keys {
-                let pod = self.pods.get(k).map(|p| p.as_pod());
-                let m = pod.and_then(|p| st.def.member(p, &labels));
-                if st.members.get(k) != m.as_ref() {
-                    match m {
-                        Some(m) => st.members.insert(k.clone(), m),
-                        None => st.members.remove(k),
-                    };
+            for (pid, p) in keys.iter().filter_map(|k| self.pods.get(k)) {
+                let m = st.def.member(p.as_pod(), &labels);
+                if st.members.put(*pid, m, false) {
                     self.dirty_sets.insert(*id);
                 }
             }
@@ -377,7 +442,7 @@ impl<P: AsPod> Engine<P> {
                     .filter(|k| {
                         self.pods
                             .get(*k)
-                            .is_some_and(|pod| selects(p, pod.as_pod(), &self.node))
+                            .is_some_and(|(_, pod)| selects(p, pod.as_pod(), &self.node))
                     })
                     .cloned()
                     .collect()

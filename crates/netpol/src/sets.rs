@@ -230,17 +230,28 @@ pub struct Contents {
 
 /// The contents of `def` with `members` (any order).
 pub fn contents<'a>(def: &SetDef, members: impl IntoIterator<Item = &'a Member>) -> Contents {
-    let mut c = Contents {
-        addrs: def.blocks(),
-        endpoints: Vec::new(),
-    };
-    let mut ips = Vec::new();
+    let (mut ips, mut eps) = (Vec::new(), Vec::new());
     for m in members {
         match m {
             Member::Addrs(a) => ips.extend(a.iter().copied()),
-            Member::Endpoints(e) => c.endpoints.extend(e.iter().copied()),
+            Member::Endpoints(e) => eps.extend(e.iter().copied()),
         }
     }
+    contents_from(def, ips, eps)
+}
+
+/// The contents of `def` whose member pods have the addresses `ips` (a peer set) or the
+/// endpoints `eps` (an endpoint set), any order, repeats allowed.
+pub fn contents_from(
+    def: &SetDef,
+    ips: impl IntoIterator<Item = IpAddr>,
+    eps: impl IntoIterator<Item = (IpAddr, Protocol, u16)>,
+) -> Contents {
+    let mut c = Contents {
+        addrs: def.blocks(),
+        endpoints: eps.into_iter().collect(),
+    };
+    let ips: Vec<IpAddr> = ips.into_iter().collect();
     if !ips.is_empty() {
         c.addrs.add_ips(ips);
     }

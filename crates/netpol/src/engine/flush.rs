@@ -6,11 +6,11 @@ use std::collections::BTreeSet;
 use std::mem::take;
 use std::net::IpAddr;
 
-use super::{slot, AsPod, Engine, Flush, Placed};
+use super::{slot, AsPod, Engine, Flush, Members, Placed};
 use crate::compile::{pod_allows, Dir};
 use crate::model::Policy;
 use crate::ruleset::{chain as chain_rules, named_sets};
-use crate::sets::{contents, SetId};
+use crate::sets::{contents_from, SetId};
 
 impl<P: AsPod> Engine<P> {
     /// Compiles what the changes since the last flush touched, and the script that brings the
@@ -41,7 +41,18 @@ impl<P: AsPod> Engine<P> {
             }
             return;
         };
-        let c = contents(&st.def, st.members.values());
+        let c = match &st.members {
+            Members::Peers(ids) => {
+                let pods = ids
+                    .iter()
+                    .filter_map(|id| self.by_id.get(*id as usize)?.as_ref());
+                let ips = pods.flat_map(|p| p.as_pod().ips.iter().copied());
+                contents_from(&st.def, ips, std::iter::empty())
+            }
+            Members::Endpoints(eps) => {
+                contents_from(&st.def, std::iter::empty(), eps.values().flatten().copied())
+            }
+        };
         for (name, set) in named_sets(id, &st.def, &c) {
             if self.table.sets.get(&name) != Some(&set) {
                 self.table.put_set(&mut self.journal, &name, Some(set));
@@ -53,7 +64,7 @@ impl<P: AsPod> Engine<P> {
     fn place(&mut self, key: &str) {
         let old = self.placed.remove(key).unwrap_or_default();
         let mut new = Placed::default();
-        let pod = self.pods.get(key).map(|p| p.as_pod());
+        let pod = self.pods.get(key).map(|(_, p)| p.as_pod());
         if let Some(pod) = pod.filter(|p| self.is_local(p)) {
             let pols = self
                 .policies_by_ns
