@@ -26,6 +26,7 @@ pub(crate) struct Tx {
     pub(crate) lines: usize,
     pub(crate) added: HashSet<String>,
     pub(crate) deleted: HashSet<String>,
+    pub(crate) sets_deleted: bool,
 }
 
 #[derive(Default)]
@@ -43,12 +44,39 @@ pub(crate) struct Monitor {
 
 const MARKS: [&str; 3] = ["10.251.", "172.16.", "172.17."];
 
+/// The marker addresses, networks and ranges (`a-b`: an interval set's element) of `line`.
 fn tokens(line: &str, into: &mut HashSet<String>) {
-    for t in line.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '/')) {
+    for t in line.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '/' || c == '-')) {
         if MARKS.iter().any(|m| t.starts_with(m)) {
             into.insert(t.to_string());
         }
     }
+}
+
+/// An IPv4 address as a number.
+fn v4(s: &str) -> Option<u32> {
+    s.parse::<std::net::Ipv4Addr>().ok().map(u32::from)
+}
+
+/// Whether the element `token` (an address, a range `a-b` or a network) is `mark` or, for an
+/// address mark, holds it (the engine merges adjacent addresses into one interval element).
+fn holds(token: &str, mark: &str) -> bool {
+    if token == mark {
+        return true;
+    }
+    let Some(m) = v4(mark) else {
+        return false;
+    };
+    if let Some((a, b)) = token.split_once('-') {
+        return matches!((v4(a), v4(b)), (Some(a), Some(b)) if a <= m && m <= b);
+    }
+    if let Some((net, len)) = token.split_once('/') {
+        if let (Some(n), Ok(len)) = (v4(net), len.parse::<u32>()) {
+            let mask = u32::MAX.checked_shl(32 - len.min(32)).unwrap_or(0);
+            return n & mask == m & mask;
+        }
+    }
+    false
 }
 
 fn fold(st: &mut State, ts: f64, line: &str) {
@@ -72,6 +100,10 @@ fn fold(st: &mut State, ts: f64, line: &str) {
     }
     if line.starts_with("add table inet tern_netpol") {
         tx.replace = true;
+    }
+    // The incremental engine drops a set no rule names any more whole, elements and all.
+    if line.starts_with("delete set inet tern_netpol") {
+        tx.sets_deleted = true;
     }
     if MARKS.iter().any(|m| line.contains(m)) {
         if line.starts_with("delete") {
@@ -149,10 +181,12 @@ impl Monitor {
                 .iter()
                 .filter(|t| t.ours && t.start >= t0)
                 .find(|t| {
+                    let added = t.added.iter().any(|e| holds(e, mark));
                     if present {
-                        t.added.contains(mark)
+                        added
                     } else {
-                        (t.replace && !t.added.contains(mark)) || t.deleted.contains(mark)
+                        ((t.replace || t.sets_deleted) && !added)
+                            || t.deleted.iter().any(|e| holds(e, mark))
                     }
                 })
                 .cloned()
