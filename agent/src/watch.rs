@@ -1,7 +1,7 @@
 //! The agent's side of the watch layer (`tern-watch`): connections made with the agent's own
-//! credentials, read again for each list and watch ([`connect`]), and the agent's retry policy
-//! and stop flag ([`AgentControl`]). The node routes and the NetworkPolicy controller each run
-//! their reflectors with these.
+//! credentials, read again for each list and watch (`connect`), and the agent's retry policy
+//! and stop flag (`AgentControl`): [`run_reflector`], with which the node routes and the
+//! NetworkPolicy controller run their reflectors.
 //!
 //! Invariant: no reflector here has a retry policy, a deadline or a credential of its own.
 
@@ -16,7 +16,7 @@ use crate::stop_signal::StopSignal;
 
 /// Connections to `api` with `watch` as each watch's `timeoutSeconds` and `idle` as its longest
 /// silence; each call reads the agent's token and CA again (the kubelet rotates the token).
-pub(crate) fn connect(api: ApiAccess, watch: Duration, idle: Duration) -> Box<Connect> {
+fn connect(api: ApiAccess, watch: Duration, idle: Duration) -> Box<Connect> {
     Box::new(move || -> Result<Box<dyn Api>, KubeError> {
         let (client, _) = in_cluster_client(&api)?;
         Ok(Box::new(ClientApi {
@@ -32,17 +32,17 @@ pub(crate) fn connect(api: ApiAccess, watch: Duration, idle: Duration) -> Box<Co
 
 /// The agent's retry policy ([`ControllerSettings::api_failure`]) and a controller's stop flag;
 /// `count` adds each failure's cause ([`KubeError::cause_label`]) to the controller's metrics.
-pub(crate) struct AgentControl<'a> {
+struct AgentControl<'a> {
     /// The back-off policy.
-    pub(crate) run: &'a ControllerSettings,
+    run: &'a ControllerSettings,
     /// The controller's stop flag.
-    pub(crate) stop: &'a StopSignal,
+    stop: &'a StopSignal,
     /// Jitter.
-    pub(crate) rng: Rng,
+    rng: Rng,
     /// Counts one failure by cause.
-    pub(crate) count: Box<dyn Fn(&'static str) + 'a>,
+    count: Box<dyn Fn(&'static str) + 'a>,
     /// What the controller leaves as it is while the API fails (`routes unchanged`), for the log.
-    pub(crate) unchanged: &'static str,
+    unchanged: &'static str,
 }
 
 impl Control for AgentControl<'_> {
@@ -67,4 +67,26 @@ impl Control for AgentControl<'_> {
     fn unchanged(&self) -> &str {
         self.unchanged
     }
+}
+
+/// Runs `reflector` until `stop`: connections with `run`'s credentials, each watch lasting
+/// `watch` and silent at most `idle`, failures backed off by `run`'s policy and counted by cause
+/// with `count`; `unchanged` says, in the log, what the controller leaves as it is meanwhile.
+pub(crate) fn run_reflector<T: PartialEq + Send + Sync>(
+    mut reflector: tern_watch::Reflector<T>,
+    run: &ControllerSettings,
+    stop: &StopSignal,
+    (watch, idle): (Duration, Duration),
+    count: Box<dyn Fn(&'static str) + '_>,
+    unchanged: &'static str,
+) {
+    let connect = connect(run.api.clone(), watch, idle);
+    let mut ctl = AgentControl {
+        run,
+        stop,
+        rng: Rng::from_entropy(),
+        count,
+        unchanged,
+    };
+    reflector.run(&*connect, &mut ctl);
 }

@@ -17,8 +17,7 @@ use tern_watch::{Change, Consumer, PodObject, Reflector, Relisted};
 use tracing::{debug, error, info, warn};
 
 use super::store::{Kind, Shared, Store, Unreadable};
-use crate::schedule::Rng;
-use crate::watch::{connect, AgentControl};
+use crate::watch::run_reflector;
 
 /// What putting one object did to the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,16 +279,14 @@ fn reflect<T: Watched>(s: &Arc<Shared>, kind: tern_watch::Kind<T>) {
         s: Arc::clone(s),
         kind: std::marker::PhantomData,
     };
-    let mut reflector = Reflector::new(kind, vec![Box::new(feed)]);
-    let connect = connect(s.run.api.clone(), s.cfg.watch_timeout, s.cfg.watch_idle);
-    let mut ctl = AgentControl {
-        run: &s.run,
-        stop: &s.stop,
-        rng: Rng::from_entropy(),
-        count: Box::new(|cause| *s.stats().api_errors.entry(cause).or_insert(0) += 1),
-        unchanged: "the NetworkPolicy table is unchanged",
-    };
-    reflector.run(&*connect, &mut ctl);
+    run_reflector(
+        Reflector::new(kind, vec![Box::new(feed)]),
+        &s.run,
+        &s.stop,
+        (s.cfg.watch_timeout, s.cfg.watch_idle),
+        Box::new(|cause| *s.stats().api_errors.entry(cause).or_insert(0) += 1),
+        "the NetworkPolicy table is unchanged",
+    );
 }
 
 /// A watcher thread of `kind`: runs until the controller stops.

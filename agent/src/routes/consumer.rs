@@ -17,8 +17,7 @@ use super::datapath::{DataPath, Written};
 use super::desired::Skipped;
 use super::{kernel, Shared};
 use crate::node_cidrs::PublishOwn;
-use crate::schedule::Rng;
-use crate::watch::{connect, AgentControl};
+use crate::watch::run_reflector;
 
 /// Keeps this node's routes for the Nodes in the store.
 pub(super) struct Routes {
@@ -117,15 +116,14 @@ pub(super) fn run(s: &Arc<Shared>) {
         path: super::data_path(s.cfg.mode),
         last_skipped: Vec::new(),
     }));
-    let mut reflector =
+    let reflector =
         Reflector::new(tern_watch::kinds::NODES, consumers).sharing_stats(Arc::clone(&s.watch));
-    let connect = connect(s.run.api.clone(), s.cfg.watch_timeout, s.cfg.watch_idle);
-    let mut ctl = AgentControl {
-        run: &s.run,
-        stop: &s.stop,
-        rng: Rng::from_entropy(),
-        count: Box::new(|cause| *s.stats().api_errors.entry(cause).or_insert(0) += 1),
-        unchanged: "routes unchanged",
-    };
-    reflector.run(&*connect, &mut ctl);
+    run_reflector(
+        reflector,
+        &s.run,
+        &s.stop,
+        (s.cfg.watch_timeout, s.cfg.watch_idle),
+        Box::new(|cause| *s.stats().api_errors.entry(cause).or_insert(0) += 1),
+        "routes unchanged",
+    );
 }
