@@ -349,7 +349,6 @@ fn the_grafana_dashboard_is_a_labelled_configmap_when_asked_for() {
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("dashboard JSON: {e}\n{body}"));
     assert_eq!(d["uid"], "tern-overview");
     assert!(d["panels"].as_array().is_some_and(|p| p.len() > 10), "{d}");
-    // No metrics endpoint, no dashboard over it.
     let off = template(
         &helm,
         &["--set", "metrics.enabled=false,metrics.dashboard=true"],
