@@ -5,9 +5,9 @@
 //! and sends the kernel what that touched in one nft transaction: set elements, verdict map
 //! entries, a new chain or set, one no rule names any more. The first table after a start, and
 //! any table after a transaction the kernel refused, replaces the whole table instead.
-//! Every resync period it also lists the table, once, and restores it (a replace) when it lists
-//! differently from the last period's listing with no transaction of ours in between: someone
-//! else changed it. That check compiles nothing, and no change waits for a listing.
+//! A thread of its own ([`drift`]) lists the table once a period and asks for a restore (a
+//! replace) when someone else changed it; that check compiles nothing, and no change or
+//! admission waits for a listing.
 //!
 //! Invariants: no apply before the first full sync; a failed apply leaves the previous table
 //! in force and is retried on the next tick as a replace; after `tern-agent uninstall` began,
@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use tern_net::nft::Nft;
-use tern_netpol::ruleset::{Size, FAMILY, TABLE};
+use tern_netpol::ruleset::{Size, TABLE};
 use tracing::{info, warn};
 
 use super::store::{Shared, Store};
@@ -158,50 +158,10 @@ fn apply(
     }
 }
 
-/// The table as the kernel lists it now (`None` when it cannot be listed).
-fn listing(nft: &Nft) -> Option<String> {
-    nft.list_table(FAMILY, TABLE).unwrap_or_else(|e| {
-        warn!(error = %e, "network policy: cannot list the table");
-        None
-    })
-}
-
-/// What the syncer knows of the kernel's table.
-#[derive(Default)]
-struct Kernel {
-    /// The kernel holds the engine's last table (false at start and after a refused
-    /// transaction: the next one is a replace).
-    ours: bool,
-    /// A listing of the table taken at a drift check with no transaction of ours since the one
-    /// before it: what the table must still list as at the next check.
-    reference: Option<String>,
-    /// A transaction of ours went in since `reference` was listed.
-    changed_since: bool,
-}
-
-impl Kernel {
-    /// The drift check, once per `--network-policy-resync`: one listing of the table. Compared
-    /// with the last check's when no transaction of ours went in between (someone else changed
-    /// it: true, restore it), else kept as the next check's reference. A change costs no listing:
-    /// a table of hundreds of thousands of elements takes nft seconds to list.
-    fn drifted(&mut self, nft: &Nft) -> bool {
-        if !self.ours {
-            return false;
-        }
-        let now = listing(nft);
-        let drifted = !self.changed_since && self.reference.is_some() && self.reference != now;
-        self.reference = if drifted { None } else { now };
-        self.changed_since = false;
-        drifted
-    }
-}
-
 /// The syncer thread: runs until the controller stops.
 pub(super) fn run(s: &Shared, nft: &Nft) {
     info!(node = %s.cfg.node_name, table = TABLE, "network policy: starting; the table is replaced only after Pods, Namespaces and NetworkPolicies are all listed");
     let mut seen = u64::MAX;
-    let mut kernel = Kernel::default();
-    let mut last_check = Instant::now();
     while !sleep(s, seen) {
         if crate::uninstall::uninstalling(&s.run.kubeconfig) {
             info!(
@@ -211,17 +171,10 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
             return;
         }
         let generation = s.store().generation;
-        let mut whole = !kernel.ours;
-        if last_check.elapsed() >= s.cfg.resync {
-            last_check = Instant::now();
-            if kernel.drifted(nft) {
-                warn!(
-                    table = TABLE,
-                    "network policy: the table was changed by someone else; restoring it"
-                );
-                s.stats().restores += 1;
-                whole = true;
-            }
+        let mut whole = !s.drift.ours();
+        if s.drift.take_restore() {
+            s.stats().restores += 1;
+            whole = true;
         }
         if generation == seen && !whole {
             continue;
@@ -231,8 +184,12 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
             continue;
         };
         seen = c.generation;
-        let done = c.script.is_empty()
-            || apply(s, nft, (&c.script, c.change), c.size, c.policies, started)
+        if c.script.is_empty() {
+            mark_applied(s, c.generation);
+            continue;
+        }
+        s.drift.transaction_starts();
+        let done = apply(s, nft, (&c.script, c.change), c.size, c.policies, started)
             || (c.change == Change::Update && {
                 let replace = s.store().engine.table().replace_script();
                 apply(
@@ -244,13 +201,14 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
                     started,
                 )
             });
-        kernel.ours = done;
-        kernel.changed_since |= !c.script.is_empty();
+        s.drift.transaction_ended(done);
         if done {
             mark_applied(s, c.generation);
         }
     }
 }
+
+pub(crate) mod drift;
 
 #[cfg(test)]
 pub(crate) mod tests;

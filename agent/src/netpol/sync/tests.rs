@@ -164,7 +164,8 @@ fn nothing_is_compiled_before_every_kind_is_listed() {
 }
 
 #[test]
-fn the_drift_check_lists_once_a_period_and_restores_only_what_someone_else_changed() {
+fn the_drift_check_restores_only_what_someone_else_changed() {
+    use super::drift::{Check, DriftState};
     use std::os::unix::fs::PermissionsExt as _;
     // An nft whose listing is a file the test writes.
     let dir = tempfile::tempdir().unwrap();
@@ -174,24 +175,44 @@ fn the_drift_check_lists_once_a_period_and_restores_only_what_someone_else_chang
     std::fs::write(&bin, format!("#!/bin/sh\ncat {}\n", listed.display())).unwrap();
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let nft = Nft::at(&bin);
-    let mut k = Kernel::default();
-    assert!(!k.drifted(&nft), "no table of ours yet: nothing to compare");
-    assert_eq!(k.reference, None);
+    let (state, mut k) = (DriftState::default(), Check::default());
+    assert!(!k.drifted(&state, &nft), "no table of ours yet: nothing to compare");
     // Ours applied: the first check only takes the reference.
-    k.ours = true;
-    k.changed_since = true;
-    assert!(!k.drifted(&nft));
-    assert!(!k.drifted(&nft), "the same listing");
+    state.transaction_starts();
+    state.transaction_ended(true);
+    assert!(!k.drifted(&state, &nft));
+    assert!(!k.drifted(&state, &nft), "the same listing");
     // Someone else changed it.
     std::fs::write(&listed, "table inet tern_netpol { edited }\n").unwrap();
-    assert!(k.drifted(&nft));
+    assert!(k.drifted(&state, &nft));
     // Restored by a replace (a transaction of ours): the next check takes a new reference.
     std::fs::write(&listed, "table inet tern_netpol { v1 }\n").unwrap();
-    k.changed_since = true;
-    assert!(!k.drifted(&nft));
+    state.transaction_starts();
+    state.transaction_ended(true);
+    assert!(!k.drifted(&state, &nft));
     // A change of ours between two checks is no drift, whatever the listing.
     std::fs::write(&listed, "table inet tern_netpol { v2 }\n").unwrap();
-    k.changed_since = true;
-    assert!(!k.drifted(&nft));
-    assert!(!k.drifted(&nft));
+    state.transaction_starts();
+    state.transaction_ended(true);
+    assert!(!k.drifted(&state, &nft));
+    assert!(!k.drifted(&state, &nft));
+    // A listing while a transaction of ours runs is never drift, and is no reference.
+    state.transaction_starts();
+    std::fs::write(&listed, "table inet tern_netpol { half-way }\n").unwrap();
+    assert!(!k.drifted(&state, &nft));
+    state.transaction_ended(true);
+    assert!(!k.drifted(&state, &nft));
+    // A refused transaction: the table is not ours, nothing to compare.
+    state.transaction_starts();
+    state.transaction_ended(false);
+    std::fs::write(&listed, "table inet tern_netpol { other }\n").unwrap();
+    assert!(!k.drifted(&state, &nft));
+}
+
+#[test]
+fn the_drift_check_takes_at_most_a_tenth_of_the_time() {
+    use super::drift::next_wait;
+    let resync = Duration::from_secs(30);
+    assert_eq!(next_wait(resync, Duration::from_millis(200)), resync);
+    assert_eq!(next_wait(resync, Duration::from_secs(20)), Duration::from_secs(200));
 }
