@@ -27,6 +27,7 @@ mod helm;
 mod lifecycle;
 mod netpol;
 mod netpol_admit;
+mod netpol_latency;
 mod node_routes;
 mod pod_cidrs;
 mod rbac;
@@ -56,6 +57,10 @@ const CASES: &[Case] = &[
     (
         "network_policy_new_pod",
         netpol_admit::network_policy_new_pod,
+    ),
+    (
+        "network_policy_enforcement_latency",
+        netpol_latency::enforcement_latency,
     ),
     ("rbac", rbac::rbac),
     ("sandbox_recreated", day2::sandbox_recreated),
