@@ -114,7 +114,7 @@ impl Cluster {
     pub(crate) fn down(&self, agents: usize, out: &Path) {
         let _ = self.bash(&format!(
             "set +e\nfor p in \"$KT\"/agent-*/pid; do [ -f \"$p\" ] && kill \"$(cat \"$p\")\" 2>/dev/null; done\nsleep 1\n\
-             for k in $(seq 0 {last}); do ip netns del tnps-$k 2>/dev/null; done\n\
+             for k in $(seq 0 {last}); do ip netns del tnps-$k 2>/dev/null; done\nip netns del tnps-pod 2>/dev/null\n\
              mkdir -p {out}\nfor d in \"$KT\"/agent-* \"$KT\"/apiserver \"$KT\"/kwok \"$KT\"/etcd; do [ -f \"$d/log\" ] && cp \"$d/log\" {out}/$(basename \"$d\").log; done\n\
              stop kwok\nstop apiserver KILL\nstop etcd\nip link del {BRIDGE} 2>/dev/null\nrm -rf \"$KT\"\ntrue",
             last = agents as i64 - 1,

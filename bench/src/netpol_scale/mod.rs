@@ -4,18 +4,21 @@
 //! [`api`]), starts A real `tern-agent run --network-policy=true`, each its own Node, netns, table
 //! and `nft monitor` ([`monitor`]), and measures, per agent: the first sync, the API write → kernel
 //! transaction latency by kind of change ([`changes`]), CPU per change, RSS, the agents' own
-//! counters (compiles, unchanged events) over a window of status churn; and the API server's CPU,
-//! RSS and watch events sent per second ([`report`]).
+//! counters (compiles, unchanged events) over a window of status churn, and tern's ADD of an
+//! isolated beside an unselected pod through the agent's admission ([`adds`]); and the API
+//! server's CPU, RSS and watch events sent per second ([`report`]).
 //!
 //! Usage (root, under the host-tests lock: the tier's ports):
 //! `flock -o /run/tern-host-tests.lock target/x86_64-unknown-linux-musl/release/tern-bench
 //! netpol-scale [--nodes 1000] [--agents 10] [--pods 30000] [--local 30] [--policies 30000]
 //! [--namespaces N] [--changes 5] [--status-rate PODS/1000] [--status-secs 60] [--steady 30]
-//! [--seed 31] [--agent PATH] [--out DIR] [--writers 4] [--keep-up SECONDS]`.
-//! `--changes 0` skips the timed changes (load, first sync, steady, churn and RSS only).
+//! [--adds 30] [--seed 31] [--agent PATH] [--out DIR] [--writers 4] [--keep-up SECONDS]`.
+//! `--changes 0` skips the timed changes, `--adds 0` the ADD phase (tern from the agent's
+//! directory: `cargo build --release -p tern -p tern-agent`).
 //! `--keep-up` holds the cluster up that long after the measurements (for another client, e.g.
 //! the watch-layer comparison), then tears down.
 
+mod adds;
 mod api;
 mod changes;
 mod cluster;
@@ -56,6 +59,7 @@ fn parse(args: &[String]) -> Res<Opts> {
             policies: 30_000,
             namespaces: 0,
             changes: 5,
+            adds: 30,
             seed: 31,
         },
         status_rate: 0,
@@ -78,6 +82,7 @@ fn parse(args: &[String]) -> Res<Opts> {
             "--policies" => o.shape.policies = n()?,
             "--namespaces" => o.shape.namespaces = n()?,
             "--changes" => o.shape.changes = n()?,
+            "--adds" => o.shape.adds = n()?,
             "--seed" => o.shape.seed = n()? as u64,
             "--status-rate" => o.status_rate = n()?,
             "--status-secs" => o.status_secs = n()? as u64,
@@ -103,9 +108,10 @@ fn parse(args: &[String]) -> Res<Opts> {
         || s.agents == 0
         || s.agents > 250
         || s.changes > 250
+        || s.adds > 5000
         || s.policies < s.namespaces + 2
     {
-        return Err("--nodes >= 1, 1 <= --agents <= 250, --changes <= 250 (0: no timed changes), --policies >= namespaces + 2".into());
+        return Err("--nodes >= 1, 1 <= --agents <= 250, --changes <= 250 (0: no timed changes), --adds <= 5000 (0: no ADD phase), --policies >= namespaces + 2".into());
     }
     if o.out.as_os_str().is_empty() {
         o.out = PathBuf::from(format!(
@@ -218,6 +224,14 @@ fn run(o: &Opts, c: &Cluster) -> Res<()> {
         &pods
             .iter()
             .map(objects::PodSpec::status)
+            .collect::<Vec<_>>(),
+        o.writers,
+    )?;
+    api.bulk(
+        "pods for the ADD phase",
+        &adds::pods(s)
+            .iter()
+            .map(objects::PodSpec::create)
             .collect::<Vec<_>>(),
         o.writers,
     )?;

@@ -1,7 +1,8 @@
 //! `nft monitor` in each agent's netns, read by a thread that stamps every line on receipt (epoch
 //! seconds) and folds the lines into transactions (one ends with nft's `# new generation` line):
 //! when it began and ended, whether it replaced `inet tern_netpol`, and which marker addresses
-//! (the fixtures' `10.251.*` and the changing policy's `172.16.*`/`172.17.*`) it added or deleted.
+//! (the fixtures' `10.251.*`, the changing policy's `172.16.*`/`172.17.*`, the ADD phase's
+//! `10.202.*`) it added or deleted.
 //! The lines themselves are not kept: a replace of a 30,000-policy table is megabytes.
 //!
 //! Invariant: a transaction of another table (the readiness probe's) is recorded with no flags.
@@ -42,7 +43,7 @@ pub(crate) struct Monitor {
     state: Arc<Mutex<State>>,
 }
 
-const MARKS: [&str; 3] = ["10.251.", "172.16.", "172.17."];
+const MARKS: [&str; 4] = ["10.251.", "172.16.", "172.17.", "10.202."];
 
 /// The marker addresses, networks and ranges (`a-b`: an interval set's element) of `line`.
 fn tokens(line: &str, into: &mut HashSet<String>) {

@@ -16,6 +16,8 @@
 //!   Node, labelled role=peer by the `label` change; `newpeer-c` (10.251.2.c+1) created by `newpod`
 //!   and deleted by `delpod`; `nsl-c` in `np-nsl-c` (10.251.3.c+1), whose namespace gets peer=yes;
 //!   policy `newpol-c` (from 172.16.c.0/24) created, updated to 172.17.c.0/24, deleted;
+//! - the ADD phase's pods ([`super::adds`]): `add-open-i` (np-free) and `add-iso-i` (`ns-*`),
+//!   app=adds, on agent i % agents, without an address;
 //! - policies: a baseline per `ns-k` (even k deny ingress, odd k allow from the same namespace),
 //!   the two fixture policies, the rest in six shapes (those of tests/scale/netpol-objects.sh) in
 //!   random `ns-*`: pod selector + port and port range; namespace selector + named port; ipBlocks
@@ -34,6 +36,7 @@ pub(crate) struct Shape {
     pub(crate) policies: usize,
     pub(crate) namespaces: usize,
     pub(crate) changes: usize,
+    pub(crate) adds: usize,
     pub(crate) seed: u64,
 }
 
@@ -227,7 +230,7 @@ pub(crate) fn pods(s: &Shape, r: &mut Rng) -> Vec<PodSpec> {
             dns: false,
         });
     }
-    let remote = s.pods.saturating_sub(v.len() + 2 * s.changes);
+    let remote = s.pods.saturating_sub(v.len() + 2 * s.changes + 2 * s.adds);
     for j in 0..remote {
         let i = j % s.nodes.max(1);
         let labels = generic_labels(r);

@@ -1,6 +1,6 @@
 //! The measured phases after the load, and what they print: the agents' first sync, a steady
 //! window, the status churn (with the agents' compile and unchanged-event counters before and
-//! after), the timed changes by kind, and a closing table (also written to OUT/summary.md with
+//! after), the timed changes by kind, the ADD phase ([`super::adds`]), and a closing table (also written to OUT/summary.md with
 //! the raw latencies in OUT/latencies.tsv).
 //!
 //! Invariant: CPU figures are utime + stime of the agent and its waited-for nft children.
@@ -166,6 +166,17 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
     churn(o, api, c, &a, pods, &mut out)?;
     if o.shape.changes > 0 {
         timed(o, api, c, &a, &mut out)?;
+    }
+    if o.shape.adds > 0 {
+        let syncs0 = a.metric("tern_agent_network_policy_syncs_total");
+        super::adds::measure(c, &o.shape, &a.mons, &o.out, &mut out)?;
+        let syncs = a.metric("tern_agent_network_policy_syncs_total");
+        let d: Vec<f64> = syncs.iter().zip(&syncs0).map(|(x, y)| x - y).collect();
+        let _ = writeln!(
+            out,
+            "| ADD phase: the agents' syncs (min / median / max) | {} |",
+            stats(&d)
+        );
     }
     let rss = a.rss_mib();
     let _ = writeln!(
