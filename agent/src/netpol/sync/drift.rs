@@ -85,7 +85,8 @@ impl Check {
             self.reference = None;
             return false;
         }
-        let drifted = matches!(&self.reference, Some((epoch, listed)) if *epoch == before && *listed != now);
+        let drifted =
+            matches!(&self.reference, Some((epoch, listed)) if *epoch == before && *listed != now);
         self.reference = if drifted { None } else { Some((before, now)) };
         drifted
     }

@@ -176,7 +176,10 @@ fn the_drift_check_restores_only_what_someone_else_changed() {
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let nft = Nft::at(&bin);
     let (state, mut k) = (DriftState::default(), Check::default());
-    assert!(!k.drifted(&state, &nft), "no table of ours yet: nothing to compare");
+    assert!(
+        !k.drifted(&state, &nft),
+        "no table of ours yet: nothing to compare"
+    );
     // Ours applied: the first check only takes the reference.
     state.transaction_starts();
     state.transaction_ended(true);
@@ -214,5 +217,8 @@ fn the_drift_check_takes_at_most_a_tenth_of_the_time() {
     use super::drift::next_wait;
     let resync = Duration::from_secs(30);
     assert_eq!(next_wait(resync, Duration::from_millis(200)), resync);
-    assert_eq!(next_wait(resync, Duration::from_secs(20)), Duration::from_secs(200));
+    assert_eq!(
+        next_wait(resync, Duration::from_secs(20)),
+        Duration::from_secs(200)
+    );
 }
