@@ -405,7 +405,7 @@ YAML
 }
 
 # self_through_service: what a pod's connection to itself gets (the API leaves it open,
-# kubernetes/kubernetes#95879; DESIGN, "A pod reaching itself"). With a deny-all ingress policy on
+# kubernetes/kubernetes#95879; docs/decisions/0003). With a deny-all ingress policy on
 # pod self-svc: its own address still answers (the connection never leaves its netns), its
 # ClusterIP Service, whose one endpoint it is, does not (kube-proxy's DNAT sends it through the
 # node's forward hook, judged like any peer); a policy allowing from its own label opens the

@@ -1,7 +1,7 @@
 //! `tern-lookup`, the one process of tern that talks to the API server on a plugin's behalf:
 //! tern's pod lookup and tern-ipam's first-ADD node read run in it, exec'd from `CNI_PATH` like a
-//! delegate, only when a netconf sets `kubernetes.kubeconfig` (DESIGN.md, "Kubernetes client out
-//! of the plugins").
+//! delegate, only when a netconf sets `kubernetes.kubeconfig` (docs/decisions/0009,
+//! the plugins' API reads in tern-lookup).
 //!
 //! Why a separate process: a plugin's peak RSS is its resident text, and the TLS stack (rustls,
 //! ring), the HTTP client and the YAML parser were more than a third of tern's text, mapped on

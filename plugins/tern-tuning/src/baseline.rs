@@ -1,6 +1,6 @@
 //! What a new network namespace holds for the configured sysctls: ADD's test for a value the
 //! runtime wrote before the chain ran (a pod's own `securityContext.sysctls`), which it then
-//! leaves alone (DESIGN "A pod's own sysctls and the chain's").
+//! leaves alone (docs/decisions/0016).
 //!
 //! CRI-O writes a pod's sysctls when pinns creates the netns, before the chain; containerd has
 //! runc write them after the chain. A key whose value in the pod netns differs from a new

@@ -1,5 +1,5 @@
-//! Kernel tests of a pod's own sysctls against the chain's (DESIGN, "A pod's own sysctls
-//! and the chain's"): CRI-O writes a pod's `securityContext.sysctls` when it creates the netns,
+//! Kernel tests of a pod's own sysctls against the chain's (docs/decisions/0016,
+//! a pod's own sysctls win): CRI-O writes a pod's `securityContext.sysctls` when it creates the netns,
 //! before the chain, so tern-tuning must leave a netns-wide key whose value differs from a new
 //! netns's, and still write the rest. Needs root (`tern_testkit::root::skip`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns

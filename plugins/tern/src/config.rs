@@ -21,7 +21,7 @@ pub const MIN_MTU: u32 = 68;
 pub const MAX_MTU: u32 = 65535;
 /// Where per-attachment state lives unless `stateDir` says otherwise: a tmpfs, like the reference
 /// tuning plugin's `/run/cni/tuning`. The state describes veths, which do not survive a reboot,
-/// so it need not either (DESIGN.md, "Decisions taken while building").
+/// so it need not either (docs/decisions/0011).
 pub const DEFAULT_STATE_DIR: &str = "/run/cni/tern";
 /// The agent channel unless `agentSocket` says otherwise.
 pub const DEFAULT_AGENT_SOCKET: &str = "/run/tern/agent.sock";

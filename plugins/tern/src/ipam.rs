@@ -3,7 +3,7 @@
 //! `ipam.type` `tern-ipam` runs in-process: tern links the `tern_ipam` library, the code the
 //! `tern-ipam` binary runs, and calls it through the same dispatcher with the same environment
 //! and stdin, so the on-disk effects and the results are the binary's — without the exec (≈2 ms
-//! per call on the machines measured; DESIGN.md). ADD with tern's own netconf skips even the
+//! per call on the machines measured; docs/decisions/0010). ADD with tern's own netconf skips even the
 //! dispatcher (`Delegate::add_for`: tern's parsed input in, the result as the printed one would
 //! read back). The plugin must still be in `CNI_PATH`, so a
 //! node without it fails as it would with exec. Every other type is exec'd as the spec says.

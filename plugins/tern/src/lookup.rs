@@ -1,7 +1,7 @@
 //! Pod lookup on ADD (DESIGN.md, "Pod lookup"): what IPAM is asked for.
 //!
 //! The API call itself runs in `tern-lookup` (found in `CNI_PATH`), so tern links no HTTP or TLS
-//! (DESIGN.md, "Kubernetes client out of the plugins").
+//! (docs/decisions/0009).
 //!
 //! Invariant: runs before anything is created, so a refused or failed lookup leaves nothing. DEL,
 //! CHECK, STATUS and GC never come here (they make no API call).

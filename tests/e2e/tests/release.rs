@@ -248,7 +248,7 @@ fn release_tarball_structure_sums_and_same_bytes_twice() {
         );
         let data = std::fs::read(&path).unwrap();
         // The plugins position-dependent (EXEC), tern-agent a static-pie (DYN; `ldd` above says
-        // it loads nothing): DESIGN, "Small binaries" (5).
+        // it loads nothing): docs/decisions/0021.
         let want = if b == "tern-agent" { "DYN" } else { "EXEC" };
         let (elf_type, symtab) = elf_type_and_symtab(&path);
         assert_eq!(elf_type, want, "bin/{b}: ELF type");

@@ -1,7 +1,7 @@
 //! `agent_restart`: tern-agent's container SIGKILLed while 30 pods are created. With
 //! `networkPolicy` in the conflist every ADD waits for the agent's admission; while nothing
-//! listens on its socket the ADD connects again within its wait (DESIGN, "A pod a policy selects
-//! never starts before its rules are in the kernel"), so the pods start once the kubelet has
+//! listens on its socket the ADD connects again within its wait (docs/decisions/0004
+//! and 0032), so the pods start once the kubelet has
 //! restarted the agent, with no sandbox made twice. Measured against 30 pods created with the
 //! agent up, in the same run: each pod's time from the create to Ready.
 
