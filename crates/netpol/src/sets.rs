@@ -158,6 +158,11 @@ impl SetDef {
         })
     }
 
+    /// Whether the definition has an ipBlock peer (its sets are interval sets).
+    pub fn has_blocks(&self) -> bool {
+        self.peers().iter().any(|p| matches!(p, Peer::Block { .. }))
+    }
+
     /// The addresses of the ipBlocks (a peer set's part that no pod changes).
     pub fn blocks(&self) -> AddrSet {
         let mut set = AddrSet::default();

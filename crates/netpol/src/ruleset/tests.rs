@@ -273,3 +273,32 @@ fn a_pod_leaving_isolation_leaves_the_maps() {
          delete element inet tern_netpol ingress6 { fd00:1::2 }\n"
     );
 }
+
+#[test]
+fn a_set_of_pods_only_is_a_plain_set_of_single_addresses() {
+    // Neighbouring addresses stay single elements: nft reads every interval set of the table
+    // whole before it changes an element anywhere, so pod sets must not be interval sets.
+    let mut pods = three_pods();
+    pods.push(pod("d", "cli", "n2", &["10.0.2.3", "fd00:2::3"]));
+    let p = plan_of(
+        pods,
+        &[json!({"podSelector": {"matchLabels": {"app": "web"}},
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "cli"}}}]}]})],
+    );
+    let (t, _) = render(&p);
+    let s = t.text();
+    let (p4, p6) = (set_name(&t, "p4_"), set_name(&t, "p6_"));
+    assert!(
+        s.contains(&format!(
+            "set {p4} {{\n\t\ttype ipv4_addr; \n\t\telements = {{ 10.0.2.2, 10.0.2.3 }}"
+        )),
+        "{s}"
+    );
+    assert!(
+        s.contains(&format!(
+            "set {p6} {{\n\t\ttype ipv6_addr; \n\t\telements = {{ fd00:2::2, fd00:2::3 }}"
+        )),
+        "{s}"
+    );
+    assert!(!s.contains("flags interval"), "{s}");
+}
