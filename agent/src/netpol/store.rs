@@ -293,7 +293,7 @@ pub(crate) struct Shared {
     pub(crate) stats: Mutex<NetpolStats>,
     pub(crate) stop: crate::stop_signal::StopSignal,
     /// Between the syncer and the drift check (`sync::drift`).
-    pub(crate) drift: super::sync::drift::DriftState,
+    pub(crate) drift: super::sync::drift::state::DriftState,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -325,7 +325,7 @@ impl Shared {
             changed: Condvar::new(),
             stats: Mutex::new(NetpolStats::default()),
             stop: crate::stop_signal::StopSignal::default(),
-            drift: super::sync::drift::DriftState::default(),
+            drift: super::sync::drift::state::DriftState::default(),
         }
     }
 }

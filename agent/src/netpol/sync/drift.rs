@@ -11,7 +11,7 @@
 //! Invariant: a listing that overlapped a transaction of ours (or that followed one since the
 //! reference was taken) never counts as drift; the syncer alone writes the table.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tern_net::nft::Nft;
@@ -20,42 +20,12 @@ use tracing::{debug, warn};
 
 use crate::netpol::store::Shared;
 
+pub(crate) use state::DriftState;
+
+pub(crate) mod state;
+
 /// The next listing waits at least this many times the last one's wall time.
 const SPACING: u32 = 10;
-
-/// What the syncer and the drift check share.
-#[derive(Debug, Default)]
-pub(crate) struct DriftState {
-    /// Moved by 1 as a transaction of ours starts and by 1 as it ends: odd while one runs.
-    epoch: AtomicU64,
-    /// The kernel holds the syncer's last table (false at start and after a refused one).
-    ours: AtomicBool,
-    /// Set by the check: someone else changed the table; the syncer replaces it and clears it.
-    restore: AtomicBool,
-}
-
-impl DriftState {
-    /// The syncer is about to send a transaction.
-    pub(crate) fn transaction_starts(&self) {
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// The syncer's transaction ended; `ours`: the kernel now holds the syncer's table.
-    pub(crate) fn transaction_ended(&self, ours: bool) {
-        self.ours.store(ours, Ordering::SeqCst);
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// Whether the kernel holds the syncer's last table.
-    pub(crate) fn ours(&self) -> bool {
-        self.ours.load(Ordering::SeqCst)
-    }
-
-    /// Takes the check's request for a restore (true once per request).
-    pub(crate) fn take_restore(&self) -> bool {
-        self.restore.swap(false, Ordering::SeqCst)
-    }
-}
 
 /// The table as the kernel lists it now (`None` when it cannot be listed).
 fn listing(nft: &Nft) -> Option<String> {
