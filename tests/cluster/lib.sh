@@ -146,12 +146,16 @@ stop() {
 
 # --- control plane -----------------------------------------------------------------------------
 
+# etcd's client port (TERN_CLUSTER_ETCD_PORT) and peer port (+10): the API server's address is the
+# tier's own, so a bench's bring-up on other etcd ports runs beside the tier.
+ETCD_PORT="${TERN_CLUSTER_ETCD_PORT:-23790}"
 start_etcd() {
+    local c="http://127.0.0.1:$ETCD_PORT" p="http://127.0.0.1:$((ETCD_PORT + 10))"
     start etcd "$GOBIN_DIR/etcd/etcd" --name tern-test --data-dir "$KT/etcd/data" \
-        --listen-client-urls http://127.0.0.1:23790 --advertise-client-urls http://127.0.0.1:23790 \
-        --listen-peer-urls http://127.0.0.1:23800 --initial-advertise-peer-urls http://127.0.0.1:23800 \
-        --initial-cluster tern-test=http://127.0.0.1:23800 --log-level warn
-    wait_for 30 "etcd health" curl -sf http://127.0.0.1:23790/health
+        --listen-client-urls "$c" --advertise-client-urls "$c" \
+        --listen-peer-urls "$p" --initial-advertise-peer-urls "$p" \
+        --initial-cluster "tern-test=$p" --log-level warn
+    wait_for 30 "etcd health" curl -sf "$c/health"
 }
 
 # start_apiserver [EXTRA FLAG...]: the signing key is $KT/pki/sa.key unless SA_KEY names another.
@@ -160,7 +164,7 @@ start_apiserver() {
     # Endpoints validation refuses loopback addresses: no reconciler when the server is on loopback
     [ "$API_ADDR" = 127.0.0.1 ] && reconciler=none
     start apiserver "$K8S_BIN/kube-apiserver" \
-        --etcd-servers http://127.0.0.1:23790 \
+        --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
         --bind-address "$API_ADDR" --advertise-address "$API_ADDR" --secure-port "$API_PORT" \
         --tls-cert-file "$d/apiserver.crt" --tls-private-key-file "$d/apiserver.key" \
         --client-ca-file "$d/ca.crt" \
