@@ -181,6 +181,14 @@ fn rbac_is_least_privilege() {
                     vec![],
                     "watch".into(),
                 ),
+                // An Event on a NetworkPolicy it cannot read whole.
+                (
+                    "cluster".into(),
+                    String::new(),
+                    "events".into(),
+                    vec![],
+                    "create".into(),
+                ),
             ]
             .into_iter()
             .collect(),

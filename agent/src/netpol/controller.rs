@@ -45,6 +45,12 @@ impl NetpolController {
                     .spawn(move || super::watch::run(&s, kind))?,
             );
         }
+        let s = Arc::clone(&shared);
+        threads.push(
+            std::thread::Builder::new()
+                .name("netpol-events".into())
+                .spawn(move || super::events::run(&s))?,
+        );
         let (s, list_nft) = (Arc::clone(&shared), nft.clone());
         threads.push(
             std::thread::Builder::new()

@@ -10,6 +10,7 @@
 pub mod admit;
 pub mod config;
 pub mod controller;
+mod events;
 pub mod metrics;
 pub mod store;
 mod sync;

@@ -288,6 +288,27 @@ impl Client {
         })
     }
 
+    /// `POST /api/v1/namespaces/{ns}/events` of `event` (a core/v1 Event): `true` when created
+    /// (201), `false` when one of its name exists already (409: another writer was first).
+    ///
+    /// # Errors
+    /// [`KubeError::Forbidden`] without `create events`, the other status and transport errors
+    /// as [`Client::get_pod`].
+    pub fn create_event(
+        &self,
+        ns: &str,
+        event: &serde_json::Value,
+        timeout: Duration,
+    ) -> Result<bool, KubeError> {
+        let bytes = serde_json::to_vec(event).map_err(|e| KubeError::Decode(e.to_string()))?;
+        let path = format!("/api/v1/namespaces/{ns}/events");
+        match Self::check(self.send("POST", &path, Some(bytes), timeout)?, 201) {
+            Ok(_) => Ok(true),
+            Err(KubeError::Conflict { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `GET /apis/apps/v1/namespaces/{ns}/daemonsets/{name}` (200): whether the DaemonSet is being
     /// deleted (`metadata.deletionTimestamp` set). `tern-agent uninstall` asks before removing tern.
     ///

@@ -306,3 +306,24 @@ fn kubeconfig_file_round_trip_against_the_server() {
         vec!["10.1.0.0/24"]
     );
 }
+
+#[test]
+fn an_event_is_created_once_and_a_second_writer_gets_false() {
+    let s = ApiServer::start().unwrap();
+    let c = agent_client(&s);
+    let e = serde_json::json!({"apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": "web.tern-policyunreadable.0a1b2c3d", "namespace": "team-a"},
+        "involvedObject": {"kind": "NetworkPolicy", "namespace": "team-a", "name": "web"},
+        "type": "Warning", "reason": "PolicyUnreadable", "message": "m"});
+    assert!(c.create_event("team-a", &e, T).unwrap(), "the first create");
+    assert!(
+        !c.create_event("team-a", &e, T).unwrap(),
+        "409: another agent was first"
+    );
+    assert_eq!(s.events().len(), 1);
+    s.forbid("system:serviceaccount:tern:tern-agent", "create", "events");
+    match c.create_event("team-a", &e, T) {
+        Err(KubeError::Forbidden { .. }) => {}
+        other => panic!("expected Forbidden, got {other:?}"),
+    }
+}

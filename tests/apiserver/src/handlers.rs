@@ -113,6 +113,12 @@ pub(crate) fn handle(
             }
             token_request(s, ns, name, body)
         }
+        ("POST", ["api", "v1", "namespaces", ns, "events"]) => {
+            if let Err(r) = authorize(s, user.as_deref(), "create", "events", "", Some(ns)) {
+                return r;
+            }
+            create_event(s, ns, body)
+        }
         ("PATCH", ["api", "v1", "nodes", name, "status"]) => {
             if let Err(r) = authorize(s, user.as_deref(), "patch", "nodes/status", name, None) {
                 return r;
@@ -135,6 +141,28 @@ pub(crate) fn handle(
             Some(json!({})),
         ),
     }
+}
+
+/// A core/v1 Event stored by its name: 201, or 409 AlreadyExists for a name taken.
+fn create_event(s: &mut State, ns: &str, body: &[u8]) -> Response {
+    let Ok(event) = serde_json::from_slice::<Value>(body) else {
+        return status_response(400, "BadRequest", "the body is not JSON", Some(json!({})));
+    };
+    let name = event["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let key = (ns.to_owned(), name.clone());
+    if s.events.contains_key(&key) {
+        return status_response(
+            409,
+            "AlreadyExists",
+            &format!("events \"{name}\" already exists"),
+            Some(json!({"name": name, "kind": "events"})),
+        );
+    }
+    s.events.insert(key, event.clone());
+    json_response(201, &event)
 }
 
 pub(crate) fn invalid(name: &str, field: &str, value: &str, detail: &str) -> Response {

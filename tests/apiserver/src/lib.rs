@@ -92,6 +92,7 @@ pub(crate) struct State {
     pub(crate) service_accounts: BTreeMap<(String, String), String>,
     pub(crate) pods: BTreeMap<(String, String), Value>,
     pub(crate) nodes: BTreeMap<String, Value>,
+    pub(crate) events: BTreeMap<(String, String), Value>,
     pub(crate) fault: Option<(Option<String>, Fault)>,
     pub(crate) forbidden: BTreeSet<(String, String, String)>,
     pub(crate) requests: Vec<RequestRecord>,
@@ -286,6 +287,11 @@ impl ApiServer {
             .lock()
             .pods
             .insert((ns.into(), name.into()), pod);
+    }
+
+    /// Every Event created, in name order.
+    pub fn events(&self) -> Vec<Value> {
+        self.shared.lock().events.values().cloned().collect()
     }
 
     /// Removes a pod.

@@ -56,6 +56,9 @@ pub fn rbac(node: &Node) -> Res {
         ("no", "tern-agent", "patch", "nodes", "", n, ""),
         ("no", "tern-agent", "delete", "pods", "default", "", ""),
         ("no", "tern-agent", "create", "networkpolicies.networking.k8s.io", "default", "", ""),
+        // A Warning Event on a NetworkPolicy it cannot read whole; never one changed.
+        ("yes", "tern-agent", "create", "events", "default", "", ""),
+        ("no", "tern-agent", "patch", "events", "default", "", ""),
         ("no", "tern-agent", "get", "pods", "default", "", ""),
         ("no", "tern-cni", "create", "serviceaccounts", "tern", "tern-cni", "token"),
         ("no", "tern-cni", "get", "secrets", "tern", "", ""),
