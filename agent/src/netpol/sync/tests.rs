@@ -21,6 +21,7 @@ pub(crate) fn shared() -> Shared {
             resync: Duration::from_secs(30),
             watch_timeout: Duration::from_secs(60),
             watch_idle: Duration::from_secs(180),
+            log_denied: None,
         },
     )
 }
