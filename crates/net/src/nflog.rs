@@ -4,7 +4,7 @@
 //! Opened in the calling thread's network namespace, as every netlink socket here: log groups
 //! are per network namespace (the kernel keeps nfnetlink_log instances per netns), so the socket
 //! receives what the rules of its own netns log. One group has one listener: binding a group
-//! another socket holds fails with `EBUSY`. The kernel drops the binding when the socket closes.
+//! another socket holds fails with `EPERM`. The kernel drops the binding when the socket closes.
 //!
 //! Configuration (linux/netfilter/nfnetlink_log.h): `NFULNL_CFG_CMD_BIND`; copy mode
 //! `NFULNL_COPY_PACKET` with a small range (the headers, not the data); a queue threshold and
@@ -77,7 +77,7 @@ impl LogSocket {
     ///
     /// # Errors
     /// [`Error::Netlink`] when the socket cannot be made or the kernel refuses the bind
-    /// (`EBUSY`: another listener holds the group; `EPERM`: no `CAP_NET_ADMIN`).
+    /// (`EPERM`: another listener holds the group, or no `CAP_NET_ADMIN`).
     pub fn bind(group: u16, timeout: Duration) -> Result<LogSocket> {
         let op = |what: &str| format!("nfnetlink_log group {group}: {what}");
         let mut socket = Socket::new(NETLINK_NETFILTER).map_err(|e| io(op("create"), &e))?;
@@ -139,11 +139,12 @@ impl LogSocket {
             match answer {
                 Some(0) => return Ok(()),
                 Some(errno) => {
-                    let advice = match errno {
-                        libc::EBUSY => Some("another listener (ulogd, another agent) holds this nfnetlink_log group: stop it or choose another group"),
-                        libc::EPERM => Some("binding a log group needs CAP_NET_ADMIN"),
-                        _ => None,
-                    };
+                    // nfulnl_recv_config answers EPERM both when another socket holds the
+                    // group (`inst->peer_portid != portid`) and without CAP_NET_ADMIN (seen on
+                    // 6.18: a second bind of a held group, as root, gets EPERM, not EBUSY).
+                    let advice = (errno == libc::EPERM).then_some(
+                        "another listener (ulogd, a second agent) holds this nfnetlink_log group, or the process lacks CAP_NET_ADMIN: stop the other listener or choose another group",
+                    );
                     return Err(Error::Netlink {
                         op: op.to_owned(),
                         errno,
