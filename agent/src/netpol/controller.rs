@@ -4,7 +4,7 @@
 //! replaces the table when the store changed, and restores it when someone else changed it;
 //! admissions (`admit.rs`, from tern's ADD over the agent channel) add a new pod's addresses
 //! before the API server has them and wait on [`Store::applied`](super::store::Store::applied).
-//! With `--network-policy-log-denied`, one more thread (`denied.rs`) reads the denied packets the
+//! With `--network-policy-log-denied`, one more thread (`report.rs`, over `denied.rs`) reads the denied packets the
 //! table logs and names them from the store. What they share is in `store.rs`, the settings in
 //! `config.rs`.
 //!
@@ -58,7 +58,7 @@ impl NetpolController {
             threads.push(
                 std::thread::Builder::new()
                     .name("netpol-denied".into())
-                    .spawn(move || super::denied::run(&s, log.group))?,
+                    .spawn(move || super::report::run(&s, log.group))?,
             );
         }
         // The syncer last: `stop` joins it.

@@ -10,9 +10,10 @@
 //! is never confirmed, so each retry is `ct state new`); [`Recent`] folds those into the first
 //! for [`REPEAT_WINDOW`].
 //!
-//! Invariants: the store's lock is held only to name a batch of flows, never across a receive;
-//! the counter's series are bounded ([`DeniedCounts`]); a socket that cannot be bound is
-//! logged and retried, it never stops the agent or the table.
+//! The thread that runs it is `report.rs` (it holds the store; this file does not).
+//!
+//! Invariants: the counter's series are bounded ([`DeniedCounts`]); the flows remembered are
+//! bounded ([`Recent`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -22,7 +23,7 @@ use tern_net::nflog::{Flow, LogSocket, Received};
 use tern_netpol::compile::Dir;
 use tern_netpol::ruleset::direction_of_prefix;
 use tern_netpol::{AsPod, Engine};
-use tracing::{info, warn};
+use tracing::info;
 
 /// How long a flow logged again counts as the same denied flow (a TCP client's SYN retries
 /// span about a minute: 1 + 2 + 4 + 8 + 16 + 32 s).
@@ -30,7 +31,7 @@ pub const REPEAT_WINDOW: Duration = Duration::from_secs(90);
 /// Flows remembered for [`REPEAT_WINDOW`] at most; past it the oldest are forgotten.
 const RECENT_CAPACITY: usize = 4096;
 /// How long a receive waits before looking for a stop.
-const RECEIVE_TIMEOUT: Duration = Duration::from_millis(250);
+pub(crate) const RECEIVE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// One packet a chain logged: when, which direction's chain, and the flow.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -262,64 +263,6 @@ impl DeniedCounts {
             *self.0.entry(series).or_insert(0) += 1;
         }
     }
-}
-
-/// The reader thread: binds the group (retrying), then names and reports each batch's new
-/// denied flows until the controller stops.
-pub(crate) fn run(s: &super::store::Shared, group: u16) {
-    let stopped = || s.stop.is_stopped();
-    let Some(mut reader) = bind_until(group, Duration::from_secs(10), &stopped) else {
-        return;
-    };
-    while !stopped() {
-        let batch = match reader.receive() {
-            Ok(b) => b,
-            Err(e) => {
-                warn!(group, error = %e, "network policy: cannot read denied flows");
-                std::thread::sleep(RECEIVE_TIMEOUT);
-                continue;
-            }
-        };
-        let flows: Vec<DeniedFlow> = if batch.is_empty() {
-            Vec::new()
-        } else {
-            let st = s.store();
-            batch.into_iter().map(|l| describe(&st.engine, l)).collect()
-        };
-        flows.iter().for_each(DeniedFlow::log);
-        let mut stats = s.stats();
-        flows.iter().for_each(|f| stats.denied.count(f));
-        stats.denied_reader = reader.stats.clone();
-    }
-}
-
-/// Binds `group`, retrying every `retry` until it binds or `stopped` says so; logs each
-/// failure once per kind of error.
-pub(crate) fn bind_until(
-    group: u16,
-    retry: Duration,
-    stopped: &dyn Fn() -> bool,
-) -> Option<DeniedReader> {
-    let mut last: Option<i32> = None;
-    while !stopped() {
-        match DeniedReader::bind(group) {
-            Ok(r) => {
-                info!(
-                    group,
-                    "network policy: logging denied flows from nfnetlink_log"
-                );
-                return Some(r);
-            }
-            Err(e) => {
-                if last != e.errno() {
-                    warn!(group, error = %e, "network policy: cannot read denied flows; retrying");
-                    last = e.errno();
-                }
-                std::thread::sleep(retry);
-            }
-        }
-    }
-    None
 }
 
 #[cfg(test)]
