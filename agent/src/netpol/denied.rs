@@ -127,8 +127,8 @@ impl DeniedFlow {
             from = %self.from,
             to = %self.to,
             protocol = %f.protocol_name(),
-            port = f.dst_port.map_or_else(String::new, |p| p.to_string()),
-            direction = self.direction(),
+            port = %f.dst_port.map_or_else(String::new, |p| p.to_string()),
+            direction = %self.direction(),
             policies = %self.policies.join(","),
             "network policy: denied"
         );
