@@ -69,3 +69,6 @@ pub(crate) fn bind_until(
     }
     None
 }
+
+#[cfg(test)]
+mod tests;
