@@ -18,7 +18,7 @@ use tern_net::nft::Nft;
 use tern_netpol::model::{
     namespace_from_json, pod_from_json, policy_from_json, Namespace, Pod, Policy,
 };
-use tern_netpol::ruleset::{self, render};
+use tern_netpol::ruleset::{self, render_logging, LogDenied};
 use tern_netpol::{compile, Engine, World};
 use tern_testkit::netns::TestNetns;
 
@@ -112,17 +112,17 @@ struct Mirror {
 }
 
 impl Mirror {
-    fn full(&self) -> ruleset::Table {
+    fn full(&self, log: Option<LogDenied>) -> ruleset::Table {
         let pods: Vec<Pod> = self.pods.values().cloned().collect();
         let nss: Vec<Namespace> = self.namespaces.values().cloned().collect();
         let pols: Vec<Policy> = self.policies.values().cloned().collect();
-        render(&compile(&World {
+        let plan = compile(&World {
             node: "n1",
             pods: &pods,
             namespaces: &nss,
             policies: &pols,
-        }))
-        .0
+        });
+        render_logging(&plan, log).0
     }
 }
 
@@ -185,13 +185,30 @@ fn flush_scripts_list_as_the_full_render_applied_whole() {
     if tern_testkit::root::skip() {
         return;
     }
+    updates_list_as_replaces(None, "npu");
+}
+
+/// The same with denied connections logged: every chain with its log rule, the limit object
+/// made once by the first replace and kept by every update.
+#[test]
+fn with_denied_logged_flush_scripts_list_as_the_full_render_too() {
+    if tern_testkit::root::skip() {
+        return;
+    }
+    updates_list_as_replaces(Some(LogDenied::default()), "npl");
+}
+
+fn updates_list_as_replaces(log: Option<LogDenied>, stem: &str) {
     let nft = Nft::find().unwrap();
-    let (inc_ns, full_ns) = (TestNetns::new("npu-inc"), TestNetns::new("npu-full"));
+    let (inc_ns, full_ns) = (
+        TestNetns::new(&format!("{stem}-inc")),
+        TestNetns::new(&format!("{stem}-full")),
+    );
     let (inc, full) = (
         NetNs::open(inc_ns.path()).unwrap(),
         NetNs::open(full_ns.path()).unwrap(),
     );
-    let (mut m, mut e) = (Mirror::default(), Engine::new("n1"));
+    let (mut m, mut e) = (Mirror::default(), Engine::new("n1").logging(log));
     e.flush();
     inc.run_in(|| nft.apply(&e.table().replace_script()))
         .unwrap()
@@ -200,7 +217,7 @@ fn flush_scripts_list_as_the_full_render_applied_whole() {
     for i in 0..160 {
         let what = step(i, &mut m, &mut e);
         let f = e.flush();
-        let want = m.full();
+        let want = m.full(log);
         assert_eq!(e.table(), &want, "step {i}: {what}");
         if !f.script.is_empty() {
             updates += 1;
@@ -215,8 +232,14 @@ fn flush_scripts_list_as_the_full_render_applied_whole() {
         full.run_in(|| nft.apply(&want.replace_script()))
             .unwrap()
             .unwrap();
+        let listed = listing(&inc, &nft);
+        if log.is_some() {
+            let logs = listed.iter().filter(|b| b.contains("log prefix")).count();
+            let chains = listed.iter().filter(|b| b.starts_with(" chain ")).count();
+            assert_eq!(logs + 2, chains, "step {i}: every per-pod chain logs");
+        }
         assert_eq!(
-            listing(&inc, &nft),
+            listed,
             listing(&full, &nft),
             "step {i}: {what}: updated and replaced tables differ; the update was\n{}",
             f.script

@@ -56,12 +56,14 @@
 //! random kills, then a leak audit; `scripts/bench --churn`); `tern-bench --node-routes ...`
 //! the node-routes bench ([`node_routes`]: agents with thousands of Nodes against the stand-in;
 //! `scripts/bench --node-routes`); `tern-bench --netpol-compile ...` the NetworkPolicy
-//! compiler of one node at fleet scale, incremental beside full ([`netpol_compile`]).
+//! compiler of one node at fleet scale, incremental beside full ([`netpol_compile`]);
+//! `tern-bench --netpol-log ...` what logging denied connections costs ([`netpol_log`]).
 
 mod breakdown;
 mod churn;
 mod floor;
 mod netpol_compile;
+mod netpol_log;
 mod netpol_scale;
 mod node_routes;
 mod reports;
@@ -192,6 +194,9 @@ fn main() {
         Some("netpol-scale" | "--netpol-scale")
     ) {
         std::process::exit(netpol_scale::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("--netpol-log") {
+        std::process::exit(netpol_log::main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("--node-routes") {
         std::process::exit(node_routes::main(&args[1..]));

@@ -82,4 +82,35 @@ mod tests {
             .contains("unknown flag"));
         assert!(with(&["--token-lifetime", "1h"]).is_ok());
     }
+
+    #[test]
+    fn denied_flow_logging_needs_network_policy_and_takes_its_rate_and_group() {
+        let env = env_of(&[]);
+        let base = [
+            "--api-server",
+            "https://h:1",
+            "--namespace",
+            "n",
+            "--node-name",
+            "n1",
+        ];
+        let with = |extra: &[&str]| {
+            let v: Vec<String> = base.iter().chain(extra).map(|s| (*s).to_owned()).collect();
+            RunConfig::from_args(&v, &env)
+        };
+        let e = with(&["--network-policy-log-denied", "true"]).unwrap_err();
+        assert!(e.to_string().contains("needs --network-policy"), "{e}");
+        let on = [
+            "--network-policy",
+            "true",
+            "--network-policy-log-denied",
+            "true",
+        ];
+        let c = with(&[&on[..], &["--network-policy-log-rate", "20"]].concat()).unwrap();
+        let log = c.netpol.and_then(|n| n.log_denied).unwrap();
+        assert_eq!((log.group, log.rate), (4242, 20));
+        assert!(with(&[&on[..], &["--network-policy-log-rate", "0"]].concat()).is_err());
+        let off = with(&["--network-policy", "true"]).unwrap();
+        assert_eq!(off.netpol.unwrap().log_denied, None);
+    }
 }

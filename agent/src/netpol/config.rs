@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use clap::Args;
+use tern_netpol::ruleset::{LogDenied, DEFAULT_LOG_GROUP, DEFAULT_LOG_RATE};
 
 use crate::args::{parse_bool, parse_duration};
 
@@ -24,6 +25,26 @@ pub struct NetpolArgs {
     /// How often the NetworkPolicy table is compared with what was applied, and restored
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub network_policy_resync: Duration,
+    /// Log each denied connection's first packet (rate-limited in the kernel) and report it
+    /// with the pods and policies that denied it, one line per flow (true, false, 1 or 0)
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "false",
+        value_parser = parse_bool,
+        action = clap::ArgAction::Set,
+        env = "TERN_NETWORK_POLICY_LOG_DENIED"
+    )]
+    pub network_policy_log_denied: bool,
+    /// Denied packets logged per second across the node, at most (the kernel's limit; a flood
+    /// over it is still dropped, only not logged)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LOG_RATE,
+        value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub network_policy_log_rate: u32,
+    /// The nfnetlink_log group denied packets are logged to (one listener per group and node)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LOG_GROUP,
+        value_parser = clap::value_parser!(u16).range(1..))]
+    pub network_policy_log_group: u16,
 }
 
 /// Settings of the NetworkPolicy controller.
@@ -37,19 +58,25 @@ pub struct NetpolConfig {
     pub watch_timeout: Duration,
     /// Longest silence on a watch before it counts as dead.
     pub watch_idle: Duration,
+    /// Denied connections logged (`--network-policy-log-denied`): `None`, off.
+    pub log_denied: Option<LogDenied>,
 }
 
 impl NetpolConfig {
     /// The settings from the flags; `None` without `--network-policy`.
     ///
     /// # Errors
-    /// `--network-policy` without a node name, or a resync under 100 ms.
+    /// `--network-policy` without a node name, a resync under 100 ms, or
+    /// `--network-policy-log-denied` without `--network-policy`.
     pub fn from_args(
         a: &NetpolArgs,
         node_name: Option<&str>,
         watch_timeout: Duration,
     ) -> anyhow::Result<Option<Self>> {
         if !a.network_policy {
+            if a.network_policy_log_denied {
+                anyhow::bail!("--network-policy-log-denied needs --network-policy");
+            }
             return Ok(None);
         }
         let Some(node) = node_name.filter(|n| !n.is_empty()) else {
@@ -63,6 +90,10 @@ impl NetpolConfig {
             resync: a.network_policy_resync,
             watch_timeout,
             watch_idle: Duration::from_secs(180),
+            log_denied: a.network_policy_log_denied.then_some(LogDenied {
+                group: a.network_policy_log_group,
+                rate: a.network_policy_log_rate,
+            }),
         }))
     }
 }

@@ -4,7 +4,9 @@
 //! replaces the table when the store changed, and restores it when someone else changed it;
 //! admissions (`admit.rs`, from tern's ADD over the agent channel) add a new pod's addresses
 //! before the API server has them and wait on [`Store::applied`](super::store::Store::applied).
-//! What they share is in `store.rs`, the settings in `config.rs`.
+//! With `--network-policy-log-denied`, one more thread (`report.rs`, over `denied.rs`) reads the denied packets the
+//! table logs and names them from the store. What they share is in `store.rs`, the settings in
+//! `config.rs`.
 //!
 //! Invariants: nothing is applied before all three kinds have been listed once (a restarted
 //! agent leaves the previous table in force until it knows the whole cluster: no gap, no
@@ -57,6 +59,15 @@ impl NetpolController {
                 .name("netpol-drift".into())
                 .spawn(move || super::sync::drift::run(&s, &list_nft))?,
         );
+        if let Some(log) = shared.cfg.log_denied {
+            let s = Arc::clone(&shared);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("netpol-denied".into())
+                    .spawn(move || super::report::run(&s, log.group))?,
+            );
+        }
+        // The syncer last: `stop` joins it.
         let s = Arc::clone(&shared);
         threads.push(
             std::thread::Builder::new()

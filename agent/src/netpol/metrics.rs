@@ -22,8 +22,45 @@ pub struct NetpolCollector(pub NetpolStats);
 impl Collector for NetpolCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
         table_state(&mut enc, &self.0)?;
-        work_done(&mut enc, &self.0)
+        work_done(&mut enc, &self.0)?;
+        denied(&mut enc, &self.0)
     }
+}
+
+/// Denied flows (`--network-policy-log-denied`; families without series when it is off).
+fn denied(e: &mut DescriptorEncoder, s: &NetpolStats) -> fmt::Result {
+    let mut family = e.encode_descriptor(
+        "tern_agent_network_policy_denied",
+        "Denied flows (first packets logged by the table, retries folded), by the namespace and name of each NetworkPolicy isolating the end that denied them and the direction (ingress: the destination's policies, egress: the source's).",
+        None,
+        MetricType::Counter,
+    )?;
+    for ((namespace, policy, direction), n) in &s.denied.0 {
+        let labels = [
+            ("namespace", namespace.as_str()),
+            ("policy", policy.as_str()),
+            ("direction", *direction),
+        ];
+        ConstCounter::new(*n).encode(family.encode_family(&labels)?)?;
+    }
+    let r = &s.denied_reader;
+    counters(
+        e,
+        "tern_agent_network_policy_denied_packets",
+        "Packets received from the denied-flow log group, by outcome: flow (a new denied flow), repeat (a retry of one), foreign (not the table's).",
+        "outcome",
+        [
+            ("flow", r.packets.saturating_sub(r.repeats + r.foreign)),
+            ("repeat", r.repeats),
+            ("foreign", r.foreign),
+        ],
+    )?;
+    counter(
+        e,
+        "tern_agent_network_policy_denied_overflows",
+        "Times the denied-flow socket's buffer overflowed (logged packets lost).",
+        r.overflows,
+    )
 }
 
 /// The table as it stands: synced, its size, the policies it enforces, the last sync's time.
@@ -166,6 +203,12 @@ mod tests {
             ..NetpolStats::default()
         };
         stats.events_unchanged.insert("pods", 50);
+        stats
+            .denied
+            .0
+            .insert(("shop".into(), "deny-all".into(), "ingress"), 7);
+        stats.denied_reader.packets = 9;
+        stats.denied_reader.repeats = 2;
         stats.unreadable_policies.insert("rules", 2);
         let mut registry = prometheus_client::registry::Registry::default();
         registry.register_collector(Box::new(NetpolCollector(stats)));
@@ -179,6 +222,9 @@ mod tests {
             "# TYPE tern_agent_network_policy_unreadable_policies gauge",
             "tern_agent_network_policy_unreadable_policies{reason=\"rules\"} 2",
             "tern_agent_network_policy_unreadable_policies{reason=\"pod_selector\"} 0",
+            "tern_agent_network_policy_denied_total{namespace=\"shop\",policy=\"deny-all\",direction=\"ingress\"} 7",
+            "tern_agent_network_policy_denied_packets_total{outcome=\"flow\"} 7",
+            "tern_agent_network_policy_denied_packets_total{outcome=\"repeat\"} 2",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

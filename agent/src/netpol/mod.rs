@@ -4,14 +4,17 @@
 //! The compiler is its own crate, `tern-netpol` (`crates/netpol`: the model, address sets, the
 //! compiler and the table, no I/O). Here is what runs it: the controller (`controller.rs`: the
 //! threads), its watch-layer subscribers (`watch.rs`), the syncer (`sync.rs`: compile, then one nft
-//! transaction), pod admission for tern's ADD (`admit.rs`) and the metrics (`metrics.rs`); the
+//! transaction), pod admission for tern's ADD (`admit.rs`), the denied-flow log (`denied.rs`, its thread `report.rs`) and the metrics
+//! (`metrics.rs`); the
 //! flags and settings (`config.rs`) and the store they share (`store.rs`) are below them all.
 
 pub mod admit;
 pub mod config;
 pub mod controller;
+pub mod denied;
 mod events;
 pub mod metrics;
+mod report;
 pub mod store;
 mod sync;
 mod watch;

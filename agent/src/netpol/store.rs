@@ -14,6 +14,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tern_netpol::model::Pod;
+use tern_netpol::ruleset::LogDenied;
 use tern_netpol::Engine;
 use tern_watch::PodObject;
 
@@ -140,10 +141,10 @@ fn with_ips(pod: &PodObject, ips: &[IpAddr]) -> PodObject {
 }
 
 impl Store {
-    /// An empty store for the node `node`.
-    pub fn new(node: &str) -> Store {
+    /// An empty store for the node `node`, its table logging denied connections as `log` says.
+    pub fn new(node: &str, log: Option<LogDenied>) -> Store {
         Store {
-            engine: Engine::new(node),
+            engine: Engine::new(node).logging(log),
             unreadable: BTreeMap::new(),
             listed: [false; 3],
             generation: 0,
@@ -281,6 +282,10 @@ pub struct NetpolStats {
     pub size: tern_netpol::ruleset::Size,
     /// Policies selecting at least one pod of this node.
     pub policies: u64,
+    /// Denied flows by (namespace, policy, direction) (`--network-policy-log-denied`).
+    pub denied: super::denied::DeniedCounts,
+    /// What the denied-flow reader saw: packets, retries folded, foreign, overflows.
+    pub denied_reader: super::denied::ReaderStats,
 }
 
 pub(crate) struct Shared {
@@ -317,7 +322,7 @@ impl Shared {
 
     /// A fresh controller state (no threads) for `cfg`.
     pub(crate) fn new(run: ControllerSettings, cfg: NetpolConfig) -> Shared {
-        let store = Mutex::new(Store::new(&cfg.node_name));
+        let store = Mutex::new(Store::new(&cfg.node_name, cfg.log_denied));
         Shared {
             run,
             cfg,

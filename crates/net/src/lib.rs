@@ -16,6 +16,7 @@ pub mod drain;
 pub mod error;
 pub mod netlink;
 pub mod netns;
+pub mod nflog;
 pub mod nft;
 pub mod sysctl;
 

@@ -86,7 +86,7 @@ pub struct World<'a> {
 }
 
 /// A direction of a policy's rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Dir {
     /// `spec.ingress`: what the selected pods receive.
     Ingress,

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use crate::compile::{selects, Dir};
 use crate::model::{Labels, Namespace, Pod, Policy};
-use crate::ruleset::{Journal, Size, Table};
+use crate::ruleset::{Journal, LogDenied, Size, Table};
 use crate::sets::{namespace_labels, SetDef, SetId};
 
 /// A set in force: its definition, how many rules of policies in force define it, and its
@@ -93,6 +93,9 @@ pub struct Engine<P = Pod> {
     dirty_pods: BTreeSet<String>,
     table: Table,
     journal: Journal,
+    /// With denied connections logged: every pod's addresses, as (address, pod id), so a logged
+    /// packet's ends are named without a scan (`lookup.rs`); `None` when not logging.
+    by_ip: Option<BTreeSet<(IpAddr, u32)>>,
 }
 
 fn index(map: &mut BTreeMap<String, BTreeSet<String>>, group: &str, key: &str, on: bool) {
@@ -137,7 +140,17 @@ impl<P: AsPod> Engine<P> {
             dirty_pods: BTreeSet::new(),
             table: Table::default(),
             journal: Journal::default(),
+            by_ip: None,
         }
+    }
+
+    /// This engine with denied connections logged as `log` says (`None`: not logged); called
+    /// before any object is set (the table's chains follow it from the first flush).
+    #[must_use]
+    pub fn logging(mut self, log: Option<LogDenied>) -> Engine<P> {
+        self.table.log = log;
+        self.by_ip = log.map(|_| BTreeSet::new());
+        self
     }
 
     fn is_local(&self, pod: &Pod) -> bool {
@@ -235,6 +248,7 @@ impl<P: AsPod> Engine<P> {
             }
         }
         index(&mut self.pods_by_ns, &ns, key, pod.is_some());
+        self.index_ips(id, old.as_deref(), pod.as_deref());
         let labels = namespace_labels(&self.namespaces, &ns);
         let moved = match (&old, &pod) {
             (Some(o), Some(n)) => o.as_pod().ips != n.as_pod().ips,
@@ -374,6 +388,7 @@ impl<P: AsPod> Engine<P> {
 }
 
 mod flush;
+mod lookup;
 mod members;
 use members::Members;
 

@@ -175,6 +175,8 @@ pub struct Table {
     pub ingress: BTreeMap<IpAddr, String>,
     /// `egress4`/`egress6`: a local pod's address → the chain judging what it sends.
     pub egress: BTreeMap<IpAddr, String>,
+    /// Denied connections logged (the limit object; the chains' log rules): `None`, off.
+    pub log: Option<LogDenied>,
 }
 
 /// The names of a set's two families: `p4_<id>`/`p6_<id>` (peers) or `e4_..`/`e6_..`.
@@ -261,6 +263,9 @@ impl Table {
     /// The table's nft text (`table inet tern_netpol { ... }`).
     pub fn text(&self) -> String {
         let mut s = format!("table {FAMILY} {TABLE} {{\n");
+        if let Some(log) = self.log {
+            log.write_limit(&mut s);
+        }
         self.sets.iter().for_each(|(n, set)| set.write(n, &mut s));
         self.chains
             .iter()
@@ -295,9 +300,18 @@ impl Table {
     }
 }
 
-/// The table of `plan`, and its size.
+/// The table of `plan`, and its size (denied connections not logged).
 pub fn render(plan: &Plan) -> (Table, Size) {
-    let mut t = Table::default();
+    render_logging(plan, None)
+}
+
+/// The table of `plan` with denied connections logged as `log` says (`None`: not logged), and
+/// its size.
+pub fn render_logging(plan: &Plan, log: Option<LogDenied>) -> (Table, Size) {
+    let mut t = Table {
+        log,
+        ..Table::default()
+    };
     for (id, (def, c)) in &plan.sets {
         for (name, set) in named_sets(*id, def, c) {
             t.sets.insert(name, set);
@@ -307,7 +321,7 @@ pub fn render(plan: &Plan) -> (Table, Size) {
     for p in &plan.pods {
         for (dir, allows) in [(Dir::Ingress, &p.ingress), (Dir::Egress, &p.egress)] {
             let Some(a) = allows else { continue };
-            let (name, rules) = chain(dir, a);
+            let (name, rules) = chain(dir, a, log);
             t.chains.entry(name.clone()).or_insert(rules);
             let map = match dir {
                 Dir::Ingress => &mut t.ingress,
@@ -334,8 +348,13 @@ pub fn remove_script() -> String {
 }
 
 mod journal;
+mod log;
 mod rules;
 pub use journal::{update_script, Journal};
+pub use log::{
+    direction_of_prefix, log_prefix, LogDenied, DEFAULT_LOG_GROUP, DEFAULT_LOG_RATE, LOG_LIMIT,
+    LOG_PREFIX_STEM,
+};
 pub use rules::chain;
 
 #[cfg(test)]

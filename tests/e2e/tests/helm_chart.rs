@@ -18,57 +18,12 @@
 // Test code: a failed unwrap is a failed test, with its message.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+mod helm;
+
+use helm::{chart, helm, template};
 use std::process::Command;
 
 use tern_testkit::exec::{output_text, workspace_root};
-
-/// The helm binary, or `None` when the test should skip (module docs).
-fn helm() -> Option<PathBuf> {
-    let path = std::env::var_os("TERN_HELM").map_or_else(
-        || {
-            let cache = std::env::var_os("TERN_GO_CACHE")
-                .map_or_else(|| PathBuf::from("/var/cache/tern-build"), PathBuf::from);
-            cache.join("bin/helm/helm")
-        },
-        PathBuf::from,
-    );
-    if path.is_file() {
-        return Some(path);
-    }
-    let must = std::env::var("TERN_ROOT_TESTS").as_deref() == Ok("run")
-        || std::env::var("CI").is_ok_and(|c| !c.is_empty() && c != "0" && c != "false");
-    assert!(
-        !must,
-        "{} missing: bash scripts/build-go helm",
-        path.display()
-    );
-    eprintln!(
-        "[helm_chart] {} missing (bash scripts/build-go helm): skipped",
-        path.display()
-    );
-    None
-}
-
-fn chart() -> PathBuf {
-    workspace_root().join("deploy/helm/tern")
-}
-
-/// `helm template tern CHART -n tern ARGS`: Ok(stdout) or Err(stdout and stderr).
-fn template(helm: &PathBuf, args: &[&str]) -> Result<String, String> {
-    let out = Command::new(helm)
-        .args(["template", "tern"])
-        .arg(chart())
-        .args(["--namespace", "tern"])
-        .args(args)
-        .output()
-        .unwrap();
-    if out.status.success() {
-        Ok(String::from_utf8(out.stdout).unwrap())
-    } else {
-        Err(output_text(&out))
-    }
-}
 
 /// The document of `kind` named `name` in a rendering (from its `kind:` line to the next `---`).
 fn doc<'a>(all: &'a str, kind: &str, name: &str) -> &'a str {
@@ -295,6 +250,29 @@ fn operator_values_reach_the_manifests() {
 }
 
 #[test]
+fn denied_flow_logging_is_off_by_default_and_its_values_reach_the_flags() {
+    let Some(helm) = helm() else { return };
+    let ds = |all: &str| doc(all, "DaemonSet", "tern-agent").to_owned();
+    let off = ds(&template(&helm, &[]).unwrap());
+    assert!(!off.contains("--network-policy-log"), "{off}");
+    let set = "networkPolicy.logDenied=true,networkPolicy.logDeniedRate=20,networkPolicy.logDeniedGroup=7";
+    let on = ds(&template(&helm, &["--set", set]).unwrap());
+    for want in [
+        "- --network-policy-log-denied=true",
+        "- --network-policy-log-rate=20",
+        "- --network-policy-log-group=7",
+    ] {
+        assert!(on.contains(want), "the DaemonSet lacks {want:?}:\n{on}");
+    }
+    let no_enforcer = ds(&template(
+        &helm,
+        &["--set", &format!("{set},networkPolicy.enabled=false")],
+    )
+    .unwrap());
+    assert!(!no_enforcer.contains("--network-policy"), "{no_enforcer}");
+}
+
+#[test]
 fn vxlan_mode_renders_the_flag_and_deploy_vxlans_rbac() {
     let Some(helm) = helm() else { return };
     let all = template(&helm, &["--set", "nodeRoutes.mode=vxlan,mtu=1450"]).unwrap();
@@ -385,6 +363,7 @@ fn a_wrong_value_fails_with_the_keys_name() {
         ("egressNat.clustercidrs={10.0.0.0/8}", &["clustercidrs"][..]),
         ("mtu=70", &["mtu"][..]),
         ("networkPolicy.waitSeconds=0", &["waitSeconds"][..]),
+        ("networkPolicy.logDeniedRate=0", &["logDeniedRate"][..]),
     ] {
         let err = template(&helm, &["--set", set])
             .map(|out| format!("rendered:\n{out}"))

@@ -6,6 +6,11 @@ use crate::netpol::config::NetpolConfig;
 use crate::netpol::store::Kind;
 
 pub(crate) fn shared() -> Shared {
+    shared_logging(None)
+}
+
+/// A fresh controller state whose table logs denied connections as `log` says.
+pub(crate) fn shared_logging(log: Option<tern_netpol::ruleset::LogDenied>) -> Shared {
     Shared::new(
         crate::mint::ControllerSettings {
             api: crate::mint::ApiAccess {
@@ -21,6 +26,7 @@ pub(crate) fn shared() -> Shared {
             resync: Duration::from_secs(30),
             watch_timeout: Duration::from_secs(60),
             watch_idle: Duration::from_secs(180),
+            log_denied: log,
         },
     )
 }

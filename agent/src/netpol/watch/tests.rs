@@ -5,7 +5,7 @@ use tern_kube::client::objects::key_of;
 
 #[test]
 fn lists_replace_events_change_and_bad_policies_fail_closed() {
-    let mut st = Store::new("n1");
+    let mut st = Store::new("n1", None);
     let pod = |name: &str| json!({"metadata": {"namespace": "x", "name": name}, "status": {"podIP": "10.0.0.1"}});
     assert_eq!(
         replace_json(&mut st, Kind::Pods, &[pod("a"), pod("b")]).unread,
@@ -66,7 +66,7 @@ fn json_patch(v: &mut Value, patch: &Value) {
 
 #[test]
 fn events_that_change_nothing_the_compiler_reads_leave_the_generation() {
-    let mut st = Store::new("n1");
+    let mut st = Store::new("n1", None);
     let ns = json!({"metadata": {"name": "x", "resourceVersion": "1"}});
     replace_json(&mut st, Kind::Pods, &[web("1", &json!({}))]);
     replace_json(&mut st, Kind::Namespaces, std::slice::from_ref(&ns));
@@ -153,7 +153,7 @@ fn events_that_change_nothing_the_compiler_reads_leave_the_generation() {
 
 #[test]
 fn a_policy_whose_pod_selector_cannot_be_read_isolates_nothing_and_is_counted() {
-    let mut st = Store::new("n1");
+    let mut st = Store::new("n1", None);
     let bad = json!({"metadata": {"namespace": "x", "name": "p"},
         "spec": {"podSelector": {"matchLabels": "app=web"}}});
     let r = replace_json(&mut st, Kind::Policies, std::slice::from_ref(&bad));
@@ -184,7 +184,7 @@ fn a_policy_whose_pod_selector_cannot_be_read_isolates_nothing_and_is_counted() 
 
 #[test]
 fn admitted_addresses_stay_until_the_api_shows_them_or_the_pod_goes() {
-    let mut st = Store::new("n1");
+    let mut st = Store::new("n1", None);
     let pod = |uid: &str, ip: Option<&str>| {
         let status = ip.map_or(json!({}), |ip| json!({"podIPs": [{"ip": ip}]}));
         json!({"metadata": {"namespace": "x", "name": "a", "uid": uid},
@@ -231,7 +231,7 @@ fn admitted_addresses_stay_until_the_api_shows_them_or_the_pod_goes() {
 #[test]
 fn the_store_shares_the_watch_layers_pods_and_a_phase_alone_is_no_change() {
     let mut watched: tern_watch::Store<PodObject> = tern_watch::Store::default();
-    let mut st = Store::new("n1");
+    let mut st = Store::new("n1", None);
     let decode = |v: &Value| (tern_watch::kinds::PODS.decode)(v).unwrap();
     let pending = web("1", &json!({"status": {"phase": "Pending"}}));
     watched.apply("x/web", Some(decode(&pending)));

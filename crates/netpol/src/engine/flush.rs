@@ -77,7 +77,7 @@ impl<P: AsPod> Engine<P> {
             new.ips.clone_from(&pod.ips);
             for dir in Dir::BOTH {
                 if let Some(allows) = pod_allows(pols.iter().copied(), dir, pod) {
-                    let (name, rules) = chain_rules(dir, &allows);
+                    let (name, rules) = chain_rules(dir, &allows, self.table.log);
                     let users = self.chain_users.entry(name.clone()).or_insert(0);
                     *users += 1;
                     if *users == 1 {

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::compile::{compile, World};
 use crate::model::{policy_from_json, NamedPort, Protocol};
-use crate::ruleset::render;
+use crate::ruleset::{render_logging, LogDenied};
 
 /// xorshift64*: a fixed sequence per seed, no dependency.
 struct Rng(u64);
@@ -142,16 +142,19 @@ struct Mirror {
 }
 
 impl Mirror {
-    fn full(&self, node: &str) -> Table {
+    fn full(&self, node: &str, log: Option<LogDenied>) -> Table {
         let pods: Vec<Pod> = self.pods.values().cloned().collect();
         let namespaces: Vec<Namespace> = self.namespaces.values().cloned().collect();
         let policies: Vec<Policy> = self.policies.values().cloned().collect();
-        render(&compile(&World {
-            node,
-            pods: &pods,
-            namespaces: &namespaces,
-            policies: &policies,
-        }))
+        render_logging(
+            &compile(&World {
+                node,
+                pods: &pods,
+                namespaces: &namespaces,
+                policies: &policies,
+            }),
+            log,
+        )
         .0
     }
 }
@@ -210,14 +213,22 @@ fn change(r: &mut Rng, m: &mut Mirror, e: &mut Engine) -> String {
 #[test]
 fn the_engine_equals_a_full_compile_after_every_random_change() {
     for seed in 1..=8u64 {
+        // Half the seeds with denied connections logged: the same changes, other chains.
+        let log = (seed % 2 == 0).then(LogDenied::default);
         let mut r = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
-        let (mut m, mut e) = (Mirror::default(), Engine::new("n1"));
-        let mut kernel = Table::default();
+        let (mut m, mut e) = (Mirror::default(), Engine::new("n1").logging(log));
+        let mut kernel = Table {
+            log,
+            ..Table::default()
+        };
         for step in 0..600 {
             let what = change(&mut r, &mut m, &mut e);
             let f = e.flush();
-            let want = m.full("n1");
+            let want = m.full("n1", log);
             assert_eq!(e.table(), &want, "seed {seed} step {step}: {what}");
+            if log.is_some() {
+                assert_lookups(&e, &m, "n1");
+            }
             // The script moves a table that was the last flush's to this one's.
             assert_eq!(
                 f.script.is_empty(),
@@ -228,6 +239,37 @@ fn the_engine_equals_a_full_compile_after_every_random_change() {
             kernel = want;
         }
     }
+}
+
+/// What the engine names a logged packet's ends by, against the objects: each address's pod,
+/// and for each address the table judges, the policies of its pod that isolate it that way.
+fn assert_lookups(e: &Engine, m: &Mirror, node: &str) {
+    for p in m.pods.values() {
+        for ip in &p.ips {
+            let holder = e.pod_by_ip(*ip).map(|h| &h.ips);
+            assert!(holder.is_some_and(|ips| ips.contains(ip)), "{ip} of {p:?}");
+        }
+    }
+    for (dir, map) in [
+        (Dir::Ingress, &e.table().ingress),
+        (Dir::Egress, &e.table().egress),
+    ] {
+        for ip in map.keys() {
+            let Some((pod, pols)) = e.isolated_by(dir, *ip) else {
+                panic!("{ip} judged in {dir:?} but no pod named")
+            };
+            assert!(pod.ips.contains(ip) && pod.node == node);
+            let want: Vec<String> = m
+                .policies
+                .iter()
+                .filter(|(_, pol)| pol.isolates(pod) && crate::compile::rules(pol, dir).is_some())
+                .map(|(k, _)| k.clone())
+                .collect();
+            assert!(!want.is_empty(), "{ip}: {dir:?} judged, no policy isolates");
+            assert_eq!(pols, want, "{ip} in {dir:?}");
+        }
+    }
+    assert!(e.pod_by_ip("192.0.2.1".parse().unwrap()).is_none());
 }
 
 #[test]

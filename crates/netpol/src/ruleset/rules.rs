@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::LogDenied;
 use crate::addrs::Range;
 use crate::compile::{Allow, Dir, PortRange};
 use crate::sets::fnv1a;
@@ -79,8 +80,9 @@ fn allow_rules(a: &Allow, addr: &str, out: &mut Vec<String>) {
 }
 
 /// The chain of one pod's rules in `dir`: its name (`in_<hash>`/`eg_<hash>` of its rules:
-/// pods with the same rules share it) and its rules, `drop` last.
-pub fn chain(dir: Dir, allows: &[Allow]) -> (String, Vec<String>) {
+/// pods with the same rules share it) and its rules, `drop` last, the log rule in front of it
+/// when `log` is on.
+pub fn chain(dir: Dir, allows: &[Allow], log: Option<LogDenied>) -> (String, Vec<String>) {
     let (prefix, addr) = match dir {
         Dir::Ingress => ("in", "saddr"),
         Dir::Egress => ("eg", "daddr"),
@@ -88,6 +90,9 @@ pub fn chain(dir: Dir, allows: &[Allow]) -> (String, Vec<String>) {
     let mut rules = Vec::new();
     for a in allows {
         allow_rules(a, addr, &mut rules);
+    }
+    if let Some(log) = log {
+        rules.push(log.rule(dir));
     }
     rules.push("drop".to_owned());
     let name = format!("{prefix}_{:016x}", fnv1a(&rules.join("\n")));

@@ -302,3 +302,56 @@ fn a_set_of_pods_only_is_a_plain_set_of_single_addresses() {
     );
     assert!(!s.contains("flags interval"), "{s}");
 }
+
+#[test]
+fn logging_denied_puts_one_rate_limited_log_rule_in_front_of_each_drop() {
+    let pols = [
+        json!({"podSelector": {}}),
+        json!({"podSelector": {}, "policyTypes": ["Egress"]}),
+    ];
+    let off = render(&plan(&pols)).0;
+    assert!(!off.text().contains("log") && !off.text().contains("limit"));
+    let log = LogDenied { group: 7, rate: 20 };
+    let (on, _) = render_logging(&plan(&pols), Some(log));
+    let s = on.text();
+    assert!(
+        s.starts_with(
+            "table inet tern_netpol {\n\tlimit log_denied { rate 20/second burst 20 packets }\n"
+        ),
+        "{s}"
+    );
+    let (i, e) = (chain_name(&on, "in_"), chain_name(&on, "eg_"));
+    for (chain, dir) in [(i, "ingress"), (e, "egress")] {
+        let want = format!(
+            "\tchain {chain} {{\n\t\tct state new limit name \"log_denied\" log prefix \"tern-netpol denied {dir}\" group 7\n\t\tdrop\n\t}}"
+        );
+        assert!(s.contains(&want), "{want} in\n{s}");
+    }
+    // Other chains (their rules differ), the same maps and sets otherwise.
+    assert_ne!(
+        on.chains.keys().collect::<Vec<_>>(),
+        off.chains.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        (on.ingress.len(), on.egress.len()),
+        (off.ingress.len(), off.egress.len())
+    );
+    assert_eq!(on.sets, off.sets);
+}
+
+#[test]
+fn a_log_prefix_names_its_direction() {
+    for dir in Dir::BOTH {
+        let p = log_prefix(dir);
+        assert!(p.len() < 64, "{p}: nfnetlink_log carries 64 bytes");
+        assert_eq!(direction_of_prefix(&p), Some(dir));
+    }
+    for other in [
+        "",
+        "tern-netpol denied",
+        "tern-netpol denied in",
+        "kube-router drop",
+    ] {
+        assert_eq!(direction_of_prefix(other), None, "{other}");
+    }
+}

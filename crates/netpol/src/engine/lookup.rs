@@ -1,0 +1,57 @@
+//! Who a logged packet's addresses are, for the agent's denied-flow log: the pod holding an
+//! address, and the local pod and policies a direction's table judged it by.
+//!
+//! Invariant: answers from the objects as last set (not the last flush); the address index
+//! exists only while logging ([`Engine::logging`]), so an engine that does not log keeps no
+//! more than before.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use super::{slot, AsPod, Engine};
+use crate::compile::{rules, selects, Dir};
+
+impl<P: AsPod> Engine<P> {
+    /// Moves pod `id`'s addresses in the address index from `old`'s to `new`'s.
+    pub(super) fn index_ips(&mut self, id: u32, old: Option<&P>, new: Option<&P>) {
+        let Some(by_ip) = &mut self.by_ip else { return };
+        for ip in old.map(|p| &p.as_pod().ips[..]).unwrap_or_default() {
+            by_ip.remove(&(*ip, id));
+        }
+        for ip in new.map(|p| &p.as_pod().ips[..]).unwrap_or_default() {
+            by_ip.insert((*ip, id));
+        }
+    }
+
+    /// A pod holding `ip` (of several, the one with the lowest id: an address is reused only
+    /// after its pod is gone, so two are a moment's overlap); `None` when no pod does, or when
+    /// the engine does not log.
+    pub fn pod_by_ip(&self, ip: IpAddr) -> Option<&Arc<P>> {
+        let by_ip = self.by_ip.as_ref()?;
+        let (_, id) = by_ip.range((ip, 0)..=(ip, u32::MAX)).next()?;
+        self.by_id.get(*id as usize)?.as_ref()
+    }
+
+    /// The local pod whose `dir` chain judges `ip` in the table (the map's entry for it) and the
+    /// NetworkPolicies (`namespace/name`) that isolate it in `dir`: what denied a packet
+    /// logged by that chain. `None` when no local pod is isolated with that address.
+    pub fn isolated_by(&self, dir: Dir, ip: IpAddr) -> Option<(&Arc<P>, Vec<&str>)> {
+        let holders = self.holders[slot(dir)].get(&ip)?;
+        let key = holders.keys().next()?;
+        let pod = self.pod(key)?;
+        let p = pod.as_pod();
+        let policies = self
+            .policies_by_ns
+            .get(&p.namespace)
+            .into_iter()
+            .flatten()
+            .filter(|k| {
+                self.policies
+                    .get(*k)
+                    .is_some_and(|pol| selects(pol, p, &self.node) && rules(pol, dir).is_some())
+            })
+            .map(String::as_str)
+            .collect();
+        Some((pod, policies))
+    }
+}
