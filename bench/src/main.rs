@@ -56,15 +56,20 @@
 //! random kills, then a leak audit; `scripts/bench --churn`); `tern-bench --node-routes ...`
 //! the node-routes bench ([`node_routes`]: agents with thousands of Nodes against the stand-in;
 //! `scripts/bench --node-routes`); `tern-bench --netpol-compile ...` the NetworkPolicy
-//! compiler of one node at fleet scale, incremental beside full ([`netpol_compile`]).
+//! compiler of one node at fleet scale, incremental beside full ([`netpol_compile`]);
+//! `tern-bench netpol-scale ...` NetworkPolicy on the real API server with kwok Nodes and many
+//! agents ([`netpol_scale`]); `tern-bench scale ...` token refresh and node routes there
+//! ([`scale`]); both on one bring-up ([`cluster`]).
 
 mod breakdown;
 mod churn;
+mod cluster;
 mod floor;
 mod netpol_compile;
 mod netpol_scale;
 mod node_routes;
 mod reports;
+mod scale;
 
 mod chain;
 mod env;
@@ -75,6 +80,7 @@ mod report;
 mod rounds;
 mod rss;
 mod startup;
+mod stats;
 mod subjects;
 
 use env::Env;
@@ -192,6 +198,9 @@ fn main() {
         Some("netpol-scale" | "--netpol-scale")
     ) {
         std::process::exit(netpol_scale::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("scale") {
+        std::process::exit(scale::main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("--node-routes") {
         std::process::exit(node_routes::main(&args[1..]));

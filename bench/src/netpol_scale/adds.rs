@@ -26,12 +26,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tern_net::netns::NetNs;
 
-use super::api::now;
-use super::changes::pct;
-use super::cluster::{agent_ns, Cluster};
 use super::monitor::Monitor;
 use super::objects::{agent_node, PodSpec, Shape};
 use super::{load, say};
+use crate::cluster::api::now;
+use crate::cluster::{agent_ns, Cluster};
+use crate::stats::pct;
 use crate::Res;
 
 /// The kinds of ADD, in the order each round runs them.

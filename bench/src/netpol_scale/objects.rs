@@ -26,6 +26,8 @@
 
 use serde_json::{json, Value};
 
+use crate::cluster::api::Write;
+
 /// Sizes of one run.
 #[derive(Clone, Debug)]
 pub(crate) struct Shape {
@@ -38,42 +40,6 @@ pub(crate) struct Shape {
     pub(crate) changes: usize,
     pub(crate) adds: usize,
     pub(crate) seed: u64,
-}
-
-/// One write: method, API path, body, content type.
-#[derive(Clone, Debug)]
-pub(crate) struct Write {
-    pub(crate) method: &'static str,
-    pub(crate) path: String,
-    pub(crate) body: String,
-    pub(crate) ctype: &'static str,
-}
-
-impl Write {
-    pub(crate) fn post(path: String, body: &Value) -> Self {
-        Write {
-            method: "POST",
-            path,
-            body: body.to_string(),
-            ctype: "application/json",
-        }
-    }
-    pub(crate) fn merge(path: String, body: &Value) -> Self {
-        Write {
-            method: "PATCH",
-            path,
-            body: body.to_string(),
-            ctype: "application/merge-patch+json",
-        }
-    }
-    pub(crate) fn delete(path: String) -> Self {
-        Write {
-            method: "DELETE",
-            path,
-            body: String::new(),
-            ctype: "application/json",
-        }
-    }
 }
 
 /// A seeded splitmix64: the same seed, the same cluster.
