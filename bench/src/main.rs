@@ -59,7 +59,8 @@
 //! compiler of one node at fleet scale, incremental beside full ([`netpol_compile`]);
 //! `tern-bench netpol-scale ...` NetworkPolicy on the real API server with kwok Nodes and many
 //! agents ([`netpol_scale`]); `tern-bench scale ...` token refresh and node routes there
-//! ([`scale`]); both on one bring-up ([`cluster`]).
+//! ([`scale`]); both on one bring-up ([`cluster`]); `tern-bench pod-start ...` pod start on the
+//! real one-node cluster, tern's deployed chain beside the reference chains ([`pod_start`]).
 
 mod breakdown;
 mod churn;
@@ -68,6 +69,7 @@ mod floor;
 mod netpol_compile;
 mod netpol_scale;
 mod node_routes;
+mod pod_start;
 mod reports;
 mod scale;
 
@@ -198,6 +200,9 @@ fn main() {
         Some("netpol-scale" | "--netpol-scale")
     ) {
         std::process::exit(netpol_scale::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("pod-start") {
+        std::process::exit(pod_start::main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("scale") {
         std::process::exit(scale::main(&args[1..]));

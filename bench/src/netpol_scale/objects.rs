@@ -19,7 +19,7 @@
 //! - the ADD phase's pods ([`super::adds`]): `add-open-i` (np-free) and `add-iso-i` (`ns-*`),
 //!   app=adds, on agent i % agents, without an address;
 //! - policies: a baseline per `ns-k` (even k deny ingress, odd k allow from the same namespace),
-//!   the two fixture policies, the rest in six shapes (those of tests/scale/netpol-objects.sh) in
+//!   the two fixture policies, the rest in six shapes (those of scripts/netpol-scale's cluster, now removed) in
 //!   random `ns-*`: pod selector + port and port range; namespace selector + named port; ipBlocks
 //!   with except; egress to a pod selector in every namespace and UDP/TCP 53; namespace and pod
 //!   selector + named ports; matchExpressions with ingress and egress.
