@@ -1,6 +1,8 @@
 //! The percentiles every bench of this crate prints, computed here once: nearest rank (the
 //! smallest sample with at least q % of the samples at or below it), no interpolation, so a
 //! printed p99 is a sample that happened.
+//!
+//! Invariant: no bench of the crate computes a percentile elsewhere (nor in a shell).
 
 /// The q-th percentile (0–100, nearest rank) of V, sorted here; NaN when V is empty.
 pub(crate) fn pct(v: &[f64], q: f64) -> f64 {

@@ -2,6 +2,8 @@
 //! subresource (`apiserver_request_total`, summed over codes and scopes), their codes, Node
 //! watch events sent, Node watches open now. A WATCH is counted in `apiserver_request_total`
 //! only when it ends; the open ones are `apiserver_longrunning_requests`.
+//!
+//! Invariant: every count is the server's own (its counters), never the bench's estimate.
 
 use std::collections::BTreeMap;
 
