@@ -57,16 +57,23 @@
 //! the node-routes bench ([`node_routes`]: agents with thousands of Nodes against the stand-in;
 //! `scripts/bench --node-routes`); `tern-bench --netpol-compile ...` the NetworkPolicy
 //! compiler of one node at fleet scale, incremental beside full ([`netpol_compile`]);
-//! `tern-bench --netpol-log ...` what logging denied connections costs ([`netpol_log`]).
+//! `tern-bench --netpol-log ...` what logging denied connections costs ([`netpol_log`]);
+//! `tern-bench netpol-scale ...` NetworkPolicy on the real API server with kwok Nodes and many
+//! agents ([`netpol_scale`]); `tern-bench scale ...` token refresh and node routes there
+//! ([`scale`]); both on one bring-up ([`cluster`]); `tern-bench pod-start ...` pod start on the
+//! real one-node cluster, tern's deployed chain beside the reference chains ([`pod_start`]).
 
 mod breakdown;
 mod churn;
+mod cluster;
 mod floor;
 mod netpol_compile;
 mod netpol_log;
 mod netpol_scale;
 mod node_routes;
+mod pod_start;
 mod reports;
+mod scale;
 
 mod chain;
 mod env;
@@ -77,6 +84,7 @@ mod report;
 mod rounds;
 mod rss;
 mod startup;
+mod stats;
 mod subjects;
 
 use env::Env;
@@ -197,6 +205,12 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("--netpol-log") {
         std::process::exit(netpol_log::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("pod-start") {
+        std::process::exit(pod_start::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("scale") {
+        std::process::exit(scale::main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("--node-routes") {
         std::process::exit(node_routes::main(&args[1..]));

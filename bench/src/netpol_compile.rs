@@ -18,6 +18,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::stats::pct;
 use serde_json::json;
 use tern_netpol::model::{policy_from_json, Labels, Namespace, Pod, Policy};
 use tern_netpol::ruleset::{render, update_script};
@@ -149,13 +150,6 @@ fn rss_kib() -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
-}
-
-fn pct(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(((v.len() as f64 - 1.0) * p).round() as usize)
-        .copied()
-        .unwrap_or(0.0)
 }
 
 const KINDS: [&str; 9] = [
@@ -312,12 +306,12 @@ pub fn main(args: &[String]) -> i32 {
         "change", "p50 µs", "p99 µs", "full p50 ms", "full/p50"
     );
     for (kind, what) in KINDS.iter().enumerate() {
-        let mut v: Vec<f64> = (0..shape.changes)
+        let v: Vec<f64> = (0..shape.changes)
             .map(|n| change(kind, &mut r, &shape, &mut c, &mut e, n))
             .collect();
-        let (p50, p99) = (pct(&mut v, 0.5), pct(&mut v, 0.99));
-        let mut full: Vec<f64> = (0..shape.full).map(|_| full_once(&c)).collect();
-        let f50 = pct(&mut full, 0.5);
+        let (p50, p99) = (pct(&v, 50.0), pct(&v, 99.0));
+        let full: Vec<f64> = (0..shape.full).map(|_| full_once(&c)).collect();
+        let f50 = pct(&full, 50.0);
         let ratio = if p50 > 0.0 { f50 * 1e3 / p50 } else { 0.0 };
         println!("{what:<44} {p50:>10.1} {p99:>10.1} {f50:>12.1} {ratio:>9.0}x");
     }

@@ -23,14 +23,8 @@ pub(crate) struct Phase {
 }
 
 pub(crate) fn pct(v: &[Duration], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort();
-    // Nearest rank: the smallest value with at least p of the samples at or below it.
-    let rank = ((p * s.len() as f64).ceil() as usize).clamp(1, s.len());
-    s[rank - 1].as_secs_f64() * 1e3
+    let ms: Vec<f64> = v.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+    crate::stats::pct(&ms, p * 100.0)
 }
 
 /// Splits `items` into `n` round-robin chunks.

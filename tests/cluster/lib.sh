@@ -1,6 +1,6 @@
 # tests/cluster/lib.sh — a real one-node Kubernetes on this machine, for the real-cluster tier.
 #
-# Sourced by tests/cluster/node.sh (and bench.sh). Everything lives under $KT (default /tmp/tern-cluster): PKI,
+# Sourced by tests/cluster/node.sh (and read by `tern-bench pod-start`). Everything lives under $KT (default /tmp/tern-cluster): PKI,
 # etcd's data, each component's config, log and pid file, a private containerd 2 (root, state,
 # sockets), the node's CNI dirs (bin, net.d, tuning) and the kubelet's root. The components are the
 # programs scripts/build-go builds from pinned modules (Kubernetes v1.34.4, etcd, containerd 2).

@@ -1,8 +1,8 @@
-# tests/scale/lib.sh — the bring-up scripts/scale and scripts/netpol-scale share: the real-cluster
-# tier's etcd and kube-apiserver (tests/cluster/lib.sh, v1.34.4, its ports: hence the host-tests
-# lock) bound to HUB on a bridge in the root netns, deploy/'s RBAC, and real tern-agents each in
-# a network namespace of its own on that bridge, with their CPU, memory and metrics read from
-# outside.
+# tests/scale/lib.sh — the bring-up `tern-bench netpol-scale` and `tern-bench scale` share
+# (bench/src/cluster): the real-cluster tier's etcd and kube-apiserver (tests/cluster/lib.sh,
+# v1.34.4, its ports: hence the host-tests lock) bound to HUB on a bridge in the root netns,
+# deploy/'s RBAC, and real tern-agents each in a network namespace of its own on that bridge.
+# What is read of them (CPU, memory, metrics) is read in Rust.
 #
 # Sourced after tests/cluster/lib.sh, with HUB (an address of a /16 that nothing else on the
 # machine routes), KT and agent_bin (the tern-agent binary) set by the caller.
@@ -25,26 +25,6 @@ control_plane_up() {
     start_apiserver --service-account-max-token-expiration 1h
     kubectl apply -f "$ROOT/deploy/00-namespace.yaml" -f "$ROOT/deploy/serviceaccounts.yaml" \
         -f "$ROOT/deploy/rbac.yaml" >/dev/null
-}
-
-# cpu_s PID: user + system CPU seconds of the process itself (all its threads).
-cpu_s() {
-    awk '{ split($0, a, ") "); split(a[2], f, " "); printf "%.2f\n", (f[12] + f[13]) / 100 }' "/proc/$1/stat"
-}
-
-# cpu_children_s PID: user + system CPU seconds of its children it waited for (the agent's nft).
-cpu_children_s() {
-    awk '{ split($0, a, ") "); split(a[2], f, " "); printf "%.2f\n", (f[14] + f[15]) / 100 }' "/proc/$1/stat"
-}
-
-# rss_kib PID / hwm_kib PID: resident memory now / its peak (VmHWM), KiB.
-rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
-hwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
-
-# agent_metric NETNS SERIES: one series' value from the agent's /metrics (127.0.0.1:9412 in NETNS).
-agent_metric() {
-    ip netns exec "$1" curl -s -m 2 http://127.0.0.1:9412/metrics |
-        awk -v s="$2" '$1 == s { print $2 }'
 }
 
 # agent_netns NETNS LINK BRIDGE ADDR: NETNS with lo up and eth0 holding ADDR/16, the other end

@@ -26,12 +26,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tern_net::netns::NetNs;
 
-use super::api::now;
-use super::changes::pct;
-use super::cluster::{agent_ns, Cluster};
 use super::monitor::Monitor;
 use super::objects::{agent_node, PodSpec, Shape};
 use super::{load, say};
+use crate::cluster::api::now;
+use crate::cluster::{agent_ns, Cluster};
+use crate::stats::pct;
 use crate::Res;
 
 /// The kinds of ADD, in the order each round runs them.
@@ -258,4 +258,55 @@ pub(crate) fn measure(
         return Err(format!("only {seen} of {} isolated ADDs' addresses were seen in their agent's table: those ADDs were not isolated", t.isolated.len()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netpol_scale::objects::{self, Rng};
+
+    fn shape(adds: usize) -> Shape {
+        Shape {
+            nodes: 5,
+            agents: 2,
+            pods: 200,
+            local: 10,
+            policies: 20,
+            namespaces: 10,
+            changes: 2,
+            adds,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn the_add_pods_are_part_of_the_pods_asked_for() {
+        let s = shape(7);
+        let total = objects::pods(&s, &mut Rng::new(1)).len() + pods(&s).len();
+        assert_eq!(total, s.pods);
+        let p = pods(&s);
+        assert_eq!(p.len(), 14);
+        let iso: Vec<_> = p
+            .iter()
+            .filter(|p| p.name.starts_with("add-iso-"))
+            .collect();
+        assert!(iso
+            .iter()
+            .all(|p| p.ns.starts_with("ns-") && p.ip.is_empty()));
+        assert!(p
+            .iter()
+            .filter(|p| p.name.starts_with("add-open-"))
+            .all(|p| p.ns == "np-free"));
+        // Round i runs on agent i % agents, its pods scheduled there.
+        assert_eq!(iso[3].node, agent_node(1));
+        assert_eq!(subjects(&s, 3).map(|x| x.agent), [1, 1, 1]);
+        assert_eq!(subjects(&s, 3).map(|x| x.admission), [false, true, true]);
+    }
+
+    #[test]
+    fn the_address_of_a_cni_result() {
+        let out = r#"{"cniVersion":"1.0.0","ips":[{"address":"10.202.0.7/16"}]}"#;
+        assert_eq!(result_ip(out).unwrap(), "10.202.0.7");
+        assert!(result_ip(r#"{"ips":[]}"#).is_err());
+    }
 }

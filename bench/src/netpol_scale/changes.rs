@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::api::Api;
 use super::monitor::Monitor;
-use super::objects::{fixture_ip, newpeer, newpol_spec, policy, PodSpec, Rng, Write};
+use super::objects::{fixture_ip, newpeer, newpol_spec, policy, PodSpec, Rng};
+use crate::cluster::api::Api;
+use crate::cluster::api::Write;
 use crate::Res;
 
 /// The kinds of change, in the order they run for each fixture c.
@@ -189,15 +190,4 @@ pub(crate) fn status_churn(
         }
     }
     Ok(n)
-}
-
-/// The q-th percentile (nearest rank) of V, sorted here.
-pub(crate) fn pct(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let i = ((q / 100.0 * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
-    s[i]
 }

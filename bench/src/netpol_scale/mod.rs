@@ -19,9 +19,7 @@
 //! the watch-layer comparison), then tears down.
 
 mod adds;
-mod api;
 mod changes;
-mod cluster;
 mod monitor;
 mod objects;
 mod report;
@@ -29,8 +27,8 @@ mod report;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use api::Api;
-use cluster::{Cluster, API_PORT, HUB};
+use crate::cluster::api::Api;
+use crate::cluster::{Cluster, API_PORT, HUB};
 use objects::{Rng, Shape};
 
 use crate::Res;
@@ -238,6 +236,6 @@ fn run(o: &Opts, c: &Cluster) -> Res<()> {
     api.bulk("policies", &pols, o.writers)?;
     let load_s = t1.elapsed().as_secs_f64();
     say(&format!("{} pods, {} policies, {} namespaces, {} + {} Nodes loaded in {load_s:.0} s (load average {})", pods.len(), pols.len(), s.namespaces, s.nodes, s.agents, load()));
-    c.kwok()?;
+    c.kwok("")?;
     report::measure(o, c, &api, &pods, load_s)
 }

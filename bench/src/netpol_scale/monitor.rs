@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use super::api::now;
+use crate::cluster::api::now;
 use crate::Res;
 
 /// One transaction as `nft monitor` showed it.

@@ -19,12 +19,14 @@
 //! - the ADD phase's pods ([`super::adds`]): `add-open-i` (np-free) and `add-iso-i` (`ns-*`),
 //!   app=adds, on agent i % agents, without an address;
 //! - policies: a baseline per `ns-k` (even k deny ingress, odd k allow from the same namespace),
-//!   the two fixture policies, the rest in six shapes (those of tests/scale/netpol-objects.sh) in
+//!   the two fixture policies, the rest in six shapes (those of scripts/netpol-scale's cluster, now removed) in
 //!   random `ns-*`: pod selector + port and port range; namespace selector + named port; ipBlocks
 //!   with except; egress to a pod selector in every namespace and UDP/TCP 53; namespace and pod
 //!   selector + named ports; matchExpressions with ingress and egress.
 
 use serde_json::{json, Value};
+
+use crate::cluster::api::Write;
 
 /// Sizes of one run.
 #[derive(Clone, Debug)]
@@ -38,42 +40,6 @@ pub(crate) struct Shape {
     pub(crate) changes: usize,
     pub(crate) adds: usize,
     pub(crate) seed: u64,
-}
-
-/// One write: method, API path, body, content type.
-#[derive(Clone, Debug)]
-pub(crate) struct Write {
-    pub(crate) method: &'static str,
-    pub(crate) path: String,
-    pub(crate) body: String,
-    pub(crate) ctype: &'static str,
-}
-
-impl Write {
-    pub(crate) fn post(path: String, body: &Value) -> Self {
-        Write {
-            method: "POST",
-            path,
-            body: body.to_string(),
-            ctype: "application/json",
-        }
-    }
-    pub(crate) fn merge(path: String, body: &Value) -> Self {
-        Write {
-            method: "PATCH",
-            path,
-            body: body.to_string(),
-            ctype: "application/merge-patch+json",
-        }
-    }
-    pub(crate) fn delete(path: String) -> Self {
-        Write {
-            method: "DELETE",
-            path,
-            body: String::new(),
-            ctype: "application/json",
-        }
-    }
 }
 
 /// A seeded splitmix64: the same seed, the same cluster.

@@ -9,12 +9,13 @@ use std::fmt::Write as _;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::api::{now, Api};
-use super::changes::{self, pct, KINDS};
-use super::cluster::{agent_metrics, agent_ns, cpu, hwm_kib, rss_kib, sum, Cluster};
+use super::changes::{self, KINDS};
 use super::monitor::Monitor;
 use super::objects::{agent_node, PodSpec};
 use super::{load, say, Opts};
+use crate::cluster::api::{now, Api};
+use crate::cluster::{agent_metrics, agent_ns, cpu, hwm_kib, rss_kib, sum, Cluster};
+use crate::stats::{pct, spread as stats};
 use crate::Res;
 
 struct Agents {
@@ -51,17 +52,8 @@ impl Agents {
     }
 }
 
-fn stats(v: &[f64]) -> String {
-    format!(
-        "{:.2} / {:.2} / {:.2}",
-        pct(v, 0.0),
-        pct(v, 50.0),
-        pct(v, 100.0)
-    )
-}
-
 fn api_state(api: &Api, c: &Cluster) -> (f64, f64, f64) {
-    let m = super::cluster::parse_metrics(&api.get("/metrics").unwrap_or_default());
+    let m = crate::cluster::parse_metrics(&api.get("/metrics").unwrap_or_default());
     let ev = ["pods", "networkpolicies", "namespaces", "nodes"]
         .iter()
         .map(|r| {
@@ -97,7 +89,7 @@ fn start(o: &Opts, c: &Cluster, out: &mut String) -> Res<Agents> {
     }
     let t0 = now();
     for k in 0..n {
-        c.start_agent(k, &agent_node(k))?;
+        c.start_agent(k, &agent_node(k), "--network-policy=true")?;
     }
     let pids: Vec<u32> = (0..n).map(|k| c.pid(&c.agent_dir(k))).collect::<Res<_>>()?;
     let end = Instant::now() + Duration::from_secs(1800);

@@ -1,10 +1,12 @@
-//! The bring-up and teardown, in bash through `tests/cluster/lib.sh` and `tests/scale/lib.sh` (as
-//! scripts/scale and scripts/netpol-scale use them: etcd and kube-apiserver v1.34.4 on the
-//! real-cluster tier's ports, hence the host-tests lock, bound to HUB on a bridge; kwok; agents
-//! each in a netns of their own), and what is read of the processes from outside: CPU
+//! The bring-up and teardown `tern-bench netpol-scale` and `tern-bench scale` share, in bash
+//! through `tests/cluster/lib.sh` and `tests/scale/lib.sh` (etcd and kube-apiserver v1.34.4 on
+//! the real-cluster tier's ports, hence the host-tests lock, bound to HUB on a bridge; kwok;
+//! agents each in a netns of their own), and what is read of the processes from outside: CPU
 //! (utime + stime, with the children waited for: the agent's nft), VmRSS and /metrics.
 //!
 //! Invariant: every process started here has a pid file under `kt`; teardown stops them all.
+
+pub(crate) mod api;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,11 +69,12 @@ impl Cluster {
 
     /// kwok, keeping the annotated Nodes Ready (tests/scale/kwok.yaml: Node stages only, so kwok
     /// leaves the Pods alone; their addresses are written by this bench).
-    pub(crate) fn kwok(&self) -> Res<()> {
-        self.bash(
+    /// `extra`: more of kwok's flags (a Lease duration).
+    pub(crate) fn kwok(&self, extra: &str) -> Res<()> {
+        self.bash(&format!(
             "start kwok \"$GOBIN_DIR/kwok/kwok\" --kubeconfig \"$KT/pki/admin.kubeconfig\" --config \"$ROOT/tests/scale/kwok.yaml\" \
-             --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake",
-        )
+             --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake{extra}",
+        ))
         .map(drop)
     }
 
@@ -90,10 +93,10 @@ impl Cluster {
         self.kt.join(format!("agent-{k}"))
     }
 
-    /// `tern-agent run --network-policy=true --node-name NODE` in agent k's netns.
-    pub(crate) fn start_agent(&self, k: usize, node: &str) -> Res<()> {
+    /// `tern-agent run --node-name NODE FLAGS` in agent k's netns.
+    pub(crate) fn start_agent(&self, k: usize, node: &str, flags: &str) -> Res<()> {
         self.bash(&format!(
-            "start_agent_in {} {} {node} --network-policy=true",
+            "start_agent_in {} {} {node} {flags}",
             agent_ns(k),
             self.agent_dir(k).display()
         ))

@@ -9,8 +9,45 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
 
-use super::objects::Write;
+use serde_json::Value;
+
 use crate::Res;
+
+/// One write: method, API path, body, content type.
+#[derive(Clone, Debug)]
+pub(crate) struct Write {
+    pub(crate) method: &'static str,
+    pub(crate) path: String,
+    pub(crate) body: String,
+    pub(crate) ctype: &'static str,
+}
+
+impl Write {
+    pub(crate) fn post(path: String, body: &Value) -> Self {
+        Write {
+            method: "POST",
+            path,
+            body: body.to_string(),
+            ctype: "application/json",
+        }
+    }
+    pub(crate) fn merge(path: String, body: &Value) -> Self {
+        Write {
+            method: "PATCH",
+            path,
+            body: body.to_string(),
+            ctype: "application/merge-patch+json",
+        }
+    }
+    pub(crate) fn delete(path: String) -> Self {
+        Write {
+            method: "DELETE",
+            path,
+            body: String::new(),
+            ctype: "application/json",
+        }
+    }
+}
 
 /// The API server's address and the admin's credentials.
 #[derive(Clone, Debug)]
@@ -126,7 +163,7 @@ impl Api {
         let secs = t0.elapsed().as_secs_f64();
         if verbose {
             println!(
-                "[netpol-scale]   {what}: {n} writes in {secs:.1} s ({:.0}/s), {} not 2xx",
+                "  {what}: {n} writes in {secs:.1} s ({:.0}/s), {} not 2xx",
                 n as f64 / secs.max(1e-3),
                 bad.len()
             );
