@@ -110,6 +110,7 @@ fn report(
         pods,
         namespaces: nss,
         policies: pols,
+        ..World::default()
     });
     let compiled = t.elapsed();
     let t = Instant::now();

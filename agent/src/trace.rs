@@ -19,7 +19,9 @@ use tern_kube::client::objects::key_of;
 use tern_netpol::model::{
     namespace_from_json, pod_from_json, read_policy, Namespace, Pod, Policy, PolicyRead, Protocol,
 };
-use tern_netpol::trace::{trace, Judgement, Path, PolicyRef, Query, RuleRef, Source, Trace};
+use tern_netpol::trace::{
+    trace, ClusterRuleRef, Judgement, Path, PolicyRef, Query, RuleRef, Source, Trace,
+};
 use tern_netpol::World;
 
 use crate::args::{api_server_from, DEFAULT_SA_DIR};
@@ -140,6 +142,7 @@ impl Listed {
             pods: &self.pods,
             namespaces: &self.namespaces,
             policies: &self.policies,
+            ..World::default()
         };
         trace(&w, &self.closed, q)
     }
@@ -198,7 +201,35 @@ fn reason(who: &str, dir: &str, j: &Judgement, other: IpAddr, service: &str) -> 
             "{dir} of {who}: denied, isolated by {} and no {dir} rule of theirs allows {other} {service}",
             by(isolated_by)
         ),
+        Judgement::Cluster(r) => {
+            let verdict = if j.allows() { "allowed" } else { "denied" };
+            format!("{dir} of {who}: {verdict} by {}", cluster_rule(r))
+        }
+        Judgement::Passed { by, then } => format!(
+            "{} (after {} passed it on)",
+            reason(who, dir, then, other, service),
+            cluster_rule(by)
+        ),
     }
+}
+
+/// A ClusterNetworkPolicy rule as printed: policy, tier and priority, rule, action, note.
+fn cluster_rule(r: &ClusterRuleRef) -> String {
+    let name = if r.name.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", r.name)
+    };
+    let note = r.note.as_ref().map_or(String::new(), |n| format!(", {n}"));
+    format!(
+        "ClusterNetworkPolicy {} ({} tier, priority {}) {}[{}]{name} {}{note}",
+        r.policy,
+        r.tier.as_str(),
+        r.priority,
+        r.direction.field(),
+        r.rule,
+        r.action.as_str()
+    )
 }
 
 fn path_lines(out: &mut String, t: &Trace, p: &Path, service: &str) {

@@ -168,6 +168,7 @@ impl Cluster {
                 pods: &pods,
                 namespaces: &nss,
                 policies: &pols,
+                ..World::default()
             });
             let (script, _) = ruleset::replace_script(&plan);
             let ns = NetNs::open(node.path()).unwrap();

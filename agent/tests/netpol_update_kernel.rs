@@ -5,7 +5,10 @@
 //! are compared (each block's elements sorted: the kernel lists a hash set's elements in its
 //! own order). The steps: pods admitted, relabelled, readdressed next to an ipBlock so that
 //! intervals merge and split, deleted; namespaces relabelled; policies created (new chains and
-//! sets), changed and deleted (chains and sets no rule names, deleted). Needs root and nft.
+//! sets), changed and deleted (chains and sets no rule names, deleted); ClusterNetworkPolicies
+//! of both tiers created, moved in priority and deleted (tier chains jumped to, created before
+//! and deleted after the pod chains that jump to them); Nodes moved between zones and
+//! addresses. Needs root and nft.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,7 +19,8 @@ use serde_json::{json, Value};
 use tern_net::netns::NetNs;
 use tern_net::nft::Nft;
 use tern_netpol::model::{
-    namespace_from_json, pod_from_json, policy_from_json, Namespace, Pod, Policy,
+    namespace_from_json, pod_from_json, policy_from_json, read_cluster_policy, ClusterPolicy,
+    ClusterPolicyRead, Namespace, NodeInfo, Pod, Policy,
 };
 use tern_netpol::ruleset::{self, render_logging, LogDenied};
 use tern_netpol::{compile, Engine, World};
@@ -50,6 +54,46 @@ fn policies() -> Vec<Policy> {
     .iter()
     .map(|p| policy_from_json(p).unwrap())
     .collect()
+}
+
+/// The ClusterNetworkPolicies a step may create, change the priority of, or delete: both
+/// tiers, every action, peers by namespace, by pod, by network and by node, a port range and a
+/// named port.
+fn cluster_policies() -> Vec<ClusterPolicy> {
+    [
+        json!({"metadata": {"name": "admin-deny"}, "spec": {"tier": "Admin", "priority": 10,
+            "subject": {"namespaces": {"matchLabels": {"team": "blue"}}},
+            "ingress": [{"action": "Deny", "from": [{"pods": {"namespaceSelector": {},
+                            "podSelector": {"matchLabels": {"app": "cli"}}}}],
+                         "protocols": [{"tcp": {"destinationPort": {"range": {"start": 80, "end": 90}}}}]}],
+            "egress": [{"action": "Deny", "to": [{"networks": ["10.9.0.0/16", "fd00::2/127"]}]}]}}),
+        json!({"metadata": {"name": "admin-pass"}, "spec": {"tier": "Admin", "priority": 5,
+            "subject": {"pods": {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "web"}}}},
+            "ingress": [{"action": "Pass", "from": [{"namespaces": {"matchLabels": {"team": "red"}}}]},
+                        {"action": "Accept", "from": [{"namespaces": {}}],
+                         "protocols": [{"destinationNamedPort": "h"}]}],
+            "egress": [{"action": "Accept", "to": [{"nodes": {"matchLabels": {"zone": "a"}}}]}]}}),
+        json!({"metadata": {"name": "baseline"}, "spec": {"tier": "Baseline", "priority": 1,
+            "subject": {"namespaces": {}},
+            "ingress": [{"action": "Accept", "from": [{"namespaces": {"matchLabels": {"team": "blue"}}}]},
+                        {"action": "Deny", "from": [{"namespaces": {"matchLabels": {"team": "red"}}}]}],
+            "egress": [{"action": "Deny", "to": [{"pods": {"namespaceSelector": {},
+                            "podSelector": {"matchLabels": {"app": "db"}}}}],
+                        "protocols": [{"destinationNamedPort": "h"}]}]}}),
+    ]
+    .iter()
+    .map(|p| match read_cluster_policy(p) {
+        ClusterPolicyRead::Ok(p) => p,
+        other => panic!("{other:?}"),
+    })
+    .collect()
+}
+
+fn node(zone: &str, ip: &str) -> NodeInfo {
+    NodeInfo {
+        labels: [("zone".to_owned(), zone.to_owned())].into_iter().collect(),
+        addresses: vec![ip.parse().unwrap()],
+    }
 }
 
 fn namespace(name: &str, team: Option<&str>) -> Namespace {
@@ -109,6 +153,8 @@ struct Mirror {
     pods: BTreeMap<String, Pod>,
     namespaces: BTreeMap<String, Namespace>,
     policies: BTreeMap<String, Policy>,
+    cluster: BTreeMap<String, ClusterPolicy>,
+    nodes: BTreeMap<String, NodeInfo>,
 }
 
 impl Mirror {
@@ -116,11 +162,15 @@ impl Mirror {
         let pods: Vec<Pod> = self.pods.values().cloned().collect();
         let nss: Vec<Namespace> = self.namespaces.values().cloned().collect();
         let pols: Vec<Policy> = self.policies.values().cloned().collect();
+        let cluster: Vec<ClusterPolicy> = self.cluster.values().cloned().collect();
+        let nodes: Vec<NodeInfo> = self.nodes.values().cloned().collect();
         let plan = compile(&World {
             node: "n1",
             pods: &pods,
             namespaces: &nss,
             policies: &pols,
+            cluster_policies: &cluster,
+            nodes: &nodes,
         });
         render_logging(&plan, log).0
     }
@@ -130,7 +180,7 @@ impl Mirror {
 fn step(i: u64, m: &mut Mirror, e: &mut Engine) -> String {
     let r = i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17);
     let ns = ["x", "y"][(r % 2) as usize];
-    match (r >> 8) % 8 {
+    match (r >> 8) % 11 {
         0..=3 => {
             let name = format!("p{}", (r >> 16) % 8);
             let key = format!("{ns}/{name}");
@@ -165,6 +215,34 @@ fn step(i: u64, m: &mut Mirror, e: &mut Engine) -> String {
             m.namespaces.insert(ns.into(), n.clone());
             e.set_namespace(ns, Some(&n));
             format!("namespace {ns} team {team:?}")
+        }
+        8 | 9 => {
+            let mut p = cluster_policies()[((r >> 16) % 3) as usize].clone();
+            let name = p.name.clone();
+            match (r >> 24) % 3 {
+                0 if m.cluster.remove(&name).is_some() => {
+                    e.set_cluster_policy(&name, None);
+                    return format!("cluster policy {name} deleted");
+                }
+                1 => p.priority = [0, 7, 20][((r >> 28) % 3) as usize],
+                _ => {}
+            }
+            m.cluster.insert(name.clone(), p.clone());
+            e.set_cluster_policy(&name, Some(Arc::new(p.clone())));
+            format!("cluster policy {name} at priority {}", p.priority)
+        }
+        10 => {
+            let (name, zone) = (
+                ["n1", "n2"][((r >> 16) % 2) as usize],
+                ["a", "b"][((r >> 20) % 2) as usize],
+            );
+            let n = node(
+                zone,
+                ["192.168.0.1", "10.9.1.7", "fd00::1"][((r >> 24) % 3) as usize],
+            );
+            m.nodes.insert(name.into(), n.clone());
+            e.set_node(name, Some(&n));
+            format!("node {name} in zone {zone} at {:?}", n.addresses)
         }
         _ => {
             let p = policies()[((r >> 16) % 4) as usize].clone();
@@ -214,7 +292,8 @@ fn updates_list_as_replaces(log: Option<LogDenied>, stem: &str) {
         .unwrap()
         .unwrap();
     let (mut updates, mut chains_made, mut sets_dropped) = (0, 0, 0);
-    for i in 0..160 {
+    let mut tier_chains = 0;
+    for i in 0..240 {
         let what = step(i, &mut m, &mut e);
         let f = e.flush();
         let want = m.full(log);
@@ -223,6 +302,7 @@ fn updates_list_as_replaces(log: Option<LogDenied>, stem: &str) {
             updates += 1;
             chains_made += usize::from(f.script.contains("\tchain "));
             sets_dropped += usize::from(f.script.contains("delete set "));
+            tier_chains += usize::from(f.script.contains("jump a") || f.script.contains("jump b"));
             inc.run_in(|| nft.apply(&f.script))
                 .unwrap()
                 .unwrap_or_else(|err| {
@@ -247,7 +327,7 @@ fn updates_list_as_replaces(log: Option<LogDenied>, stem: &str) {
     }
     // The run exercised what it claims: updates, new chains, sets dropped.
     assert!(
-        updates > 40 && chains_made > 5 && sets_dropped > 2,
-        "{updates} {chains_made} {sets_dropped}"
+        updates > 40 && chains_made > 5 && sets_dropped > 2 && tier_chains > 5,
+        "{updates} {chains_made} {sets_dropped} {tier_chains}"
     );
 }

@@ -135,6 +135,7 @@ impl Cluster {
             pods: &self.pods,
             namespaces: &self.namespaces,
             policies: &self.policies,
+            ..World::default()
         }))
         .0
     }

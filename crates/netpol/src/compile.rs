@@ -13,12 +13,15 @@
 //!   own container ports; for egress the peer pods' (a pod with no such port is not allowed).
 //!
 //! Host-network pods and finished pods are never peers and never isolated (they have no address
-//! of their own, see `model.rs`).
+//! of their own, see `model.rs`). ClusterNetworkPolicy's tiers around NetworkPolicy:
+//! `compile/cluster.rs`.
 
 use std::collections::BTreeMap;
 
-use crate::model::{Labels, Namespace, Pod, Policy, PortRef, Protocol, Rule};
-use crate::sets::{contents, namespace_labels, Contents, SetDef, SetId};
+use crate::model::{
+    ClusterPolicy, Labels, Namespace, NodeInfo, Pod, Policy, PortRef, Protocol, Rule,
+};
+use crate::sets::{contents, namespace_labels, Contents, Member, SetDef, SetId};
 
 /// A protocol's destination ports: `None` every port, else `lo..=hi`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -58,16 +61,20 @@ pub struct LocalPod {
     pub ingress: Option<Vec<Allow>>,
     /// `Some` when isolated for egress: what it may send (empty: nothing).
     pub egress: Option<Vec<Allow>>,
+    /// The ClusterNetworkPolicy rules that apply to it, ingress then egress.
+    pub tiers: [Tiers; 2],
 }
 
-/// The result: the isolated pods of this node, in `namespace/name` order, the policies that
-/// selected at least one of them, and the sets their rules name.
+/// The result: the pods of this node some policy applies to, in `namespace/name` order, the
+/// policies that apply to at least one of them, and the sets their rules name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
-    /// Pods isolated in at least one direction.
+    /// Pods isolated in at least one direction, or with a ClusterNetworkPolicy rule.
     pub pods: Vec<LocalPod>,
-    /// Policies in force on this node.
+    /// NetworkPolicies in force on this node.
     pub policies: usize,
+    /// ClusterNetworkPolicies in force on this node (with rules, applying to one of its pods).
+    pub cluster_policies: usize,
     /// Every set a rule of a policy in force defines ([`policy_sets`]), with what it holds.
     pub sets: BTreeMap<SetId, (SetDef, Contents)>,
 }
@@ -83,6 +90,10 @@ pub struct World<'a> {
     pub namespaces: &'a [Namespace],
     /// Every NetworkPolicy.
     pub policies: &'a [Policy],
+    /// Every ClusterNetworkPolicy.
+    pub cluster_policies: &'a [ClusterPolicy],
+    /// Every Node (for egress `nodes` peers).
+    pub nodes: &'a [NodeInfo],
 }
 
 /// A direction of a policy's rules.
@@ -113,22 +124,22 @@ pub fn selects(policy: &Policy, pod: &Pod, node: &str) -> bool {
     pod.node == node && !pod.ips.is_empty() && policy.isolates(pod)
 }
 
-fn peers_def(policy: &Policy, rule: &Rule) -> Option<SetDef> {
+fn peers_def(namespace: &str, rule: &Rule) -> Option<SetDef> {
     (!rule.peers.is_empty()).then(|| SetDef::Peers {
-        namespace: policy.namespace.clone(),
+        namespace: namespace.to_owned(),
         peers: rule.peers.clone(),
     })
 }
 
-fn endpoints_def(policy: &Policy, rule: &Rule, named: Vec<(String, Protocol)>) -> SetDef {
+fn endpoints_def(namespace: &str, rule: &Rule, named: Vec<(String, Protocol)>) -> SetDef {
     SetDef::Endpoints {
-        namespace: policy.namespace.clone(),
+        namespace: namespace.to_owned(),
         peers: rule.peers.clone(),
         named,
     }
 }
 
-fn egress_named(rule: &Rule) -> Vec<(String, Protocol)> {
+pub(crate) fn egress_named(rule: &Rule) -> Vec<(String, Protocol)> {
     let mut named: Vec<(String, Protocol)> = rule
         .ports
         .iter()
@@ -149,19 +160,30 @@ pub fn policy_sets(policy: &Policy) -> Vec<SetDef> {
     let mut out = Vec::new();
     for dir in Dir::BOTH {
         for rule in rules(policy, dir).unwrap_or_default() {
-            out.extend(peers_def(policy, rule));
-            let named = egress_named(rule);
-            if dir == Dir::Egress && !named.is_empty() {
-                out.push(endpoints_def(policy, rule, named));
-            }
+            rule_sets(&policy.namespace, dir, rule, &mut out);
         }
     }
     out
 }
 
+/// The sets one rule defines (a rule of a policy of `namespace`; `""` cluster-scoped).
+pub(crate) fn rule_sets(namespace: &str, dir: Dir, rule: &Rule, out: &mut Vec<SetDef>) {
+    out.extend(peers_def(namespace, rule));
+    let named = egress_named(rule);
+    if dir == Dir::Egress && !named.is_empty() {
+        out.push(endpoints_def(namespace, rule, named));
+    }
+}
+
 /// The allow rules one policy rule gives `local` in `dir`.
 pub fn rule_allows(policy: &Policy, dir: Dir, rule: &Rule, local: &Pod) -> Vec<Allow> {
-    let peers = peers_def(policy, rule).map(|d| d.id());
+    matches_of(&policy.namespace, dir, rule, local)
+}
+
+/// What one rule (of a policy of `namespace`; `""` cluster-scoped) matches for `local` in
+/// `dir`: its peers on its ports, named ports resolved; no peers: any address.
+pub(crate) fn matches_of(namespace: &str, dir: Dir, rule: &Rule, local: &Pod) -> Vec<Allow> {
+    let peers = peers_def(namespace, rule).map(|d| d.id());
     if rule.ports.is_empty() {
         return vec![Allow::Match { peers, ports: None }];
     }
@@ -201,7 +223,7 @@ pub fn rule_allows(policy: &Policy, dir: Dir, rule: &Rule, local: &Pod) -> Vec<A
     }
     let named = egress_named(rule);
     if dir == Dir::Egress && !named.is_empty() {
-        out.push(Allow::Endpoints(endpoints_def(policy, rule, named).id()));
+        out.push(Allow::Endpoints(endpoints_def(namespace, rule, named).id()));
     }
     out
 }
@@ -259,28 +281,50 @@ pub fn compile(w: &World<'_>) -> Plan {
             defs.insert(def.id(), def);
         }
     }
+    for policy in w.cluster_policies.iter().filter(|c| c.has_rules()) {
+        let applies = local.iter().any(|p| {
+            policy
+                .subject
+                .selects(p, &namespace_labels(&ns, &p.namespace))
+        });
+        if applies {
+            plan.cluster_policies += 1;
+            for def in policy.sets() {
+                defs.insert(def.id(), def);
+            }
+        }
+    }
     for p in &local {
         let [ingress, egress] = Dir::BOTH.map(|d| pod_allows(w.policies, d, p));
-        if ingress.is_some() || egress.is_some() {
+        let labels = namespace_labels(&ns, &p.namespace);
+        let tiers = Dir::BOTH.map(|d| pod_tiers(w.cluster_policies, d, p, &labels));
+        if ingress.is_some() || egress.is_some() || tiers.iter().any(|t| !t.is_empty()) {
             plan.pods.push(LocalPod {
                 key: format!("{}/{}", p.namespace, p.name),
                 ips: p.ips.clone(),
                 ingress,
                 egress,
+                tiers,
             });
         }
     }
     for (id, def) in defs {
-        let members: Vec<_> = w
+        let mut members: Vec<_> = w
             .pods
             .iter()
             .filter_map(|p| def.member(p, &namespace_labels(&ns, &p.namespace)))
             .collect();
+        let nodes = w.nodes.iter();
+        let node_ips = nodes.flat_map(|n| def.node_addrs(&n.labels, &n.addresses).to_vec());
+        members.push(Member::Addrs(node_ips.collect()));
         let c = contents(&def, &members);
         plan.sets.insert(id, (def, c));
     }
     plan
 }
+
+mod cluster;
+pub use cluster::{cluster_rule_matches, pod_tiers, TierRule, Tiers};
 
 #[cfg(test)]
 mod tests;

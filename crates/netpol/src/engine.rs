@@ -7,7 +7,11 @@
 //!   its namespace that select it (a policy comes into force with its first local pod);
 //! - a Namespace: the members, in that namespace, of the sets with a namespaceSelector;
 //! - a NetworkPolicy: the local pods of its namespace it selects before or after, and the sets
-//!   its rules define (registered while it is in force, counted by reference).
+//!   its rules define (registered while it is in force, counted by reference);
+//! - a ClusterNetworkPolicy: the local pods its subject selects before or after (a pod or
+//!   namespace change marks the pod when which ones apply to it changed), and its sets, as a
+//!   NetworkPolicy's (`engine/cluster.rs`);
+//! - a Node: the sets whose `nodes` peers select it before or after.
 //!
 //! [`Engine::flush`] recomputes only what was marked and returns the script of element, chain
 //! and set changes that brings the kernel's table along (`ruleset::Journal`).
@@ -20,8 +24,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::compile::{selects, Dir};
-use crate::model::{Labels, Namespace, Pod, Policy};
+use crate::compile::{policy_sets, selects};
+use crate::model::{ClusterPolicy, Labels, Namespace, NodeInfo, Pod, Policy};
 use crate::ruleset::{Journal, LogDenied, Size, Table};
 use crate::sets::{namespace_labels, SetDef, SetId};
 
@@ -34,11 +38,13 @@ struct SetState {
     members: Members,
 }
 
-/// A local pod's place in the table: its addresses and its chain per direction.
+/// A local pod's place in the table: its addresses and, per verdict map
+/// (`ruleset::VerdictMap`), its chains (the one its map entries jump to first, then the tier
+/// chains it jumps to).
 #[derive(Debug, Default)]
 struct Placed {
     ips: Vec<IpAddr>,
-    chains: [Option<String>; 2],
+    chains: [Vec<String>; 3],
 }
 
 /// What one [`Engine::flush`] did.
@@ -83,11 +89,17 @@ pub struct Engine<P = Pod> {
     policies_by_ns: BTreeMap<String, BTreeSet<String>>,
     /// Policies in force: the local pods each selects.
     in_force: BTreeMap<String, BTreeSet<String>>,
+    /// ClusterNetworkPolicies by name.
+    cluster: BTreeMap<String, Arc<ClusterPolicy>>,
+    /// ClusterNetworkPolicies in force: the local pods each applies to.
+    cluster_in_force: BTreeMap<String, BTreeSet<String>>,
+    /// Nodes by name (for `nodes` peers).
+    nodes: BTreeMap<String, NodeInfo>,
     sets: BTreeMap<SetId, SetState>,
     placed: BTreeMap<String, Placed>,
-    /// Per direction: an address → the isolated local pods holding it, with their chains (the
-    /// map keys it once, for the first pod in `namespace/name` order).
-    holders: [BTreeMap<IpAddr, BTreeMap<String, String>>; 2],
+    /// Per verdict map: an address → the local pods holding it, with their chains (the map
+    /// keys it once, for the first pod in `namespace/name` order).
+    holders: [BTreeMap<IpAddr, BTreeMap<String, String>>; 3],
     chain_users: BTreeMap<String, usize>,
     dirty_sets: BTreeSet<SetId>,
     dirty_pods: BTreeSet<String>,
@@ -111,13 +123,6 @@ fn index(map: &mut BTreeMap<String, BTreeSet<String>>, group: &str, key: &str, o
     }
 }
 
-fn slot(dir: Dir) -> usize {
-    match dir {
-        Dir::Ingress => 0,
-        Dir::Egress => 1,
-    }
-}
-
 impl<P: AsPod> Engine<P> {
     /// An engine for the node `node` (`spec.nodeName` of its pods), knowing nothing yet.
     pub fn new(node: &str) -> Engine<P> {
@@ -132,9 +137,12 @@ impl<P: AsPod> Engine<P> {
             policies: BTreeMap::new(),
             policies_by_ns: BTreeMap::new(),
             in_force: BTreeMap::new(),
+            cluster: BTreeMap::new(),
+            cluster_in_force: BTreeMap::new(),
+            nodes: BTreeMap::new(),
             sets: BTreeMap::new(),
             placed: BTreeMap::new(),
-            holders: [BTreeMap::new(), BTreeMap::new()],
+            holders: [BTreeMap::new(), BTreeMap::new(), BTreeMap::new()],
             chain_users: BTreeMap::new(),
             dirty_sets: BTreeSet::new(),
             dirty_pods: BTreeSet::new(),
@@ -182,13 +190,17 @@ impl<P: AsPod> Engine<P> {
         self.policies.keys()
     }
 
-    /// Whether a policy of `pod`'s namespace isolates it (in either direction).
+    /// Whether a policy of `pod`'s namespace isolates it (in either direction), a
+    /// ClusterNetworkPolicy with rules applies to it, or a Deny or Pass rule of one in force
+    /// here names it as a peer: its table entries (its chains, its address in those rules'
+    /// sets) must be in the kernel before it starts (the admission).
     pub fn isolates(&self, pod: &Pod) -> bool {
         self.policies_by_ns
             .get(&pod.namespace)
             .into_iter()
             .flatten()
             .any(|k| self.policies.get(k).is_some_and(|p| p.isolates(pod)))
+            || self.cluster_isolates(pod)
     }
 
     /// The table as of the last flush.
@@ -201,7 +213,7 @@ impl<P: AsPod> Engine<P> {
         let isolated = self
             .placed
             .values()
-            .filter(|p| p.chains.iter().any(Option::is_some));
+            .filter(|p| p.chains.iter().any(|c| !c.is_empty()));
         self.table.size(isolated.count())
     }
 
@@ -288,33 +300,10 @@ impl<P: AsPod> Engine<P> {
                     });
                 self.select(&pk, key, on);
             }
+            self.reselect_cluster(key);
             self.dirty_pods.insert(key.to_owned());
         }
         true
-    }
-
-    /// Records whether policy `pk` selects local pod `key`; a policy comes into force with its
-    /// first and leaves with its last.
-    fn select(&mut self, pk: &str, key: &str, on: bool) {
-        let Some(policy) = self.policies.get(pk).cloned() else {
-            return;
-        };
-        let before = self.in_force.contains_key(pk);
-        let selected = self.in_force.entry(pk.to_owned()).or_default();
-        if on {
-            selected.insert(key.to_owned());
-        } else {
-            selected.remove(key);
-        }
-        let after = !selected.is_empty();
-        if !after {
-            self.in_force.remove(pk);
-        }
-        match (before, after) {
-            (false, true) => self.register(&policy),
-            (true, false) => self.unregister(&policy),
-            _ => {}
-        }
     }
 
     /// Sets the namespace `name` (`None`: deleted); true when that changed it.
@@ -326,6 +315,13 @@ impl<P: AsPod> Engine<P> {
             Some(n) => self.namespaces.insert(name.to_owned(), n.labels.clone()),
             None => self.namespaces.remove(name),
         };
+        if !self.cluster.is_empty() {
+            // A subject's namespace selector may apply to its local pods now, or no more.
+            let local = self.local_by_ns.get(name).cloned().unwrap_or_default();
+            for key in local {
+                self.reselect_cluster(&key);
+            }
+        }
         let labels = namespace_labels(&self.namespaces, name);
         let keys = self.pods_by_ns.get(name).cloned().unwrap_or_default();
         for (id, st) in &mut self.sets {
@@ -374,10 +370,10 @@ impl<P: AsPod> Engine<P> {
         let was = self.in_force.remove(key).unwrap_or_default();
         // The new sets first: one the old version defines too keeps its members.
         if let Some(p) = policy.as_deref().filter(|_| !selected.is_empty()) {
-            self.register(p);
+            self.register(&policy_sets(p));
         }
         if let Some(o) = old.as_deref().filter(|_| !was.is_empty()) {
-            self.unregister(o);
+            self.unregister(&policy_sets(o));
         }
         self.dirty_pods.extend(was.iter().chain(&selected).cloned());
         if !selected.is_empty() {
@@ -387,6 +383,7 @@ impl<P: AsPod> Engine<P> {
     }
 }
 
+mod cluster;
 mod flush;
 mod lookup;
 mod members;

@@ -1,8 +1,9 @@
 //! The NetworkPolicy compiler: what the Kubernetes API says a node's pods may receive and send,
 //! as one nftables table, `inet tern_netpol` (tern-agent's `--network-policy` applies it).
 //!
-//! model → plan → ruleset: Pods, Namespaces and NetworkPolicies from their API JSON, and label
-//! selectors ([`model`]); address sets with `except` cut out ([`addrs`]); per isolated pod of the
+//! model → plan → ruleset: Pods, Namespaces, NetworkPolicies, ClusterNetworkPolicies
+//! (`policy.networking.k8s.io/v1alpha2`: an Admin tier before NetworkPolicy, a Baseline tier
+//! after it) and Nodes from their API JSON, and label selectors ([`model`]); address sets with `except` cut out ([`addrs`]); per isolated pod of the
 //! node, what it may receive and send ([`compile`]: a [`Plan`] of a [`World`]); the table of a
 //! plan, the script that replaces it in one transaction and the one that changes only its
 //! elements ([`ruleset`]). Beside them, [`trace`]: why one pod or address can or cannot reach a

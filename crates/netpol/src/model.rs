@@ -8,7 +8,7 @@
 //! (a pod without IPs is no peer and gets no rules; an unknown selector operator matches
 //! nothing, the API server rejects such a selector anyway). A NetworkPolicy that cannot be read
 //! whole fails closed ([`read_policy`]): what its podSelector selects is isolated and allowed
-//! nothing.
+//! nothing. ClusterNetworkPolicies and Nodes: `model/cluster.rs`.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -230,6 +230,9 @@ pub enum Peer {
         /// `except`.
         except: Vec<ipnetwork::IpNetwork>,
     },
+    /// A ClusterNetworkPolicy's egress `nodes`: the addresses of the Nodes the selector
+    /// selects (never a NetworkPolicy's).
+    Nodes(LabelSelector),
 }
 
 /// One ingress or egress rule: traffic from/to any of `peers` (empty: anywhere) on any of
@@ -291,7 +294,11 @@ pub enum PolicyRead {
     },
 }
 
+mod cluster;
+mod cluster_parse;
 mod parse;
+pub use cluster::{Action, ClusterPolicy, ClusterPolicyRead, ClusterRule, NodeInfo, Subject, Tier};
+pub use cluster_parse::{node_from_json, read_cluster_policy};
 pub use parse::{namespace_from_json, pod_from_json, policy_from_json, read_policy};
 
 #[cfg(test)]

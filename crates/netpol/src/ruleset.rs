@@ -15,6 +15,10 @@
 //!   chain (`in_<hash>`, `eg_<hash>` of its rules: pods with the same rules share one), which
 //!   accepts what its rules allow and ends with `drop`; an address not in a map (a pod no policy
 //!   isolates, the node, anything else) is not judged: default allow;
+//! - with ClusterNetworkPolicies, a pod's chain first jumps to its Admin tier's chain
+//!   (`ai_`/`ae_<hash>`: Accept `accept`, Deny `drop`, Pass `return`), then holds
+//!   NetworkPolicy's allows and `drop`, or, when no NetworkPolicy isolates it, jumps to its
+//!   Baseline tier's chain (`bi_`/`be_<hash>`) and accepts (`ruleset/rules.rs`);
 //! - the peer addresses of each rule are a named set per family (`p4_<id>`, `p6_<id>`, both
 //!   always, named by the rule's peers as written: `sets.rs`): a plain set of addresses when the
 //!   peers are pods only, an interval set when they include an ipBlock (`except` already cut
@@ -22,9 +26,14 @@
 //!   port` (`e4_<id>`, `e6_<id>`). A pod joining or leaving a rule's peers changes elements
 //!   only; a chain changes only when which policies select its pods, or their rules, change.
 //!
-//! Traffic between a pod and its own node's host network does not cross the forward hook and is
-//! never judged: the API lets the node reach its pods ("traffic to and from the node where a Pod
-//! is running is always allowed"), and the kubelet's probes need it.
+//! Traffic between a pod and its own node's host network does not cross the forward hook and
+//! NetworkPolicy never judges it: the API lets the node reach its pods ("traffic to and from the
+//! node where a Pod is running is always allowed"), and the kubelet's probes need it. Only a
+//! ClusterNetworkPolicy's egress rules judge what a pod sends to its own node (a `nodes` or
+//! `networks` peer holds the node's addresses): a third base chain, `host`, on the input hook,
+//! looks the source up in `host4`/`host6` and jumps to a `ho_<hash>` chain (the pod's egress
+//! Admin chain, then accept when a NetworkPolicy isolates it for egress, else its egress
+//! Baseline chain and accept); a pod no such rule applies to is not in those maps.
 //!
 //! Invariant: every script touches `inet tern_netpol` only, and replacing is one transaction
 //! (`add table` + `delete table` + the new table).
@@ -177,6 +186,33 @@ pub struct Table {
     pub egress: BTreeMap<IpAddr, String>,
     /// Denied connections logged (the limit object; the chains' log rules): `None`, off.
     pub log: Option<LogDenied>,
+    /// `host4`/`host6`: a local pod's address → the chain judging what it sends to its own
+    /// node (the input hook), only where a ClusterNetworkPolicy egress rule applies.
+    pub host: BTreeMap<IpAddr, String>,
+}
+
+/// One of the table's verdict maps (both families each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum VerdictMap {
+    /// `ingress4`/`ingress6` (forward hook, by destination).
+    Ingress,
+    /// `egress4`/`egress6` (forward hook, by source).
+    Egress,
+    /// `host4`/`host6` (input hook, by source).
+    Host,
+}
+
+impl VerdictMap {
+    /// Every map, in the order the engine keeps them.
+    pub const ALL: [VerdictMap; 3] = [VerdictMap::Ingress, VerdictMap::Egress, VerdictMap::Host];
+
+    /// The forward hook's map of `dir`.
+    pub fn of(dir: Dir) -> VerdictMap {
+        match dir {
+            Dir::Ingress => VerdictMap::Ingress,
+            Dir::Egress => VerdictMap::Egress,
+        }
+    }
 }
 
 /// The names of a set's two families: `p4_<id>`/`p6_<id>` (peers) or `e4_..`/`e6_..`.
@@ -257,6 +293,12 @@ const BASE_CHAINS: &str = "\tchain egress {\n\
      \t\tct state established,related accept\n\
      \t\tip daddr vmap @ingress4\n\
      \t\tip6 daddr vmap @ingress6\n\
+     \t}\n\
+     \tchain host {\n\
+     \t\ttype filter hook input priority filter; policy accept;\n\
+     \t\tct state established,related accept\n\
+     \t\tip saddr vmap @host4\n\
+     \t\tip6 saddr vmap @host6\n\
      \t}\n";
 
 impl Table {
@@ -274,6 +316,8 @@ impl Table {
         write_map("ingress6", false, &self.ingress, &mut s);
         write_map("egress4", true, &self.egress, &mut s);
         write_map("egress6", false, &self.egress, &mut s);
+        write_map("host4", true, &self.host, &mut s);
+        write_map("host6", false, &self.host, &mut s);
         s.push_str(BASE_CHAINS);
         s.push_str("}\n");
         s
@@ -293,7 +337,8 @@ impl Table {
         Size {
             rules: self.chains.values().map(|r| r.len() as u64).sum(),
             sets: self.sets.len() as u64,
-            elements: (set_elements + self.ingress.len() + self.egress.len()) as u64,
+            elements: (set_elements + self.ingress.len() + self.egress.len() + self.host.len())
+                as u64,
             chains: self.chains.len() as u64,
             pods: pods as u64,
         }
@@ -319,16 +364,35 @@ pub fn render_logging(plan: &Plan, log: Option<LogDenied>) -> (Table, Size) {
     }
     // An address is keyed once: the first pod (in name order) holding it wins.
     for p in &plan.pods {
-        for (dir, allows) in [(Dir::Ingress, &p.ingress), (Dir::Egress, &p.egress)] {
-            let Some(a) = allows else { continue };
-            let (name, rules) = chain(dir, a, log);
-            t.chains.entry(name.clone()).or_insert(rules);
-            let map = match dir {
-                Dir::Ingress => &mut t.ingress,
-                Dir::Egress => &mut t.egress,
-            };
-            for ip in &p.ips {
-                map.entry(*ip).or_insert_with(|| name.clone());
+        for (i, (dir, allows)) in [(Dir::Ingress, &p.ingress), (Dir::Egress, &p.egress)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut chains = vec![(
+                VerdictMap::of(dir),
+                pod_chains(dir, allows.as_deref(), &p.tiers[i], log),
+            )];
+            if dir == Dir::Egress {
+                chains.push((
+                    VerdictMap::Host,
+                    host_chains(allows.as_deref(), &p.tiers[i]),
+                ));
+            }
+            for (m, chains) in chains {
+                let Some(name) = chains.first().map(|(n, _)| n.clone()) else {
+                    continue;
+                };
+                for (n, rules) in chains {
+                    t.chains.entry(n).or_insert(rules);
+                }
+                let map = match m {
+                    VerdictMap::Ingress => &mut t.ingress,
+                    VerdictMap::Egress => &mut t.egress,
+                    VerdictMap::Host => &mut t.host,
+                };
+                for ip in &p.ips {
+                    map.entry(*ip).or_insert_with(|| name.clone());
+                }
             }
         }
     }
@@ -355,7 +419,7 @@ pub use log::{
     direction_of_prefix, log_prefix, LogDenied, DEFAULT_LOG_GROUP, DEFAULT_LOG_RATE, LOG_LIMIT,
     LOG_PREFIX_STEM,
 };
-pub use rules::chain;
+pub use rules::{chain, host_chains, pod_chains};
 
 #[cfg(test)]
 mod tests;

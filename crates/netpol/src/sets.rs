@@ -34,7 +34,7 @@ pub enum SetDef {
     /// The addresses of a rule's peers: pods its selectors select (in `namespace` when a peer
     /// has no namespaceSelector) and its ipBlocks minus their `except`.
     Peers {
-        /// The policy's namespace.
+        /// The policy's namespace (`""` for a ClusterNetworkPolicy: its peers name theirs).
         namespace: String,
         /// The rule's `from`/`to`, as written (never empty).
         peers: Vec<Peer>,
@@ -108,6 +108,7 @@ impl SetDef {
                         namespaces: None,
                         ..
                     } | Peer::Block { .. }
+                        | Peer::Nodes(_)
                 )
             }),
             SetDef::Endpoints { peers, .. } => {
@@ -142,6 +143,7 @@ impl SetDef {
                 ..
             } => sel.matches(labels),
             Peer::Block { .. } => matches!(self, SetDef::Endpoints { .. }),
+            Peer::Nodes(_) => false,
         })
     }
 
@@ -176,6 +178,26 @@ impl SetDef {
         set
     }
 
+    /// Whether the definition has a `nodes` peer (its contents follow the Nodes).
+    pub fn reads_nodes(&self) -> bool {
+        matches!(self, SetDef::Peers { .. })
+            && self.peers().iter().any(|p| matches!(p, Peer::Nodes(_)))
+    }
+
+    /// The addresses of `node` (with `labels`) a `nodes` peer of a peer set selects.
+    pub fn node_addrs<'a>(&self, labels: &Labels, addrs: &'a [IpAddr]) -> &'a [IpAddr] {
+        let selected = self.reads_nodes()
+            && self
+                .peers()
+                .iter()
+                .any(|p| matches!(p, Peer::Nodes(sel) if sel.matches(labels)));
+        if selected {
+            addrs
+        } else {
+            &[]
+        }
+    }
+
     /// Whether a peer selector of the definition selects `pod` (`ns_labels`: its namespace's).
     fn selects(&self, pod: &Pod, ns_labels: &Labels) -> bool {
         self.peers().iter().any(|peer| match peer {
@@ -186,7 +208,7 @@ impl SetDef {
                 };
                 in_ns && pods.matches(&pod.labels)
             }
-            Peer::Block { .. } => false,
+            Peer::Block { .. } | Peer::Nodes(_) => false,
         })
     }
 
@@ -204,7 +226,7 @@ impl SetDef {
                 let in_block = |ip: &IpAddr| {
                     peers.iter().any(|p| match p {
                         Peer::Block { cidr, except } => AddrSet::block(cidr, except).contains(*ip),
-                        Peer::Pods { .. } => false,
+                        Peer::Pods { .. } | Peer::Nodes(_) => false,
                     })
                 };
                 let mut eps = Vec::new();

@@ -1,7 +1,8 @@
 //! Why A can or cannot reach B (pure): one new connection, from a pod or an address to a pod on
-//! a port, judged by the NetworkPolicies of the same [`World`] the compiler reads, with the
-//! reasons: which policies isolate each end, and which rule (`ingress[i]`/`egress[i]`, the peer
-//! and the port that matched) allows each direction.
+//! a port, judged by the ClusterNetworkPolicies and NetworkPolicies of the same [`World`] the
+//! compiler reads, with the reasons: the ClusterNetworkPolicy rule that decided (tier, policy,
+//! rule, action) or passed the connection on; which NetworkPolicies isolate each end, and which
+//! rule (`ingress[i]`/`egress[i]`, the peer and the port that matched) allows each direction.
 //!
 //! A connection is judged twice, as the table judges it: by the source pod's egress rules (on
 //! the source's node) and by the destination pod's ingress rules (on the destination's node).
@@ -19,7 +20,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use crate::compile::World;
-use crate::model::{Labels, Peer, Pod, Policy, Port, PortRef, Protocol, Rule};
+use crate::model::{Action, Labels, Peer, Pod, Port, PortRef, Protocol, Rule, Tier};
 
 /// Where the traced connection comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,7 +161,8 @@ impl Tracer<'_, '_> {
         holders.min_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)))
     }
 
-    /// How `local` judges, in `dir`, the connection with the other end at `peer`.
+    /// How `local` judges, in `dir`, the connection with the other end at `peer`: the Admin
+    /// tier, NetworkPolicy, the Baseline tier (`trace/cluster.rs`).
     fn judge(&self, dir: Direction, local: Option<&Pod>, peer: IpAddr, q: &Query) -> Judgement {
         let Some(local) = local else {
             return Judgement::NotAPod;
@@ -171,6 +173,29 @@ impl Tracer<'_, '_> {
             // or a test's pod.
             return Judgement::NotIsolated;
         }
+        let passed = match self.tier(Tier::Admin, dir, local, peer, q) {
+            Some(r) if r.action == Action::Pass => Some(r),
+            Some(r) => return Judgement::Cluster(r),
+            None => None,
+        };
+        let mut then = self.network_policy(dir, local, peer, q);
+        if then == Judgement::NotIsolated {
+            if let Some(r) = self.tier(Tier::Baseline, dir, local, peer, q) {
+                then = Judgement::Cluster(r);
+            }
+        }
+        match passed {
+            Some(by) => Judgement::Passed {
+                by,
+                then: Box::new(then),
+            },
+            None => then,
+        }
+    }
+
+    /// How the NetworkPolicies of `local`'s namespace judge, in `dir`, the connection with the
+    /// other end at `peer`.
+    fn network_policy(&self, dir: Direction, local: &Pod, peer: IpAddr, q: &Query) -> Judgement {
         let mut isolated_by = Vec::new();
         let mut rules = Vec::new();
         for policy in self.w.policies {
@@ -193,7 +218,8 @@ impl Tracer<'_, '_> {
                     .cloned(),
             };
             for (i, rule) in list.iter().enumerate() {
-                if let Some((peer, port)) = self.matches(policy, dir, rule, local, peer, q) {
+                let ns = &policy.namespace;
+                if let Some((peer, port)) = self.matches(ns, dir, rule, local, peer, q) {
                     rules.push(RuleRef {
                         policy: at.clone(),
                         direction: dir,
@@ -216,7 +242,7 @@ impl Tracer<'_, '_> {
     /// matched (`None` for a rule without peers or ports).
     fn matches(
         &self,
-        policy: &Policy,
+        namespace: &str,
         dir: Direction,
         rule: &Rule,
         local: &Pod,
@@ -229,7 +255,7 @@ impl Tracer<'_, '_> {
             Some(
                 rule.peers
                     .iter()
-                    .position(|p| self.holds(policy, p, peer))?,
+                    .position(|p| self.holds(namespace, p, peer))?,
             )
         };
         if rule.ports.is_empty() {
@@ -242,17 +268,22 @@ impl Tracer<'_, '_> {
         Some((by, Some(port)))
     }
 
-    /// Whether one peer of `policy` holds `ip`.
-    fn holds(&self, policy: &Policy, peer: &Peer, ip: IpAddr) -> bool {
+    /// Whether one peer of a policy of `namespace` (`""`: cluster-scoped) holds `ip`.
+    fn holds(&self, namespace: &str, peer: &Peer, ip: IpAddr) -> bool {
         match peer {
             Peer::Block { cidr, except } => {
                 cidr.contains(ip) && !except.iter().any(|e| e.contains(ip))
             }
+            Peer::Nodes(sel) => self
+                .w
+                .nodes
+                .iter()
+                .any(|n| sel.matches(&n.labels) && n.addresses.contains(&ip)),
             Peer::Pods { namespaces, pods } => self.w.pods.iter().any(|p| {
                 p.ips.contains(&ip)
                     && pods.matches(&p.labels)
                     && match namespaces {
-                        None => p.namespace == policy.namespace,
+                        None => p.namespace == namespace,
                         Some(sel) => sel.matches(&self.ns_labels(&p.namespace)),
                     }
             }),
@@ -297,7 +328,8 @@ impl Tracer<'_, '_> {
 }
 
 mod answer;
-pub use answer::{Error, Judgement, Path, PolicyRef, RuleRef, Trace};
+mod cluster;
+pub use answer::{ClusterRuleRef, Error, Judgement, Path, PolicyRef, RuleRef, Trace};
 
 #[cfg(test)]
 mod tests;

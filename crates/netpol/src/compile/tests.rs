@@ -74,6 +74,7 @@ fn run(pods: &[Pod], nss: &[Namespace], pols: &[Policy]) -> Plan {
         pods,
         namespaces: nss,
         policies: pols,
+        ..World::default()
     })
 }
 

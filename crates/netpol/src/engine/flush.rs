@@ -5,12 +5,13 @@
 use std::collections::BTreeSet;
 use std::mem::take;
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use super::{slot, AsPod, Engine, Flush, Members, Placed};
-use crate::compile::{pod_allows, Dir};
-use crate::model::Policy;
-use crate::ruleset::{chain as chain_rules, named_sets};
-use crate::sets::{contents_from, SetId};
+use super::{AsPod, Engine, Flush, Members, Placed};
+use crate::compile::{pod_allows, pod_tiers, Dir};
+use crate::model::{ClusterPolicy, Policy};
+use crate::ruleset::{host_chains, named_sets, pod_chains, VerdictMap};
+use crate::sets::{contents_from, namespace_labels, SetId};
 
 impl<P: AsPod> Engine<P> {
     /// Compiles what the changes since the last flush touched, and the script that brings the
@@ -47,7 +48,9 @@ impl<P: AsPod> Engine<P> {
                     .iter()
                     .filter_map(|id| self.by_id.get(*id as usize)?.as_ref());
                 let ips = pods.flat_map(|p| p.as_pod().ips.iter().copied());
-                contents_from(&st.def, ips, std::iter::empty())
+                let nodes = self.nodes.values();
+                let node_ips = nodes.flat_map(|n| st.def.node_addrs(&n.labels, &n.addresses));
+                contents_from(&st.def, ips.chain(node_ips.copied()), std::iter::empty())
             }
             Members::Endpoints(eps) => {
                 contents_from(&st.def, std::iter::empty(), eps.values().flatten().copied())
@@ -64,8 +67,12 @@ impl<P: AsPod> Engine<P> {
     fn place(&mut self, key: &str) {
         let old = self.placed.remove(key).unwrap_or_default();
         let mut new = Placed::default();
-        let pod = self.pods.get(key).map(|(_, p)| p.as_pod());
-        if let Some(pod) = pod.filter(|p| self.is_local(p)) {
+        let pod = self.pods.get(key).map(|(_, p)| Arc::clone(p));
+        if let Some(pod) = pod
+            .as_deref()
+            .map(AsPod::as_pod)
+            .filter(|p| self.is_local(p))
+        {
             let pols = self
                 .policies_by_ns
                 .get(&pod.namespace)
@@ -74,43 +81,66 @@ impl<P: AsPod> Engine<P> {
             let pols: Vec<&Policy> = pols
                 .filter_map(|k| self.policies.get(k).map(|p| &**p))
                 .collect();
+            let labels = namespace_labels(&self.namespaces, &pod.namespace);
+            let applying: Vec<Arc<ClusterPolicy>> = self
+                .cluster_in_force
+                .iter()
+                .filter(|(_, keys)| keys.contains(key))
+                .filter_map(|(name, _)| self.cluster.get(name).cloned())
+                .collect();
             new.ips.clone_from(&pod.ips);
             for dir in Dir::BOTH {
-                if let Some(allows) = pod_allows(pols.iter().copied(), dir, pod) {
-                    let (name, rules) = chain_rules(dir, &allows, self.table.log);
-                    let users = self.chain_users.entry(name.clone()).or_insert(0);
-                    *users += 1;
-                    if *users == 1 {
-                        self.table.put_chain(&mut self.journal, &name, Some(rules));
+                let allows = pod_allows(pols.iter().copied(), dir, pod);
+                let tiers = pod_tiers(applying.iter().map(|p| &**p), dir, pod, &labels);
+                let mut chains = vec![(
+                    VerdictMap::of(dir),
+                    pod_chains(dir, allows.as_deref(), &tiers, self.table.log),
+                )];
+                if dir == Dir::Egress {
+                    chains.push((VerdictMap::Host, host_chains(allows.as_deref(), &tiers)));
+                }
+                for (m, list) in chains {
+                    for (name, rules) in list {
+                        let users = self.chain_users.entry(name.clone()).or_insert(0);
+                        *users += 1;
+                        if *users == 1 {
+                            self.table.put_chain(&mut self.journal, &name, Some(rules));
+                        }
+                        new.chains[m as usize].push(name);
                     }
-                    new.chains[slot(dir)] = Some(name);
                 }
             }
         }
         let mut touched: BTreeSet<(usize, IpAddr)> = BTreeSet::new();
-        for (i, chain) in old.chains.iter().enumerate() {
-            let Some(chain) = chain else { continue };
+        for (i, chains) in old.chains.iter().enumerate() {
+            if chains.is_empty() {
+                continue;
+            }
             for ip in &old.ips {
                 if let Some(h) = self.holders[i].get_mut(ip) {
                     h.remove(key);
                 }
                 touched.insert((i, *ip));
             }
-            if let Some(users) = self.chain_users.get_mut(chain) {
-                *users -= 1;
-                if *users == 0 {
-                    self.chain_users.remove(chain);
-                    self.table.put_chain(&mut self.journal, chain, None);
+            for chain in chains {
+                if let Some(users) = self.chain_users.get_mut(chain) {
+                    *users -= 1;
+                    if *users == 0 {
+                        self.chain_users.remove(chain);
+                        self.table.put_chain(&mut self.journal, chain, None);
+                    }
                 }
             }
         }
-        for (i, chain) in new.chains.iter().enumerate() {
-            let Some(chain) = chain else { continue };
+        for (i, chains) in new.chains.iter().enumerate() {
+            let Some(head) = chains.first() else {
+                continue;
+            };
             for ip in &new.ips {
                 self.holders[i]
                     .entry(*ip)
                     .or_default()
-                    .insert(key.to_owned(), chain.clone());
+                    .insert(key.to_owned(), head.clone());
                 touched.insert((i, *ip));
             }
         }
@@ -121,16 +151,12 @@ impl<P: AsPod> Engine<P> {
             if winner.is_none() {
                 self.holders[i].remove(&ip);
             }
-            let dir = Dir::BOTH[i];
-            let now = match dir {
-                Dir::Ingress => self.table.ingress.get(&ip),
-                Dir::Egress => self.table.egress.get(&ip),
-            };
-            if now != winner.as_ref() {
-                self.table.put_verdict(&mut self.journal, dir, ip, winner);
+            let m = VerdictMap::ALL[i];
+            if self.table.map(m).get(&ip) != winner.as_ref() {
+                self.table.put_verdict(&mut self.journal, m, ip, winner);
             }
         }
-        if new.chains.iter().any(Option::is_some) {
+        if new.chains.iter().any(|c| !c.is_empty()) {
             self.placed.insert(key.to_owned(), new);
         }
     }

@@ -8,8 +8,9 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::{slot, AsPod, Engine};
+use super::{AsPod, Engine};
 use crate::compile::{rules, selects, Dir};
+use crate::ruleset::VerdictMap;
 
 impl<P: AsPod> Engine<P> {
     /// Moves pod `id`'s addresses in the address index from `old`'s to `new`'s.
@@ -34,9 +35,10 @@ impl<P: AsPod> Engine<P> {
 
     /// The local pod whose `dir` chain judges `ip` in the table (the map's entry for it) and the
     /// NetworkPolicies (`namespace/name`) that isolate it in `dir`: what denied a packet
-    /// logged by that chain. `None` when no local pod is isolated with that address.
+    /// logged by that chain (only NetworkPolicy's `drop` is logged: a pod only cluster policies
+    /// judge has none). `None` when no local pod is judged with that address.
     pub fn isolated_by(&self, dir: Dir, ip: IpAddr) -> Option<(&Arc<P>, Vec<&str>)> {
-        let holders = self.holders[slot(dir)].get(&ip)?;
+        let holders = self.holders[VerdictMap::of(dir) as usize].get(&ip)?;
         let key = holders.keys().next()?;
         let pod = self.pod(key)?;
         let p = pod.as_pod();

@@ -1,12 +1,12 @@
 //! What a set in force holds, by pod id ([`Members`]), and the counting of sets as policies come
-//! into and leave force ([`Engine::register`], [`Engine::unregister`]).
+//! into and leave force ([`Engine::select`], [`Engine::register`], [`Engine::unregister`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use super::{AsPod, Engine, SetState};
 use crate::compile::policy_sets;
-use crate::model::{Policy, Protocol};
+use crate::model::Protocol;
 use crate::sets::{namespace_labels, Member, SetDef};
 
 /// A set's member pods by the engine's pod id (4 bytes a member: a set that selects by
@@ -53,9 +53,34 @@ impl Members {
 }
 
 impl<P: AsPod> Engine<P> {
-    /// Counts the sets of a policy coming into force, gathering the members of new ones.
-    pub(super) fn register(&mut self, policy: &Policy) {
-        for def in policy_sets(policy) {
+    /// Records whether policy `pk` selects local pod `key`; a policy comes into force with its
+    /// first and leaves with its last.
+    pub(super) fn select(&mut self, pk: &str, key: &str, on: bool) {
+        let Some(policy) = self.policies.get(pk).cloned() else {
+            return;
+        };
+        let before = self.in_force.contains_key(pk);
+        let selected = self.in_force.entry(pk.to_owned()).or_default();
+        if on {
+            selected.insert(key.to_owned());
+        } else {
+            selected.remove(key);
+        }
+        let after = !selected.is_empty();
+        if !after {
+            self.in_force.remove(pk);
+        }
+        match (before, after) {
+            (false, true) => self.register(&policy_sets(&policy)),
+            (true, false) => self.unregister(&policy_sets(&policy)),
+            _ => {}
+        }
+    }
+
+    /// Counts the sets of a policy coming into force (`defs`), gathering the members of new
+    /// ones.
+    pub(super) fn register(&mut self, defs: &[SetDef]) {
+        for def in defs.iter().cloned() {
             let id = def.id();
             if let Some(st) = self.sets.get_mut(&id) {
                 st.refs += 1;
@@ -91,9 +116,10 @@ impl<P: AsPod> Engine<P> {
         }
     }
 
-    /// Uncounts the sets of a policy leaving force, dropping the ones no rule defines now.
-    pub(super) fn unregister(&mut self, policy: &Policy) {
-        for def in policy_sets(policy) {
+    /// Uncounts the sets of a policy leaving force (`defs`), dropping the ones no rule defines
+    /// now.
+    pub(super) fn unregister(&mut self, defs: &[SetDef]) {
+        for def in defs {
             let id = def.id();
             if let Some(st) = self.sets.get_mut(&id) {
                 st.refs -= 1;

@@ -10,9 +10,12 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::compile::{compile, World};
-use crate::model::{policy_from_json, NamedPort, Protocol};
+use crate::compile::{compile, Dir, World};
+use crate::model::{policy_from_json, ClusterPolicy, NamedPort, NodeInfo, Protocol};
 use crate::ruleset::{render_logging, LogDenied};
+
+mod cluster;
+use cluster::{random_cluster_policy, random_node};
 
 /// xorshift64*: a fixed sequence per seed, no dependency.
 struct Rng(u64);
@@ -139,6 +142,8 @@ struct Mirror {
     pods: BTreeMap<String, Pod>,
     namespaces: BTreeMap<String, Namespace>,
     policies: BTreeMap<String, Policy>,
+    cluster: BTreeMap<String, ClusterPolicy>,
+    nodes: BTreeMap<String, NodeInfo>,
 }
 
 impl Mirror {
@@ -146,12 +151,16 @@ impl Mirror {
         let pods: Vec<Pod> = self.pods.values().cloned().collect();
         let namespaces: Vec<Namespace> = self.namespaces.values().cloned().collect();
         let policies: Vec<Policy> = self.policies.values().cloned().collect();
+        let cluster: Vec<ClusterPolicy> = self.cluster.values().cloned().collect();
+        let nodes: Vec<NodeInfo> = self.nodes.values().cloned().collect();
         render_logging(
             &compile(&World {
                 node,
                 pods: &pods,
                 namespaces: &namespaces,
                 policies: &policies,
+                cluster_policies: &cluster,
+                nodes: &nodes,
             }),
             log,
         )
@@ -162,7 +171,7 @@ impl Mirror {
 /// One random change, made to both; a description of it.
 fn change(r: &mut Rng, m: &mut Mirror, e: &mut Engine) -> String {
     let ns = *r.pick(&NAMESPACES);
-    match r.below(10) {
+    match r.below(13) {
         0..=4 => {
             let key = format!("{ns}/p{}", r.below(12));
             if r.chance(15) {
@@ -193,6 +202,39 @@ fn change(r: &mut Rng, m: &mut Mirror, e: &mut Engine) -> String {
             m.namespaces.insert(ns.into(), n.clone());
             e.set_namespace(ns, Some(&n));
             format!("namespace {n:?}")
+        }
+        10 | 11 => {
+            let name = format!("cnp{}", r.below(4));
+            if r.chance(20) {
+                m.cluster.remove(&name);
+                e.set_cluster_policy(&name, None);
+                return format!("cluster policy {name} deleted");
+            }
+            let mut p = random_cluster_policy(r, &name);
+            if r.chance(30) {
+                // Only the priority changes: the order of the tier's rules does.
+                if let Some(old) = m.cluster.get(&name) {
+                    p = ClusterPolicy {
+                        priority: *r.pick(&[0, 5, 10]),
+                        ..old.clone()
+                    };
+                }
+            }
+            m.cluster.insert(name.clone(), p.clone());
+            e.set_cluster_policy(&name, Some(Arc::new(p.clone())));
+            format!("cluster policy {name} set to {p:?}")
+        }
+        12 => {
+            let name = *r.pick(&["n1", "n2", "n3"]);
+            if r.chance(20) {
+                m.nodes.remove(name);
+                e.set_node(name, None);
+                return format!("node {name} deleted");
+            }
+            let n = random_node(r);
+            m.nodes.insert(name.into(), n.clone());
+            e.set_node(name, Some(&n));
+            format!("node {name} set to {n:?}")
         }
         _ => {
             let key = format!("{ns}/np{}", r.below(5));
@@ -265,7 +307,11 @@ fn assert_lookups(e: &Engine, m: &Mirror, node: &str) {
                 .filter(|(_, pol)| pol.isolates(pod) && crate::compile::rules(pol, dir).is_some())
                 .map(|(k, _)| k.clone())
                 .collect();
-            assert!(!want.is_empty(), "{ip}: {dir:?} judged, no policy isolates");
+            // A pod only ClusterNetworkPolicies judge is in the map with no NetworkPolicy.
+            assert!(
+                !want.is_empty() || !m.cluster.is_empty(),
+                "{ip}: {dir:?} judged, no policy isolates"
+            );
             assert_eq!(pols, want, "{ip} in {dir:?}");
         }
     }
@@ -288,6 +334,12 @@ fn setting_an_object_to_what_it_is_compiles_nothing() {
     }
     for (k, n) in &m.namespaces {
         assert!(!e.set_namespace(k, Some(n)));
+    }
+    for (k, p) in &m.cluster {
+        assert!(!e.set_cluster_policy(k, Some(Arc::new(p.clone()))));
+    }
+    for (k, n) in &m.nodes {
+        assert!(!e.set_node(k, Some(n)));
     }
     assert_eq!(e.flush(), Flush::default());
 }

@@ -204,3 +204,5 @@ fn a_policy_that_cannot_be_read_whole_fails_closed() {
     .unwrap();
     assert!(p.ingress_isolates && p.egress_isolates);
 }
+
+mod cluster;

@@ -7,8 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use super::{write_chain, NamedSet, Table, FAMILY, TABLE};
-use crate::compile::Dir;
+use super::{write_chain, NamedSet, Table, VerdictMap, FAMILY, TABLE};
 
 impl Table {
     /// Sets the set `name` (`None`: removes it), noting in `j` what it was.
@@ -29,12 +28,29 @@ impl Table {
         j.chains.entry(name.to_owned()).or_insert(before);
     }
 
-    /// Sets the verdict of `ip` in `dir`'s map (`None`: removes it), noting in `j` what it was.
-    pub fn put_verdict(&mut self, j: &mut Journal, dir: Dir, ip: IpAddr, chain: Option<String>) {
-        let (map, log) = match dir {
-            Dir::Ingress => (&mut self.ingress, &mut j.ingress),
-            Dir::Egress => (&mut self.egress, &mut j.egress),
+    /// The verdict map `m`.
+    pub fn map(&self, m: VerdictMap) -> &BTreeMap<IpAddr, String> {
+        match m {
+            VerdictMap::Ingress => &self.ingress,
+            VerdictMap::Egress => &self.egress,
+            VerdictMap::Host => &self.host,
+        }
+    }
+
+    /// Sets the verdict of `ip` in map `m` (`None`: removes it), noting in `j` what it was.
+    pub fn put_verdict(
+        &mut self,
+        j: &mut Journal,
+        m: VerdictMap,
+        ip: IpAddr,
+        chain: Option<String>,
+    ) {
+        let map = match m {
+            VerdictMap::Ingress => &mut self.ingress,
+            VerdictMap::Egress => &mut self.egress,
+            VerdictMap::Host => &mut self.host,
         };
+        let log = &mut j.maps[m as usize];
         let before = match chain {
             Some(c) => map.insert(ip, c),
             None => map.remove(&ip),
@@ -50,16 +66,18 @@ impl Table {
 pub struct Journal {
     sets: BTreeMap<String, Option<NamedSet>>,
     chains: BTreeMap<String, Option<Vec<String>>>,
-    ingress: BTreeMap<IpAddr, Option<String>>,
-    egress: BTreeMap<IpAddr, Option<String>>,
+    /// Per [`VerdictMap`], in its order.
+    maps: [BTreeMap<IpAddr, Option<String>>; 3],
 }
 
-fn map_name(dir: Dir, ip: &IpAddr) -> &'static str {
-    match (dir, ip.is_ipv4()) {
-        (Dir::Ingress, true) => "ingress4",
-        (Dir::Ingress, false) => "ingress6",
-        (Dir::Egress, true) => "egress4",
-        (Dir::Egress, false) => "egress6",
+fn map_name(m: VerdictMap, ip: &IpAddr) -> &'static str {
+    match (m, ip.is_ipv4()) {
+        (VerdictMap::Ingress, true) => "ingress4",
+        (VerdictMap::Ingress, false) => "ingress6",
+        (VerdictMap::Egress, true) => "egress4",
+        (VerdictMap::Egress, false) => "egress6",
+        (VerdictMap::Host, true) => "host4",
+        (VerdictMap::Host, false) => "host6",
     }
 }
 
@@ -76,26 +94,24 @@ fn element_line(out: &mut String, verb: &str, set: &str, items: &[String]) {
 impl Journal {
     /// Whether nothing was touched.
     pub fn is_empty(&self) -> bool {
-        self.sets.is_empty()
-            && self.chains.is_empty()
-            && self.ingress.is_empty()
-            && self.egress.is_empty()
+        self.sets.is_empty() && self.chains.is_empty() && self.maps.iter().all(BTreeMap::is_empty)
     }
 
     /// The script (one transaction) that turns the table as it was into `now`, empty when
     /// nothing differs. Order: new sets and chains (a chain names its sets); a changed chain
     /// flushed and filled again; every element delete of the sets and maps, then every add (an
     /// interval that grows or splits is deleted and added again, so no added interval overlaps
-    /// one still present); the chains nothing jumps to any more; the sets no chain names.
+    /// one still present); the chains nothing jumps to any more (pod chains before the tier
+    /// chains they jump to); the sets no chain names.
     pub fn script(&self, now: &Table) -> String {
-        let (mut create, mut refill, mut deletes, mut adds, mut drop_chains, mut drop_sets) = (
-            String::new(),
+        let (mut create, mut refill, mut deletes, mut adds, mut drop_sets) = (
             String::new(),
             String::new(),
             String::new(),
             String::new(),
             String::new(),
         );
+        let mut gone_chains = Vec::new();
         for (name, before) in &self.sets {
             match (before, now.sets.get(name)) {
                 (None, Some(set)) => set.write(name, &mut create),
@@ -112,9 +128,7 @@ impl Journal {
         for (name, before) in &self.chains {
             match (before, now.chains.get(name)) {
                 (None, Some(rules)) => write_chain(name, rules, &mut create),
-                (Some(_), None) => {
-                    let _ = writeln!(drop_chains, "delete chain {FAMILY} {TABLE} {name}");
-                }
+                (Some(_), None) => gone_chains.push(name),
                 (Some(old), Some(rules)) if old != rules => {
                     let _ = writeln!(refill, "flush chain {FAMILY} {TABLE} {name}");
                     for r in rules {
@@ -124,10 +138,8 @@ impl Journal {
                 _ => {}
             }
         }
-        for (dir, log, map) in [
-            (Dir::Ingress, &self.ingress, &now.ingress),
-            (Dir::Egress, &self.egress, &now.egress),
-        ] {
+        for m in VerdictMap::ALL {
+            let (log, map) = (&self.maps[m as usize], now.map(m));
             let mut gone: BTreeMap<&str, Vec<String>> = BTreeMap::new();
             let mut came: BTreeMap<&str, Vec<String>> = BTreeMap::new();
             for (ip, before) in log {
@@ -136,12 +148,12 @@ impl Journal {
                     continue;
                 }
                 if before.is_some() {
-                    gone.entry(map_name(dir, ip))
+                    gone.entry(map_name(m, ip))
                         .or_default()
                         .push(ip.to_string());
                 }
                 if let Some(c) = after {
-                    came.entry(map_name(dir, ip))
+                    came.entry(map_name(m, ip))
                         .or_default()
                         .push(format!("{ip} : jump {c}"));
                 }
@@ -150,6 +162,13 @@ impl Journal {
                 .for_each(|(m, v)| element_line(&mut deletes, "delete", m, v));
             came.iter()
                 .for_each(|(m, v)| element_line(&mut adds, "add", m, v));
+        }
+        // A pod's chain jumps to its tier chains, whose names (`a?_`, `b?_`) sort before the
+        // pod chains' (`eg_`, `in_`): created in name order, deleted in reverse, no chain is
+        // deleted while one still jumps to it.
+        let mut drop_chains = String::new();
+        for name in gone_chains.iter().rev() {
+            let _ = writeln!(drop_chains, "delete chain {FAMILY} {TABLE} {name}");
         }
         let mut s = String::new();
         if !create.is_empty() {
@@ -173,10 +192,8 @@ pub fn update_script(old: &Table, new: &Table) -> String {
             j.chains.insert(name.clone(), old.chains.get(name).cloned());
         }
     }
-    for (log, o, n) in [
-        (&mut j.ingress, &old.ingress, &new.ingress),
-        (&mut j.egress, &old.egress, &new.egress),
-    ] {
+    for m in VerdictMap::ALL {
+        let (log, o, n) = (&mut j.maps[m as usize], old.map(m), new.map(m));
         for ip in o.keys().chain(n.keys()) {
             if o.get(ip) != n.get(ip) {
                 log.insert(*ip, o.get(ip).cloned());

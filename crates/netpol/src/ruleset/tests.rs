@@ -44,6 +44,7 @@ fn plan_of(pods: Vec<crate::model::Pod>, pols: &[serde_json::Value]) -> Plan {
         pods: &pods,
         namespaces: &[],
         policies: &pols,
+        ..World::default()
     })
 }
 
@@ -64,7 +65,11 @@ fn no_policy_is_an_empty_table_that_judges_nothing() {
         s.contains("type filter hook forward priority filter + 1; policy accept;"),
         "{s}"
     );
-    assert_eq!(s.matches("ct state established,related accept").count(), 2);
+    assert!(
+        s.contains("type filter hook input priority filter; policy accept;"),
+        "{s}"
+    );
+    assert_eq!(s.matches("ct state established,related accept").count(), 3);
     assert!(!s.contains("elements"), "{s}");
     assert_eq!(size, Size::default());
 }
@@ -355,3 +360,5 @@ fn a_log_prefix_names_its_direction() {
         assert_eq!(direction_of_prefix(other), None, "{other}");
     }
 }
+
+mod cluster;

@@ -5,6 +5,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use super::Direction;
+use crate::model::{Action, Tier};
 
 /// A policy isolating one end.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +35,28 @@ pub struct RuleRef {
     pub port: Option<usize>,
 }
 
+/// The ClusterNetworkPolicy rule that decided one direction, or passed it on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterRuleRef {
+    /// The policy's `metadata.name`.
+    pub policy: String,
+    /// Its `spec.tier`.
+    pub tier: Tier,
+    /// Its `spec.priority`.
+    pub priority: u16,
+    /// `ingress` or `egress`.
+    pub direction: Direction,
+    /// The rule's index in `spec.ingress` or `spec.egress`.
+    pub rule: usize,
+    /// The rule's `name` (may be empty).
+    pub name: String,
+    /// Its action (a rule that could not be read: the one it failed closed to).
+    pub action: Action,
+    /// Why the rule matches less than written or was made a Deny of everything
+    /// (`model::ClusterRule::note`).
+    pub note: Option<String>,
+}
+
 /// How one end judges the connection in one direction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Judgement {
@@ -53,12 +76,28 @@ pub enum Judgement {
         /// The policies isolating this end in this direction.
         isolated_by: Vec<PolicyRef>,
     },
+    /// A ClusterNetworkPolicy rule decided: Accept allows, Deny denies (a Baseline Pass hands
+    /// the connection to the default: allowed).
+    Cluster(ClusterRuleRef),
+    /// An Admin tier Pass rule handed the connection on; `then` is how NetworkPolicy (or,
+    /// when none isolates this end, the Baseline tier) judged it.
+    Passed {
+        /// The Pass rule.
+        by: ClusterRuleRef,
+        /// The judgement after it.
+        then: Box<Judgement>,
+    },
 }
 
 impl Judgement {
     /// Whether the connection passes.
     pub fn allows(&self) -> bool {
-        !matches!(self, Judgement::Denied { .. })
+        match self {
+            Judgement::Denied { .. } => false,
+            Judgement::Cluster(r) => r.action != Action::Deny,
+            Judgement::Passed { then, .. } => then.allows(),
+            _ => true,
+        }
     }
 }
 

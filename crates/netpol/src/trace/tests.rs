@@ -9,11 +9,12 @@ use std::net::IpAddr;
 use serde_json::json;
 
 use super::*;
-use crate::compile::{compile, Allow, LocalPod};
-use crate::model::{policy_from_json, NamedPort, Namespace};
-use crate::sets::{Contents, SetId};
+use crate::compile::World;
+use crate::model::{policy_from_json, ClusterPolicy, NamedPort, Namespace, Policy};
 
+mod plans;
 mod table;
+use plans::{plan_allows, plans, plans_with};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -96,95 +97,23 @@ fn from_pod(key: &str) -> Source {
 }
 
 fn world<'a>(pods: &'a [Pod], nss: &'a [Namespace], pols: &'a [Policy]) -> World<'a> {
+    world_with(pods, nss, pols, &[])
+}
+
+fn world_with<'a>(
+    pods: &'a [Pod],
+    nss: &'a [Namespace],
+    pols: &'a [Policy],
+    cluster: &'a [ClusterPolicy],
+) -> World<'a> {
     World {
         node: "",
         pods,
         namespaces: nss,
         policies: pols,
+        cluster_policies: cluster,
+        nodes: &[],
     }
-}
-
-/// The compiled plans of every node of `pods` (a node has a name), as one list.
-fn plans(pods: &[Pod], nss: &[Namespace], pols: &[Policy]) -> Plans {
-    let mut nodes: Vec<&str> = pods
-        .iter()
-        .map(|p| p.node.as_str())
-        .filter(|n| !n.is_empty())
-        .collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    let mut out = Plans::default();
-    for node in nodes {
-        let w = World {
-            node,
-            ..world(pods, nss, pols)
-        };
-        let plan = compile(&w);
-        out.pods.extend(plan.pods);
-        out.sets
-            .extend(plan.sets.into_iter().map(|(id, (_, c))| (id, c)));
-    }
-    out
-}
-
-/// Every node's isolated pods, and the sets their rules name (one id, one set, on every node).
-#[derive(Default)]
-struct Plans {
-    pods: Vec<LocalPod>,
-    sets: BTreeMap<SetId, Contents>,
-}
-
-/// Whether one compiled allow rule admits the other end at `peer` on `proto`/`port`, read as
-/// the table's rules read it (`ruleset.rs`).
-fn admits(
-    sets: &BTreeMap<SetId, Contents>,
-    a: &Allow,
-    peer: IpAddr,
-    proto: Protocol,
-    port: u16,
-) -> bool {
-    match a {
-        Allow::Match { peers, ports } => {
-            peers.is_none_or(|id| sets.get(&id).is_some_and(|s| s.addrs.contains(peer)))
-                && ports.as_ref().is_none_or(|list| {
-                    list.iter().any(|r| {
-                        r.protocol == proto
-                            && r.range.is_none_or(|(lo, hi)| lo <= port && port <= hi)
-                    })
-                })
-        }
-        Allow::Endpoints(id) => sets
-            .get(id)
-            .is_some_and(|s| s.endpoints.contains(&(peer, proto, port))),
-    }
-}
-
-/// The compiled plans' verdict on `src` to `dst`: the source's egress chain (when a plan
-/// isolates the address) and the destination's ingress chain; an address the maps do not
-/// hold is not judged, and a pod's own traffic never reaches the table.
-fn plan_allows(
-    plans: &Plans,
-    dst_pod: &[IpAddr],
-    src: IpAddr,
-    dst: IpAddr,
-    proto: Protocol,
-    port: u16,
-) -> bool {
-    if dst_pod.contains(&src) {
-        return true;
-    }
-    let chain = |at: IpAddr, eg: bool| {
-        let p = plans.pods.iter().find(|p| p.ips.contains(&at))?;
-        if eg {
-            p.egress.as_ref()
-        } else {
-            p.ingress.as_ref()
-        }
-    };
-    let pass = |list: Option<&Vec<Allow>>, peer| {
-        list.is_none_or(|l| l.iter().any(|a| admits(&plans.sets, a, peer, proto, port)))
-    };
-    pass(chain(src, true), dst) && pass(chain(dst, false), src)
 }
 
 #[test]

@@ -52,6 +52,7 @@ type Expect = fn(&End, &End, Protocol, u16) -> bool;
 struct Case {
     name: &'static str,
     policies: Vec<Policy>,
+    cluster: Vec<ClusterPolicy>,
     closed: BTreeMap<String, String>,
     /// The verdict, a pod's own traffic aside (always allowed).
     expect: Expect,
@@ -61,6 +62,7 @@ fn case(name: &'static str, policies: Vec<Policy>, expect: Expect) -> Case {
     Case {
         name,
         policies,
+        cluster: Vec::new(),
         closed: BTreeMap::new(),
         expect,
     }
@@ -93,8 +95,8 @@ fn sources(pods: &[Pod]) -> Vec<(Source, End)> {
 /// Checks every pair of `c`; returns how many.
 fn check(c: &Case) -> usize {
     let (pods, nss) = cluster();
-    let w = world(&pods, &nss, &c.policies);
-    let plans = plans(&pods, &nss, &c.policies);
+    let w = world_with(&pods, &nss, &c.policies, &c.cluster);
+    let plans = plans_with(&pods, &nss, &c.policies, &c.cluster);
     let (mut n, mut wrong) = (0, Vec::new());
     for (from, src) in sources(&pods) {
         for dst in pods.iter().filter(|p| !p.ips.is_empty()) {
@@ -383,3 +385,5 @@ fn trace_agrees_with_the_compiled_plans_and_the_tables() {
     assert!(per_case.iter().all(|&n| n == 13 * 10 * 4), "{per_case:?}");
     assert_eq!(cases.len(), 20);
 }
+
+mod cluster;
