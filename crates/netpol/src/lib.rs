@@ -3,8 +3,9 @@
 //!
 //! model → plan → ruleset: Pods, Namespaces, NetworkPolicies, ClusterNetworkPolicies
 //! (`policy.networking.k8s.io/v1alpha2`: an Admin tier before NetworkPolicy, a Baseline tier
-//! after it) and Nodes from their API JSON, and label selectors ([`model`]); address sets with `except` cut out ([`addrs`]); per isolated pod of the
-//! node, what it may receive and send ([`compile`]: a [`Plan`] of a [`World`]); the table of a
+//! after it) and Nodes from their API JSON, and label selectors ([`model`]); address sets
+//! with `except` cut out ([`addrs`]); per isolated pod of the node, what it may receive and
+//! send ([`compile`]: a [`Plan`] of a [`World`]); the table of a
 //! plan, the script that replaces it in one transaction and the one that changes only its
 //! elements ([`ruleset`]). Beside them, [`trace`]: why one pod or address can or cannot reach a
 //! pod, from the same model and by the same rules as the compiler.

@@ -1,6 +1,7 @@
-//! The NetworkPolicy table (pure): a compiled [`Plan`] as one nftables table, `inet tern_netpol`,
-//! the script that replaces it in one transaction (as tern-agent's `egress/ruleset.rs` does
-//! for NAT), and the scripts that change only what a run of changes touched (`journal.rs`).
+//! The NetworkPolicy table (pure): a compiled [`Plan`](crate::compile::Plan) as one nftables
+//! table, `inet tern_netpol` (`render.rs`), the script that replaces it in one transaction (as
+//! tern-agent's `egress/ruleset.rs` does for NAT), and the scripts that change only what a run
+//! of changes touched (`journal.rs`).
 //!
 //! Shape:
 //! - two base chains on the **forward** hook, so every packet routed to or from a pod's host
@@ -22,9 +23,10 @@
 //! - the peer addresses of each rule are a named set per family (`p4_<id>`, `p6_<id>`, both
 //!   always, named by the rule's peers as written: `sets.rs`): a plain set of addresses when the
 //!   peers are pods only, an interval set when they include an ipBlock (`except` already cut
-//!   out: `addrs.rs`), since nft reads every interval set whole to change any element; an egress rule's named ports are a set of `address . protocol .
-//!   port` (`e4_<id>`, `e6_<id>`). A pod joining or leaving a rule's peers changes elements
-//!   only; a chain changes only when which policies select its pods, or their rules, change.
+//!   out: `addrs.rs`), since nft reads every interval set whole to change any element; an
+//!   egress rule's named ports are a set of `address . protocol . port` (`e4_<id>`, `e6_<id>`).
+//!   A pod joining or leaving a rule's peers changes elements only; a chain changes only when
+//!   which policies select its pods, or their rules, change.
 //!
 //! Traffic between a pod and its own node's host network does not cross the forward hook and
 //! NetworkPolicy never judges it: the API lets the node reach its pods ("traffic to and from the
@@ -43,7 +45,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use crate::addrs::{element, Range};
-use crate::compile::{Dir, Plan};
+use crate::compile::Dir;
 use crate::model::Protocol;
 use crate::sets::{Contents, SetDef, SetId};
 
@@ -345,67 +347,6 @@ impl Table {
     }
 }
 
-/// The table of `plan`, and its size (denied connections not logged).
-pub fn render(plan: &Plan) -> (Table, Size) {
-    render_logging(plan, None)
-}
-
-/// The table of `plan` with denied connections logged as `log` says (`None`: not logged), and
-/// its size.
-pub fn render_logging(plan: &Plan, log: Option<LogDenied>) -> (Table, Size) {
-    let mut t = Table {
-        log,
-        ..Table::default()
-    };
-    for (id, (def, c)) in &plan.sets {
-        for (name, set) in named_sets(*id, def, c) {
-            t.sets.insert(name, set);
-        }
-    }
-    // An address is keyed once: the first pod (in name order) holding it wins.
-    for p in &plan.pods {
-        for (i, (dir, allows)) in [(Dir::Ingress, &p.ingress), (Dir::Egress, &p.egress)]
-            .into_iter()
-            .enumerate()
-        {
-            let mut chains = vec![(
-                VerdictMap::of(dir),
-                pod_chains(dir, allows.as_deref(), &p.tiers[i], log),
-            )];
-            if dir == Dir::Egress {
-                chains.push((
-                    VerdictMap::Host,
-                    host_chains(allows.as_deref(), &p.tiers[i]),
-                ));
-            }
-            for (m, chains) in chains {
-                let Some(name) = chains.first().map(|(n, _)| n.clone()) else {
-                    continue;
-                };
-                for (n, rules) in chains {
-                    t.chains.entry(n).or_insert(rules);
-                }
-                let map = match m {
-                    VerdictMap::Ingress => &mut t.ingress,
-                    VerdictMap::Egress => &mut t.egress,
-                    VerdictMap::Host => &mut t.host,
-                };
-                for ip in &p.ips {
-                    map.entry(*ip).or_insert_with(|| name.clone());
-                }
-            }
-        }
-    }
-    let size = t.size(plan.pods.len());
-    (t, size)
-}
-
-/// The script that replaces the table with `plan`'s in one transaction, and the table's size.
-pub fn replace_script(plan: &Plan) -> (String, Size) {
-    let (t, size) = render(plan);
-    (t.replace_script(), size)
-}
-
 /// The script that removes the table (nothing when it is absent).
 pub fn remove_script() -> String {
     format!("add table {FAMILY} {TABLE}\ndelete table {FAMILY} {TABLE}\n")
@@ -413,12 +354,14 @@ pub fn remove_script() -> String {
 
 mod journal;
 mod log;
+mod render;
 mod rules;
 pub use journal::{update_script, Journal};
 pub use log::{
     direction_of_prefix, log_prefix, LogDenied, DEFAULT_LOG_GROUP, DEFAULT_LOG_RATE, LOG_LIMIT,
     LOG_PREFIX_STEM,
 };
+pub use render::{render, render_logging, replace_script};
 pub use rules::{chain, host_chains, pod_chains};
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::compile::{compile, World};
+use crate::compile::{compile, Plan, World};
 use crate::model::{pod_from_json, policy_from_json, NamedPort, Protocol};
 
 fn pod(name: &str, app: &str, node: &str, ips: &[&str]) -> crate::model::Pod {
