@@ -4,7 +4,8 @@
 //! server pod every 20 ms, each start stamped here as its line arrives. Per round: a deny-all
 //! policy created → the first connection started after it that fails; an allow policy for the
 //! client created on top → the first connection that succeeds; both deleted. The figures go to
-//! the case log and stdout; the case fails when a round's policy never shows within 10 s.
+//! the case log and stdout; the case fails when a round's policy never shows within 10 s, or
+//! when `tern-agent trace` in the agent's pod disagrees with what the probe saw (first round).
 
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
@@ -161,6 +162,41 @@ pub fn enforcement_latency(node: &Node) -> Res {
     node.delete_pods(&pods)
 }
 
+/// `tern-agent trace` in the agent's pod agrees with what the probe saw: client → server:80
+/// `allowed` (exit 0) or denied (exit 1).
+fn traced(node: &Node, allowed: bool) -> Res {
+    let agent = node.agent_pod()?;
+    let args = [
+        "-n",
+        "tern",
+        "exec",
+        &agent,
+        "-c",
+        "tern-agent",
+        "--",
+        "tern-agent",
+        "trace",
+        "--from",
+        "default/lat-client",
+        "--to",
+        "default/lat-server",
+        "--port",
+        "80",
+    ];
+    let said = node.kubectl(&args);
+    if said.is_ok() != allowed {
+        return fail(format!(
+            "tern-agent trace says {} where the probe saw {}: {said:?}",
+            if said.is_ok() { "allowed" } else { "denied" },
+            if allowed { "allowed" } else { "denied" }
+        ));
+    }
+    node.note(&format!(
+        "tern-agent trace agrees with the probe: allowed = {allowed}"
+    ));
+    Ok(())
+}
+
 fn rounds(node: &Node, prober: &Prober) -> Res<(Vec<Duration>, Vec<Duration>)> {
     let (mut deny, mut allow) = (Vec::new(), Vec::new());
     // The probe connects before any policy.
@@ -174,6 +210,9 @@ fn rounds(node: &Node, prober: &Prober) -> Res<(Vec<Duration>, Vec<Duration>)> {
             return fail(format!("round {round}: deny-all not in force within 10 s"));
         };
         deny.push(d);
+        if round == 0 {
+            traced(node, false)?;
+        }
         std::thread::sleep(Duration::from_millis(300));
         node.kubectl_in(&["create", "-f", "-"], ALLOW)?;
         let t = Instant::now();
@@ -181,6 +220,9 @@ fn rounds(node: &Node, prober: &Prober) -> Res<(Vec<Duration>, Vec<Duration>)> {
             return fail(format!("round {round}: the allow not in force within 10 s"));
         };
         allow.push(d);
+        if round == 0 {
+            traced(node, true)?;
+        }
         node.kubectl(&["delete", "networkpolicy", "lat-deny-all", "lat-allow"])?;
         std::thread::sleep(Duration::from_millis(500));
     }
