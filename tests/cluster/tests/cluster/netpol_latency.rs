@@ -172,7 +172,7 @@ fn traced(node: &Node, allowed: bool) -> Res {
         "exec",
         &agent,
         "-c",
-        "tern-agent",
+        "agent",
         "--",
         "tern-agent",
         "trace",
