@@ -239,6 +239,8 @@ fn the_nodes_own_portmap_is_never_removed() {
             "false",
             "--remove-node-routes",
             "false",
+            "--sandbox-removal-wait",
+            "0s",
         ])
         .output()
         .unwrap();

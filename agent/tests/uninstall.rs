@@ -192,8 +192,14 @@ fn a_recent_teardown_keeps_the_conflist_for_the_repeat_del() {
     std::thread::sleep(std::time::Duration::from_millis(1000));
     assert!(!waiting.is_finished(), "no wait after a teardown 1 s ago");
     assert_eq!(n.conflist()["plugins"][0]["draining"], true);
-    assert!(tern_files_present(&n), "a plugin went while a repeat DEL may come");
-    assert!(!n.has("net.d/tern-kubeconfig"), "the kubeconfig is kept while waiting");
+    assert!(
+        tern_files_present(&n),
+        "a plugin went while a repeat DEL may come"
+    );
+    assert!(
+        !n.has("net.d/tern-kubeconfig"),
+        "the kubeconfig is kept while waiting"
+    );
     assert_eq!(waiting.join().unwrap(), Outcome::Removed);
     assert!(t0.elapsed() >= std::time::Duration::from_millis(1900));
     assert!(!n.has("net.d/10-tern.conflist") && !tern_files_present(&n));

@@ -13,7 +13,10 @@ use tern_cluster::{fail, Node, Res};
 
 /// The sandboxes the runtime still holds for pods named `pod-h*`.
 fn sandboxes(node: &Node) -> Res<usize> {
-    Ok(node.crictl(&["pods", "--name", "pod-h", "-q"])?.lines().count())
+    Ok(node
+        .crictl(&["pods", "--name", "pod-h", "-q"])?
+        .lines()
+        .count())
 }
 
 /// Deletes `pods` and returns once their objects are gone (each first DEL done), with a sandbox
@@ -81,7 +84,9 @@ pub fn uninstall_no_pods(node: &Node) -> Res {
         t0.elapsed()
     ));
     if sandboxes_gone.is_none() || conflist_gone.is_none() {
-        return fail("sandboxes or the conflist still on the node 150 s after the DaemonSet's deletion");
+        return fail(
+            "sandboxes or the conflist still on the node 150 s after the DaemonSet's deletion",
+        );
     }
     for ip in ips {
         node.nothing_left(ip)?;

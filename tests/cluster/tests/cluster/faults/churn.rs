@@ -11,8 +11,10 @@ use tern_cluster::{Node, Res};
 const PODS: [&str; 3] = ["churn-0", "churn-1", "churn-2"];
 
 fn pod(node: &Node, name: &str) -> String {
-    node.pod_manifest(name)
-        .replace("labels: {app: tern-test}", "labels: {app: tern-test, churn: pod}")
+    node.pod_manifest(name).replace(
+        "labels: {app: tern-test}",
+        "labels: {app: tern-test, churn: pod}",
+    )
 }
 
 fn policy(i: usize) -> String {
@@ -39,7 +41,13 @@ pub fn run(node: &Node, stop: &AtomicBool) -> usize {
         tally(node.kubectl_in(&["apply", "-f", "-"], &policy(i)));
         if i > 0 {
             let name = format!("churn-{}", i - 1);
-            tally(node.kubectl(&["delete", "networkpolicy", &name, "--ignore-not-found", "--wait=false"]));
+            tally(node.kubectl(&[
+                "delete",
+                "networkpolicy",
+                &name,
+                "--ignore-not-found",
+                "--wait=false",
+            ]));
         }
         i += 1;
         std::thread::sleep(Duration::from_millis(300));
@@ -49,7 +57,21 @@ pub fn run(node: &Node, stop: &AtomicBool) -> usize {
 
 /// Deletes every churn pod and policy and waits for the pods to go.
 pub fn clean_up(node: &Node) -> Res {
-    node.kubectl(&["delete", "networkpolicy", "-l", "churn=policy", "--ignore-not-found"])?;
-    node.kubectl(&["delete", "pod", "-l", "churn=pod", "--ignore-not-found", "--wait=true", "--timeout=90s"])?;
+    node.kubectl(&[
+        "delete",
+        "networkpolicy",
+        "-l",
+        "churn=policy",
+        "--ignore-not-found",
+    ])?;
+    node.kubectl(&[
+        "delete",
+        "pod",
+        "-l",
+        "churn=pod",
+        "--ignore-not-found",
+        "--wait=true",
+        "--timeout=90s",
+    ])?;
     Ok(())
 }

@@ -14,6 +14,7 @@ mod churn;
 pub mod probes;
 mod render;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -25,8 +26,10 @@ use probes::Probes;
 /// The probe pods' manifests and the policy that allows `probe-ok` alone into `probe-srv`.
 fn fixture_objects(node: &Node) -> String {
     let pod = |name: &str, labels: &str| {
-        node.pod_manifest(name)
-            .replace("labels: {app: tern-test}", &format!("labels: {{app: tern-test, {labels}}}"))
+        node.pod_manifest(name).replace(
+            "labels: {app: tern-test}",
+            &format!("labels: {{app: tern-test, {labels}}}"),
+        )
     };
     let policy = format!(
         "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
@@ -36,8 +39,13 @@ fn fixture_objects(node: &Node) -> String {
         probes::TCP_PORT,
         probes::UDP_PORT
     );
-    [policy, pod("probe-srv", "probe: srv"), pod("probe-ok", "probe: ok"), pod("probe-deny", "probe: deny")]
-        .join("---\n")
+    [
+        policy,
+        pod("probe-srv", "probe: srv"),
+        pod("probe-ok", "probe: ok"),
+        pod("probe-deny", "probe: deny"),
+    ]
+    .join("---\n")
 }
 
 /// What a fault may cost, and how to bring it.
@@ -58,7 +66,11 @@ pub fn under_churn(node: &Node, fault: &Fault) -> Res {
     node.kubectl_in(&["apply", "-f", "-"], &fixture_objects(node))?;
     node.wait_ready(&["probe-srv", "probe-ok", "probe-deny"], 90)?;
     let before = render::tern_files(node)?;
-    let probes = Probes::start(node, "probe-srv", &[("probe-ok", true), ("probe-deny", false)])?;
+    let probes = Probes::start(
+        node,
+        "probe-srv",
+        &[("probe-ok", true), ("probe-deny", false)],
+    )?;
     let stop = AtomicBool::new(false);
     let (ops, (from, to, brought, fault_secs)) = std::thread::scope(|s| {
         let churn = s.spawn(|| churn::run(node, &stop));
@@ -84,10 +96,20 @@ pub fn under_churn(node: &Node, fault: &Fault) -> Res {
         if p.allowed {
             let gap = p.longest_gap(from, to);
             worst = worst.max(gap);
-            report.push_str(&format!("{} gap {} ms ({answered}/{}); ", p.name, gap.as_millis(), p.tries));
+            report.push_str(&format!(
+                "{} gap {} ms ({answered}/{}); ",
+                p.name,
+                gap.as_millis(),
+                p.tries
+            ));
         } else {
             denied += p.answered.len();
-            report.push_str(&format!("{} answered {} of {}; ", p.name, p.answered.len(), p.tries));
+            report.push_str(&format!(
+                "{} answered {} of {}; ",
+                p.name,
+                p.answered.len(),
+                p.tries
+            ));
         }
     }
     churn::clean_up(node)?;
@@ -101,11 +123,18 @@ pub fn under_churn(node: &Node, fault: &Fault) -> Res {
     if denied > 0 {
         return fail(format!("denied pairs answered {denied} probe(s)"));
     }
-    if pairs.iter().filter(|p| p.allowed).any(|p| p.answered.is_empty()) {
+    if pairs
+        .iter()
+        .filter(|p| p.allowed)
+        .any(|p| p.answered.is_empty())
+    {
         return fail("an allowed pair never answered");
     }
     if worst > fault.gap_bound {
-        return fail(format!("an allowed pair's gap {worst:?} is beyond {:?}", fault.gap_bound));
+        return fail(format!(
+            "an allowed pair's gap {worst:?} is beyond {:?}",
+            fault.gap_bound
+        ));
     }
     if !same {
         return fail("the table after the fault differs from a fresh agent's full render");
@@ -132,7 +161,11 @@ pub fn agent_sigkill(node: &Node) -> Res {
     };
     under_churn(
         node,
-        &Fault { name: "agent SIGKILL", gap_bound: Duration::from_secs(1), bring: &bring },
+        &Fault {
+            name: "agent SIGKILL",
+            gap_bound: Duration::from_secs(1),
+            bring: &bring,
+        },
     )?;
     rollout_status(node)
 }
@@ -142,33 +175,45 @@ pub fn agent_sigkill(node: &Node) -> Res {
 const NFT_DOWN: Duration = Duration::from_secs(20);
 
 /// `fault_nft_fails`: the `nft` the agent execs (`/usr/sbin/nft` in its image, the first of
-/// `tern_net::nft::NFT_PATHS`) replaced by a static binary that exits 1, through the agent
-/// container's root, for [`NFT_DOWN`] during churn; then put back.
+/// `tern_net::nft::NFT_PATHS`) replaced by a static binary that exits 1, for [`NFT_DOWN`] during
+/// churn, then put back. The container's root is read-only, so the replacement is a bind mount
+/// in its mount namespace (`nsenter -m`, the host's static busybox's `mount`), both files
+/// placed in its hostPath `/run/tern` for the while.
 pub fn nft_fails(node: &Node) -> Res {
-    let exit1 = node.kt.join("nft-exit1");
+    let (exit1, busybox) = (
+        Path::new("/run/tern/.fault-nft"),
+        Path::new("/run/tern/.fault-busybox"),
+    );
     node.run(
-        &mut Node::cmd("musl-gcc", &["-static", "-x", "c", "-", "-o", &exit1.to_string_lossy()]),
+        &mut Node::cmd(
+            "musl-gcc",
+            &["-static", "-x", "c", "-", "-o", &exit1.to_string_lossy()],
+        ),
         Some("int main(void) { return 1; }\n"),
     )?;
+    std::fs::copy("/bin/busybox", busybox).map_err(|e| format!("copy busybox: {e}"))?;
     let bring = |node: &Node| -> Res {
         let pid = crate::agent_kill::agent_pid(node)?;
-        let nft = std::path::PathBuf::from(format!("/proc/{pid}/root/usr/sbin/nft"));
-        let real = nft.with_file_name("nft.real");
-        fn io(what: &'static str) -> impl Fn(std::io::Error) -> String {
-            move |e| format!("{what}: {e}")
-        }
-        std::fs::rename(&nft, &real).map_err(io("move the agent's nft aside"))?;
-        let swapped = std::fs::copy(&exit1, &nft).map_err(io("put the failing nft in"));
-        if swapped.is_ok() {
-            std::thread::sleep(NFT_DOWN);
-        }
-        std::fs::rename(&real, &nft).map_err(io("put the agent's nft back"))?;
-        swapped.map(drop)
+        let in_agent = |args: &[&str]| {
+            let mut all = vec!["-t", &pid, "-m", "/run/tern/.fault-busybox"];
+            all.extend_from_slice(args);
+            node.run(&mut Node::cmd("nsenter", &all), None)
+        };
+        in_agent(&["mount", "--bind", "/run/tern/.fault-nft", "/usr/sbin/nft"])?;
+        std::thread::sleep(NFT_DOWN);
+        in_agent(&["umount", "/usr/sbin/nft"]).map(drop)
     };
-    under_churn(
+    let r = under_churn(
         node,
-        &Fault { name: "nft exits 1 for 20 s", gap_bound: Duration::from_secs(1), bring: &bring },
-    )
+        &Fault {
+            name: "nft exits 1 for 20 s",
+            gap_bound: Duration::from_secs(1),
+            bring: &bring,
+        },
+    );
+    let _ = std::fs::remove_file(exit1);
+    let _ = std::fs::remove_file(busybox);
+    r
 }
 
 /// `fault_apiserver_restart`: kube-apiserver stopped and started again during churn (the churn's
@@ -177,10 +222,16 @@ pub fn apiserver_restart(node: &Node) -> Res {
     let bring = |node: &Node| -> Res {
         node.sh(&["stop_apiserver"], &[])?;
         node.sh(&["start_apiserver"], &[])?;
-        node.wait_for(60, "the API server answers", || node.ok(&mut node.kubectl_cmd(&["get", "--raw", "/readyz"])))
+        node.wait_for(60, "the API server answers", || {
+            node.ok(&mut node.kubectl_cmd(&["get", "--raw", "/readyz"]))
+        })
     };
     under_churn(
         node,
-        &Fault { name: "API server restarted", gap_bound: Duration::from_secs(1), bring: &bring },
+        &Fault {
+            name: "API server restarted",
+            gap_bound: Duration::from_secs(1),
+            bring: &bring,
+        },
     )
 }

@@ -26,7 +26,14 @@ pub const UDP_PORT: u16 = 7001;
 
 /// A pod's network namespace, opened through its container's PID.
 pub fn pod_netns(node: &Node, pod: &str) -> Res<File> {
-    let sandbox = node.crictl(&["pods", "--name", &format!("^{pod}$"), "--state", "ready", "-q"])?;
+    let sandbox = node.crictl(&[
+        "pods",
+        "--name",
+        &format!("^{pod}$"),
+        "--state",
+        "ready",
+        "-q",
+    ])?;
     let Some(sandbox) = sandbox.lines().next() else {
         return fail(format!("no ready sandbox of {pod}"));
     };
@@ -34,7 +41,14 @@ pub fn pod_netns(node: &Node, pod: &str) -> Res<File> {
     let Some(ctr) = ctr.lines().next() else {
         return fail(format!("no running container in {pod}"));
     };
-    let pid = node.crictl(&["inspect", "-o", "go-template", "--template", "{{.info.pid}}", ctr])?;
+    let pid = node.crictl(&[
+        "inspect",
+        "-o",
+        "go-template",
+        "--template",
+        "{{.info.pid}}",
+        ctr,
+    ])?;
     let path = format!("/proc/{}/ns/net", pid.trim());
     File::open(&path).map_err(|e| format!("open {path}: {e}"))
 }
@@ -133,13 +147,22 @@ fn probe(udp: bool, to: SocketAddr, seq: u64) -> bool {
     let Ok(s) = UdpSocket::bind(local) else {
         return false;
     };
-    let sent = s.set_read_timeout(Some(TIMEOUT)).is_ok() && s.send_to(&seq.to_be_bytes(), to).is_ok();
+    let sent =
+        s.set_read_timeout(Some(TIMEOUT)).is_ok() && s.send_to(&seq.to_be_bytes(), to).is_ok();
     let mut buf = [0u8; 16];
-    sent && s.recv(&mut buf).is_ok_and(|n| buf[..n] == seq.to_be_bytes())
+    sent && s
+        .recv(&mut buf)
+        .is_ok_and(|n| buf[..n] == seq.to_be_bytes())
 }
 
 /// A client's thread probing `to` over one protocol until `stop`.
-fn client(ns: File, udp: bool, to: SocketAddr, pair: Arc<Mutex<Pair>>, stop: Arc<AtomicBool>) -> JoinHandle<()> {
+fn client(
+    ns: File,
+    udp: bool,
+    to: SocketAddr,
+    pair: Arc<Mutex<Pair>>,
+    stop: Arc<AtomicBool>,
+) -> JoinHandle<()> {
     std::thread::spawn(move || {
         if let Err(e) = enter(&ns) {
             eprintln!("[probes] client: {e}");
@@ -175,7 +198,11 @@ impl Probes {
             let ns = pod_netns(node, c)?;
             for ip in &addrs {
                 for udp in [false, true] {
-                    let (proto, port) = if udp { ("udp", UDP_PORT) } else { ("tcp", TCP_PORT) };
+                    let (proto, port) = if udp {
+                        ("udp", UDP_PORT)
+                    } else {
+                        ("tcp", TCP_PORT)
+                    };
                     let family = if ip.is_ipv4() { "v4" } else { "v6" };
                     let pair = Arc::new(Mutex::new(Pair {
                         name: format!("{c}->{server} {proto} {family}"),
@@ -190,7 +217,11 @@ impl Probes {
                 }
             }
         }
-        Ok(Probes { stop, threads, pairs })
+        Ok(Probes {
+            stop,
+            threads,
+            pairs,
+        })
     }
 
     /// Ends every thread and returns the pairs.

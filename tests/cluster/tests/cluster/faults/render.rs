@@ -11,7 +11,10 @@ use crate::day2::rollout_status;
 /// `nft list table inet tern_netpol` without handles, each set's elements sorted (an update
 /// and a replace may list a set's elements in another order).
 fn listing(node: &Node) -> Res<String> {
-    let text = node.run(&mut Node::cmd("nft", &["list", "table", "inet", "tern_netpol"]), None)?;
+    let text = node.run(
+        &mut Node::cmd("nft", &["list", "table", "inet", "tern_netpol"]),
+        None,
+    )?;
     let mut out = String::new();
     let mut elements: Option<String> = None;
     for line in text.lines() {
@@ -20,7 +23,11 @@ fn listing(node: &Node) -> Res<String> {
             acc.push_str(line.trim());
             if line.trim_end().ends_with('}') {
                 let inner = acc.trim_end_matches('}');
-                let mut items: Vec<&str> = inner.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+                let mut items: Vec<&str> = inner
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect();
                 items.sort_unstable();
                 out.push_str(&format!("elements = {{ {} }}\n", items.join(", ")));
                 elements = None;
@@ -35,7 +42,11 @@ fn listing(node: &Node) -> Res<String> {
                 }
                 if rest.trim_end().ends_with('}') {
                     let inner = rest.trim().trim_end_matches('}');
-                    let mut items: Vec<&str> = inner.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+                    let mut items: Vec<&str> = inner
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .collect();
                     items.sort_unstable();
                     out.push_str(&format!("elements = {{ {} }}\n", items.join(", ")));
                     elements = None;
@@ -56,12 +67,22 @@ pub fn table_is_a_full_render(node: &Node) -> Res<bool> {
     std::thread::sleep(std::time::Duration::from_secs(2));
     let now = listing(node)?;
     let agent = node.agent_pod()?;
-    node.kubectl(&["-n", "tern", "delete", "pod", &agent, "--wait=true", "--timeout=60s"])?;
+    node.kubectl(&[
+        "-n",
+        "tern",
+        "delete",
+        "pod",
+        &agent,
+        "--wait=true",
+        "--timeout=60s",
+    ])?;
     rollout_status(node)?;
     std::thread::sleep(std::time::Duration::from_secs(2));
     let fresh = listing(node)?;
     if now != fresh {
-        node.note(&format!("--- the table after the fault:\n{now}--- a fresh agent's:\n{fresh}"));
+        node.note(&format!(
+            "--- the table after the fault:\n{now}--- a fresh agent's:\n{fresh}"
+        ));
     }
     Ok(now == fresh)
 }
@@ -79,7 +100,9 @@ pub fn tern_files(node: &Node) -> Res<TernFiles> {
 }
 
 fn ips_in(out: &str) -> BTreeSet<IpAddr> {
-    out.split_whitespace().filter_map(|w| w.parse().ok()).collect()
+    out.split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect()
 }
 
 /// Every pod on the node that tern wired has its lease and its state, and no other lease or
@@ -87,9 +110,11 @@ fn ips_in(out: &str) -> BTreeSet<IpAddr> {
 pub fn nothing_left_or_lost(node: &Node, before: &TernFiles) -> Res {
     let pods = node.kubectl(&[
         "get", "pods", "-A", "-o",
-        "jsonpath={range .items[?(@.spec.hostNetwork!=true)]}{range .status.podIPs[*]}{.ip} {end}{end}",
+        "jsonpath={range .items[*]}{.spec.hostNetwork} {range .status.podIPs[*]}{.ip} {end}{\"\\n\"}{end}",
     ])?;
-    let want = ips_in(&pods);
+    // the agent's pod is on the host network: its address is the node's, not tern's
+    let tern_pods: Vec<&str> = pods.lines().filter(|l| !l.starts_with("true")).collect();
+    let want = ips_in(&tern_pods.join(" "));
     let leases: BTreeSet<IpAddr> = std::fs::read_dir("/var/lib/cni/networks/tern")
         .map_err(|e| format!("read the lease dir: {e}"))?
         .flatten()
