@@ -71,7 +71,7 @@ const CASES: &[Case] = &[
     ("agent_pod_deleted", day2::agent_pod_deleted),
     ("agent_restart", agent_kill::agent_restart),
     ("fault_agent_sigkill", faults::agent_sigkill),
-    ("fault_nft_fails", faults::nft_fails),
+    ("fault_nft_fails", faults::nft::nft_fails),
     ("fault_apiserver_restart", faults::apiserver_restart),
     ("apiserver_down", day2::apiserver_down),
     ("signing_key_rotated", tokens::signing_key_rotated),

@@ -1,9 +1,10 @@
 //! The churn beside a fault: pods added and removed, a label flipped, a policy added and
 //! removed, in a loop, on pods and policies of their own (label `churn`), so the probed pairs'
-//! verdicts never change. A refused command (the API server down) is counted, not fatal.
+//! verdicts never change. A refused command (the API server down) is counted, not fatal. A fault
+//! may pause it ([`Control::pause`]) to look at the agent with no change of the churn's pending.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tern_cluster::{Node, Res};
 
@@ -27,12 +28,51 @@ fn policy(i: usize) -> String {
     )
 }
 
-/// Runs the loop until `stop`; returns how many commands went through.
-pub fn run(node: &Node, stop: &AtomicBool) -> usize {
+/// How the fixture and a fault steer the loop.
+#[derive(Default)]
+pub struct Control {
+    stop: AtomicBool,
+    pause: AtomicBool,
+    parked: AtomicBool,
+}
+
+impl Control {
+    /// Ends the loop.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Holds the loop between two rounds and returns once it holds (its last command done).
+    pub fn pause(&self) {
+        self.pause.store(true, Ordering::SeqCst);
+        let end = Instant::now() + Duration::from_secs(30);
+        while !self.parked.load(Ordering::SeqCst) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Lets the loop go on.
+    pub fn resume(&self) {
+        self.pause.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the loop ends; waits here while paused.
+    fn stopped(&self) -> bool {
+        while self.pause.load(Ordering::SeqCst) && !self.stop.load(Ordering::SeqCst) {
+            self.parked.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.parked.store(false, Ordering::SeqCst);
+        self.stop.load(Ordering::SeqCst)
+    }
+}
+
+/// Runs the loop until [`Control::stop`]; returns how many commands went through.
+pub fn run(node: &Node, control: &Control) -> usize {
     let mut ok = 0;
     let mut i = 0usize;
     let mut tally = |r: Res<String>| ok += usize::from(r.is_ok());
-    while !stop.load(Ordering::Relaxed) {
+    while !control.stopped() {
         let (new, old) = (PODS[i % 3], PODS[(i + 1) % 3]);
         tally(node.kubectl_in(&["apply", "-f", "-"], &pod(node, new)));
         tally(node.kubectl(&["delete", "pod", old, "--ignore-not-found", "--wait=false"]));

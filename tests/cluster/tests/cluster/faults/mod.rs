@@ -4,18 +4,17 @@
 //! each ([`probes`]), runs a churn loop (pods added and removed, labels changed, policies added
 //! and removed, none touching the probed pairs' verdicts), brings the fault, and reports per
 //! fault: the denied pairs' answered probes (must be 0), each allowed pair's longest gap (at most
-//! the fault's bound, DESIGN's promise), whether the table equals a full render afterwards (the
+//! the fault's bound, decision 0044's promise), whether the table equals a full render afterwards (the
 //! listing, then the agent pod replaced — a fresh agent replaces the table whole — then the
 //! listing again, compared without handles and with set elements sorted), and that nothing of
 //! tern's is left or lost (each running pod's lease and state, no other; the conflist and
 //! kubeconfig as before).
 
-mod churn;
+pub mod churn;
+pub mod nft;
 pub mod probes;
 mod render;
 
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tern_cluster::{fail, Node, Res};
@@ -52,10 +51,11 @@ fn fixture_objects(node: &Node) -> String {
 pub struct Fault<'a> {
     /// The case's name, for the report.
     pub name: &'a str,
-    /// The longest gap an allowed pair may see (DESIGN's promise for this fault).
+    /// The longest gap an allowed pair may see (decision 0044's promise for this fault).
     pub gap_bound: Duration,
-    /// Brings the fault and returns once it is over (the node back as before it).
-    pub bring: &'a dyn Fn(&Node) -> Res,
+    /// Brings the fault and returns once it is over (the node back as before it); it may pause
+    /// the churn to look at the agent with no change pending.
+    pub bring: &'a dyn Fn(&Node, &churn::Control) -> Res,
 }
 
 /// Churn before the fault and after it.
@@ -71,16 +71,17 @@ pub fn under_churn(node: &Node, fault: &Fault) -> Res {
         "probe-srv",
         &[("probe-ok", true), ("probe-deny", false)],
     )?;
-    let stop = AtomicBool::new(false);
+    let control = churn::Control::default();
     let (ops, (from, to, brought, fault_secs)) = std::thread::scope(|s| {
-        let churn = s.spawn(|| churn::run(node, &stop));
+        let churn = s.spawn(|| churn::run(node, &control));
         std::thread::sleep(SETTLE);
         let from = Instant::now();
-        let brought = (fault.bring)(node);
+        let brought = (fault.bring)(node, &control);
+        control.resume();
         let fault_secs = from.elapsed();
         std::thread::sleep(SETTLE);
         let to = Instant::now();
-        stop.store(true, Ordering::Relaxed);
+        control.stop();
         (churn.join().unwrap_or(0), (from, to, brought, fault_secs))
     });
     let pairs = probes.stop();
@@ -146,7 +147,7 @@ pub fn under_churn(node: &Node, fault: &Fault) -> Res {
 
 /// `fault_agent_sigkill`: tern-agent's container SIGKILLed during churn, back by the kubelet.
 pub fn agent_sigkill(node: &Node) -> Res {
-    let bring = |node: &Node| -> Res {
+    let bring = |node: &Node, _: &churn::Control| -> Res {
         let agent = node.agent_pod()?;
         let restarts = |node: &Node| {
             node.kubectl(&["-n", "tern", "get", "pod", &agent, "-o",
@@ -172,56 +173,10 @@ pub fn agent_sigkill(node: &Node) -> Res {
     rollout_status(node)
 }
 
-/// How long `nft` fails in `fault_nft_fails` (the issue says a minute; 20 s crosses several of
-/// the agent's retries and proves the same, for a third of the time).
-const NFT_DOWN: Duration = Duration::from_secs(20);
-
-/// `fault_nft_fails`: the `nft` the agent execs (`/usr/sbin/nft` in its image, the first of
-/// `tern_net::nft::NFT_PATHS`) replaced by a static binary that exits 1, for [`NFT_DOWN`] during
-/// churn, then put back. The container's root is read-only, so the replacement is a bind mount
-/// in its mount namespace (`nsenter -m`, the host's static busybox's `mount`), both files
-/// placed in its hostPath `/run/tern` for the while.
-pub fn nft_fails(node: &Node) -> Res {
-    let (exit1, busybox) = (
-        Path::new("/run/tern/.fault-nft"),
-        Path::new("/run/tern/.fault-busybox"),
-    );
-    node.run(
-        &mut Node::cmd(
-            "musl-gcc",
-            &["-static", "-x", "c", "-", "-o", &exit1.to_string_lossy()],
-        ),
-        Some("int main(void) { return 1; }\n"),
-    )?;
-    std::fs::copy("/bin/busybox", busybox).map_err(|e| format!("copy busybox: {e}"))?;
-    let bring = |node: &Node| -> Res {
-        let pid = crate::agent_kill::agent_pid(node)?;
-        let in_agent = |args: &[&str]| {
-            let mut all = vec!["-t", &pid, "-m", "/run/tern/.fault-busybox"];
-            all.extend_from_slice(args);
-            node.run(&mut Node::cmd("nsenter", &all), None)
-        };
-        in_agent(&["mount", "--bind", "/run/tern/.fault-nft", "/usr/sbin/nft"])?;
-        std::thread::sleep(NFT_DOWN);
-        in_agent(&["umount", "/usr/sbin/nft"]).map(drop)
-    };
-    let r = under_churn(
-        node,
-        &Fault {
-            name: "nft exits 1 for 20 s",
-            gap_bound: Duration::from_secs(1),
-            bring: &bring,
-        },
-    );
-    let _ = std::fs::remove_file(exit1);
-    let _ = std::fs::remove_file(busybox);
-    r
-}
-
 /// `fault_apiserver_restart`: kube-apiserver stopped and started again during churn (the churn's
 /// commands refused meanwhile); the agents' watches resume from their resourceVersion.
 pub fn apiserver_restart(node: &Node) -> Res {
-    let bring = |node: &Node| -> Res {
+    let bring = |node: &Node, _: &churn::Control| -> Res {
         node.sh(&["stop_apiserver"], &[])?;
         node.sh(&["start_apiserver"], &[])?;
         node.wait_for(60, "the API server answers", || {
