@@ -72,7 +72,12 @@ const CASES: &[Case] = &[
     ("agent_restart", agent_kill::agent_restart),
     ("fault_agent_sigkill", faults::agent_sigkill),
     ("fault_nft_fails", faults::nft::nft_fails),
-    ("fault_apiserver_restart", faults::apiserver_restart),
+    ("fault_apiserver_restart", faults::api::apiserver_restart),
+    (
+        "fault_apiserver_unreachable",
+        faults::api::apiserver_unreachable,
+    ),
+    ("fault_daemonset_rollout", faults::daemonset_rollout),
     ("apiserver_down", day2::apiserver_down),
     ("signing_key_rotated", tokens::signing_key_rotated),
     ("rollout", day2::rollout),

@@ -24,7 +24,7 @@ fn policy(i: usize) -> String {
          metadata: {{name: churn-{i}, namespace: default, labels: {{churn: policy}}}}\n\
          spec:\n  podSelector: {{matchLabels: {{churn: pod, side: {}}}}}\n  policyTypes: [Ingress]\n  \
          ingress:\n  - from: [{{podSelector: {{matchLabels: {{churn: pod}}}}}}]\n",
-        if i % 2 == 0 { "a" } else { "b" }
+        if i.is_multiple_of(2) { "a" } else { "b" }
     )
 }
 
@@ -67,27 +67,50 @@ impl Control {
     }
 }
 
+/// One churn command: refused within 5 s when the API server does not answer (a partition
+/// drops its packets: without a deadline a command would hang past the fault).
+fn kubectl(node: &Node, args: &[&str], input: Option<&str>) -> bool {
+    let mut all = vec!["--request-timeout=5s"];
+    all.extend_from_slice(args);
+    node.run(&mut node.kubectl_cmd(&all), input).is_ok()
+}
+
 /// Runs the loop until [`Control::stop`]; returns how many commands went through.
 pub fn run(node: &Node, control: &Control) -> usize {
     let mut ok = 0;
     let mut i = 0usize;
-    let mut tally = |r: Res<String>| ok += usize::from(r.is_ok());
+    let mut tally = |args: &[&str], input: Option<&str>| {
+        ok += usize::from(kubectl(node, args, input));
+    };
     while !control.stopped() {
         let (new, old) = (PODS[i % 3], PODS[(i + 1) % 3]);
-        tally(node.kubectl_in(&["apply", "-f", "-"], &pod(node, new)));
-        tally(node.kubectl(&["delete", "pod", old, "--ignore-not-found", "--wait=false"]));
-        let side = if i % 2 == 0 { "side=a" } else { "side=b" };
-        tally(node.kubectl(&["label", "pod", "-l", "churn=pod", side, "--overwrite"]));
-        tally(node.kubectl_in(&["apply", "-f", "-"], &policy(i)));
+        tally(&["apply", "-f", "-"], Some(&pod(node, new)));
+        tally(
+            &["delete", "pod", old, "--ignore-not-found", "--wait=false"],
+            None,
+        );
+        let side = if i.is_multiple_of(2) {
+            "side=a"
+        } else {
+            "side=b"
+        };
+        tally(
+            &["label", "pod", "-l", "churn=pod", side, "--overwrite"],
+            None,
+        );
+        tally(&["apply", "-f", "-"], Some(&policy(i)));
         if i > 0 {
             let name = format!("churn-{}", i - 1);
-            tally(node.kubectl(&[
-                "delete",
-                "networkpolicy",
-                &name,
-                "--ignore-not-found",
-                "--wait=false",
-            ]));
+            tally(
+                &[
+                    "delete",
+                    "networkpolicy",
+                    &name,
+                    "--ignore-not-found",
+                    "--wait=false",
+                ],
+                None,
+            );
         }
         i += 1;
         std::thread::sleep(Duration::from_millis(300));

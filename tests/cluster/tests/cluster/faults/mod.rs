@@ -10,7 +10,9 @@
 //! tern's is left or lost (each running pod's lease and state, no other; the conflist and
 //! kubeconfig as before).
 
+pub mod api;
 pub mod churn;
+mod marker;
 pub mod nft;
 pub mod probes;
 mod render;
@@ -173,22 +175,24 @@ pub fn agent_sigkill(node: &Node) -> Res {
     rollout_status(node)
 }
 
-/// `fault_apiserver_restart`: kube-apiserver stopped and started again during churn (the churn's
-/// commands refused meanwhile); the agents' watches resume from their resourceVersion.
-pub fn apiserver_restart(node: &Node) -> Res {
-    let bring = |node: &Node, _: &churn::Control| -> Res {
-        node.sh(&["stop_apiserver"], &[])?;
-        node.sh(&["start_apiserver"], &[])?;
-        node.wait_for(60, "the API server answers", || {
-            node.ok(&mut node.kubectl_cmd(&["get", "--raw", "/readyz"]))
-        })
+/// `fault_daemonset_rollout`: the DaemonSet rolled (`kubectl rollout restart`) during churn: the
+/// agent pod replaced (its preStop removes nothing while the DaemonSet stays), the new agent's
+/// first transaction a whole replace; then a change timed into the kernel.
+pub fn daemonset_rollout(node: &Node) -> Res {
+    let bring = |node: &Node, churn: &churn::Control| -> Res {
+        node.kubectl(&["-n", "tern", "rollout", "restart", "daemonset/tern-agent"])?;
+        rollout_status(node)?;
+        marker::a_change_within(node, churn, Duration::from_secs(5))
     };
-    under_churn(
+    let r = under_churn(
         node,
         &Fault {
-            name: "API server restarted",
+            name: "DaemonSet rolled",
             gap_bound: Duration::from_secs(1),
             bring: &bring,
         },
-    )
+    );
+    let removed = marker::delete(node);
+    r?;
+    removed
 }

@@ -12,10 +12,11 @@
 //! for the next change to retry it, fails here).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tern_cluster::{fail, Node, Res};
 
+use super::marker::{self, isolated_in_kernel};
 use super::{churn, under_churn, Fault};
 
 /// How long `nft` fails (the issue says a minute; 20 s crosses two hundred of the agent's
@@ -25,21 +26,6 @@ const NFT_DOWN: Duration = Duration::from_secs(20);
 /// How long after `nft`'s return the change refused meanwhile may take to reach the kernel
 /// (decision 0044; the agent retries every 100 ms tick).
 const RESTORE_BOUND: Duration = Duration::from_secs(2);
-
-/// The policy created while `nft` fails.
-const MARKER: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
-    metadata: {name: fault-nft-marker, namespace: default}\n\
-    spec:\n  podSelector: {matchLabels: {probe: deny}}\n  policyTypes: [Ingress]\n";
-
-/// Whether the kernel's ingress map (the host's nft) sends `ip` to a policy chain.
-fn isolated_in_kernel(node: &Node, ip: std::net::IpAddr) -> bool {
-    let map = if ip.is_ipv4() { "ingress4" } else { "ingress6" };
-    node.run(
-        &mut Node::cmd("nft", &["list", "map", "inet", "tern_netpol", map]),
-        None,
-    )
-    .is_ok_and(|out| out.contains(&format!("{ip} :")))
-}
 
 /// The fault (module docs).
 fn bring(node: &Node, churn: &churn::Control) -> Res {
@@ -53,7 +39,7 @@ fn bring(node: &Node, churn: &churn::Control) -> Res {
     in_agent(&["mount", "--bind", "/run/tern/.fault-nft", "/usr/sbin/nft"])?;
     std::thread::sleep(NFT_DOWN - Duration::from_secs(2));
     churn.pause();
-    let marked = node.kubectl_in(&["apply", "-f", "-"], MARKER);
+    let marked = marker::create(node);
     std::thread::sleep(Duration::from_secs(2));
     let applied_meanwhile = isolated_in_kernel(node, deny_ip);
     in_agent(&["umount", "/usr/sbin/nft"])?;
@@ -63,16 +49,7 @@ fn bring(node: &Node, churn: &churn::Control) -> Res {
             "the policy created while nft failed reached the kernel: the fault did not bite",
         );
     }
-    let back = Instant::now();
-    while !isolated_in_kernel(node, deny_ip) {
-        if back.elapsed() > Duration::from_secs(15) {
-            return fail(
-                "the policy created while nft failed never reached the kernel after nft came back",
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let took = back.elapsed();
+    let took = marker::wait_in_kernel(node, deny_ip)?;
     let msg = format!(
         "nft back: the policy refused meanwhile in the kernel after {} ms",
         took.as_millis()
@@ -109,12 +86,7 @@ pub fn nft_fails(node: &Node) -> Res {
     );
     let _ = std::fs::remove_file(exit1);
     let _ = std::fs::remove_file(busybox);
-    let removed = node.kubectl(&[
-        "delete",
-        "networkpolicy",
-        "fault-nft-marker",
-        "--ignore-not-found",
-    ]);
+    let removed = marker::delete(node);
     r?;
-    removed.map(drop)
+    removed
 }

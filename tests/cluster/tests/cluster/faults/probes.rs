@@ -86,6 +86,9 @@ pub struct Probes {
     pairs: Vec<Arc<Mutex<Pair>>>,
 }
 
+/// Moves the calling thread into `ns` for good: each probe thread lives there for its whole life
+/// (NetNs::run_in enters and leaves around one call, which these threads do not need).
+#[allow(clippy::disallowed_methods)]
 fn enter(ns: &File) -> Result<(), String> {
     setns(ns, CloneFlags::CLONE_NEWNET).map_err(|e| format!("setns: {e}"))
 }
