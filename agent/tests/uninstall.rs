@@ -62,10 +62,13 @@ impl Node {
             p("net.d"),
             "--state-dir".into(),
             p("state"),
-            // These tests run in the machine's own netns: its NAT and routes are not theirs.
+            // These tests run in the machine's own netns: its NAT, routes and NetworkPolicy
+            // table are not theirs (a real-cluster tier running meanwhile owns them).
             "--remove-egress-nat".into(),
             "false".into(),
             "--remove-node-routes".into(),
+            "false".into(),
+            "--remove-network-policy".into(),
             "false".into(),
             // the wait for the runtime's repeat DELs has its own test
             "--sandbox-removal-wait".into(),

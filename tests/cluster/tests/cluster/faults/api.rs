@@ -110,7 +110,12 @@ const PARTITION: &str = "tern_fault_partition";
 /// `fault_apiserver_unreachable`: the API server's address and port dropped on this host for
 /// [`UNREACHABLE`] during churn (no RST: connections hang, as in a partition), then let through.
 pub fn apiserver_unreachable(node: &Node) -> Res {
-    let (addr, port) = (node.var("API_ADDR"), node.var("API_PORT"));
+    // `API` is https://ADDR:PORT (node.sh vars)
+    let api = node.var("API").trim_start_matches("https://");
+    let Some((addr, port)) = api.rsplit_once(':') else {
+        return fail(format!("no address and port in API={api}"));
+    };
+    let addr = addr.trim_start_matches('[').trim_end_matches(']');
     let ip = if addr.contains(':') { "ip6" } else { "ip" };
     let rules = format!(
         "table inet {PARTITION} {{\n chain out {{\n  type filter hook output priority filter; policy accept;\n  \

@@ -2,7 +2,8 @@
 //! `tern_net::nft::NFT_PATHS`) replaced by a static binary that exits 1, for [`NFT_DOWN`] during
 //! churn, then put back. The container's root is read-only, so the replacement is a bind mount in
 //! its mount namespace (`nsenter -m`, the host's static busybox's `mount`), both files placed in
-//! its hostPath `/run/tern` for the while.
+//! its hostPath `/run/tern` (`.fault/`, busybox under its own name: it picks its applet by it)
+//! for the while.
 //!
 //! The fault proves itself and the agent's retry: near its end the churn pauses and a policy that
 //! isolates `probe-deny`'s ingress (no probed verdict changes: `probe-deny` only sends) is
@@ -31,12 +32,12 @@ const RESTORE_BOUND: Duration = Duration::from_secs(2);
 fn bring(node: &Node, churn: &churn::Control) -> Res {
     let pid = crate::agent_kill::agent_pid(node)?;
     let in_agent = |args: &[&str]| {
-        let mut all = vec!["-t", &pid, "-m", "/run/tern/.fault-busybox"];
+        let mut all = vec!["-t", &pid, "-m", "/run/tern/.fault/busybox"];
         all.extend_from_slice(args);
         node.run(&mut Node::cmd("nsenter", &all), None)
     };
     let deny_ip = node.pod_ips("probe-deny")?[0];
-    in_agent(&["mount", "--bind", "/run/tern/.fault-nft", "/usr/sbin/nft"])?;
+    in_agent(&["mount", "--bind", "/run/tern/.fault/nft", "/usr/sbin/nft"])?;
     std::thread::sleep(NFT_DOWN - Duration::from_secs(2));
     churn.pause();
     let marked = marker::create(node);
@@ -64,18 +65,16 @@ fn bring(node: &Node, churn: &churn::Control) -> Res {
 
 /// The case (module docs).
 pub fn nft_fails(node: &Node) -> Res {
-    let (exit1, busybox) = (
-        Path::new("/run/tern/.fault-nft"),
-        Path::new("/run/tern/.fault-busybox"),
-    );
+    let dir = Path::new("/run/tern/.fault");
+    std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
     node.run(
         &mut Node::cmd(
             "musl-gcc",
-            &["-static", "-x", "c", "-", "-o", &exit1.to_string_lossy()],
+            &["-static", "-x", "c", "-", "-o", "/run/tern/.fault/nft"],
         ),
         Some("int main(void) { return 1; }\n"),
     )?;
-    std::fs::copy("/bin/busybox", busybox).map_err(|e| format!("copy busybox: {e}"))?;
+    std::fs::copy("/bin/busybox", dir.join("busybox")).map_err(|e| format!("copy busybox: {e}"))?;
     let r = under_churn(
         node,
         &Fault {
@@ -84,8 +83,7 @@ pub fn nft_fails(node: &Node) -> Res {
             bring: &bring,
         },
     );
-    let _ = std::fs::remove_file(exit1);
-    let _ = std::fs::remove_file(busybox);
+    let _ = std::fs::remove_dir_all(dir);
     let removed = marker::delete(node);
     r?;
     removed

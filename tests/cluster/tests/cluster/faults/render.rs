@@ -8,9 +8,42 @@ use tern_cluster::{fail, Node, Res};
 
 use crate::day2::rollout_status;
 
-/// `nft list table inet tern_netpol` without handles, each set's elements sorted (an update
-/// and a replace may list a set's elements in another order).
+/// `nft list table inet tern_netpol` without handles, each set's elements sorted and the
+/// table's sets, maps and chains sorted (an update adds a chain or set after the others, a
+/// replace writes them in the render's order; the kernel lists them in the order they came).
 fn listing(node: &Node) -> Res<String> {
+    Ok(sorted_blocks(&normalized(node)?))
+}
+
+/// The table's blocks (`\tset|map|chain NAME {` to `\t}`) sorted, the rest in place.
+fn sorted_blocks(text: &str) -> String {
+    let (mut head, mut blocks, mut tail) = (String::new(), Vec::new(), String::new());
+    let mut block: Option<String> = None;
+    for line in text.lines() {
+        if let Some(b) = block.as_mut() {
+            b.push_str(line);
+            b.push('\n');
+            if line == "\t}" {
+                blocks.extend(block.take());
+            }
+        } else if line.starts_with('\t') && line.ends_with('{') {
+            block = Some(format!("{line}\n"));
+        } else if line.trim().is_empty() {
+        } else if blocks.is_empty() {
+            head.push_str(line);
+            head.push('\n');
+        } else {
+            tail.push_str(line);
+            tail.push('\n');
+        }
+    }
+    blocks.extend(block);
+    blocks.sort_unstable();
+    format!("{head}{}{tail}", blocks.concat())
+}
+
+/// The listing with handles dropped and each set's elements sorted.
+fn normalized(node: &Node) -> Res<String> {
     let text = node.run(
         &mut Node::cmd("nft", &["list", "table", "inet", "tern_netpol"]),
         None,
