@@ -123,11 +123,17 @@ pub fn apiserver_unreachable(node: &Node) -> Res {
     );
     let bring = |node: &Node, churn: &churn::Control| -> Res {
         node.run(&mut Node::cmd("nft", &["-f", "-"]), Some(&rules))?;
-        std::thread::sleep(UNREACHABLE);
+        // the fault proves itself: the server does not answer through it
+        let answered =
+            node.ok(&mut node.kubectl_cmd(&["--request-timeout=2s", "get", "--raw", "/readyz"]));
+        std::thread::sleep(UNREACHABLE.saturating_sub(Duration::from_secs(2)));
         node.run(
             &mut Node::cmd("nft", &["delete", "table", "inet", PARTITION]),
             None,
         )?;
+        if answered {
+            return fail("the API server answered through the partition: the fault did not bite");
+        }
         api_answers(node)?;
         a_change_goes_through(node, churn)
     };
