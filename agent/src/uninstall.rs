@@ -97,6 +97,12 @@ pub struct UninstallArgs {
     /// agent's RBAC refuses the read (403: removed with it)
     #[arg(long, value_name = "NAME")]
     pub if_daemonset_deleted: Option<String>,
+    /// With no attachment left, keep the conflist and plugins (draining) until this long after
+    /// the node's last teardown: the runtime may DEL a stopped sandbox again when it removes it
+    /// (containerd 2; the kubelet removes a deleted pod's sandbox at its container GC, every
+    /// 60 s). 0s removes them at once
+    #[arg(long, value_name = "DURATION", default_value = "75s", value_parser = crate::args::parse_duration)]
+    pub sandbox_removal_wait: Duration,
 }
 
 /// The mark `uninstall` leaves in the CNI conf dir while tern drains; a running agent's
@@ -121,6 +127,9 @@ pub enum Outcome {
     },
     /// Everything removed (files that were already absent count as removed).
     Removed,
+    /// `tern-agent install` ran while this waited for the runtime's repeat DELs (the mark gone):
+    /// the install stands, nothing more removed.
+    Superseded,
 }
 
 /// The number of tern attachments on the node: `*.json` files one level under `state_dir`
@@ -247,6 +256,11 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
         );
         return Ok(Outcome::Draining { attachments });
     }
+    let _held = match wait_for_repeat_dels(a, &plan, held)? {
+        Waited::Quiet(held) => held,
+        Waited::Superseded => return Ok(Outcome::Superseded),
+        Waited::Draining(attachments) => return Ok(Outcome::Draining { attachments }),
+    };
     tern_net::drain::remove_installed(&plan, &a.cni_conf_dir, &a.cni_bin_dir)?;
     // The reference plugins (portmap, bandwidth) only where tern placed them: its ledger's
     // entries whose bytes are still tern's (install/reference.rs); the node's own stay.
@@ -255,6 +269,62 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
     info!(removed = ?reference, "reference plugins tern installed: removed");
     remove(&a.cni_conf_dir.join(UNINSTALLING_MARK))?;
     Ok(Outcome::Removed)
+}
+
+/// How [`wait_for_repeat_dels`] ended.
+enum Waited {
+    /// No teardown for `--sandbox-removal-wait`: the conf dir's lock (held again) for the finish.
+    Quiet(Option<Flock<File>>),
+    /// An install removed the mark meanwhile.
+    Superseded,
+    /// The conflist stays draining: attachments appeared, or teardowns kept coming.
+    Draining(usize),
+}
+
+/// With no attachment left, a sandbox whose pod was torn down lately may still be on the node:
+/// containerd 2 DELs it again when the kubelet's container GC removes it, and with no conflist
+/// that DEL fails (`cni plugin not initialized`) and the sandbox is never removed. So the
+/// conflist and plugins stay, draining, until `--sandbox-removal-wait` has passed since the
+/// node's last teardown ([`tern_net::drain::since_last_teardown`]); what no DEL needs is released
+/// at once (as the last DEL does on the draining path). The lock is let go while waiting (each
+/// DEL takes it to release), then taken again and the mark and attachments checked again.
+fn wait_for_repeat_dels(
+    a: &UninstallArgs,
+    plan: &DrainPlan,
+    mut held: Option<Flock<File>>,
+) -> anyhow::Result<Waited> {
+    let deadline = std::time::Instant::now() + a.sandbox_removal_wait + Duration::from_secs(1);
+    let mut released = false;
+    loop {
+        let since = tern_net::drain::since_last_teardown(&a.state_dir)?;
+        let left = match since {
+            Some(s) if held.is_some() && s < a.sandbox_removal_wait => a.sandbox_removal_wait - s,
+            _ => return Ok(Waited::Quiet(held)),
+        };
+        if std::time::Instant::now() + left > deadline {
+            warn!("teardowns kept coming: the conflist stays draining; run uninstall again");
+            return Ok(Waited::Draining(0));
+        }
+        if !released {
+            tern_net::drain::release(plan, &a.cni_conf_dir)?;
+            released = true;
+        }
+        info!(
+            wait = ?left,
+            "no tern attachment left: the conflist and plugins stay (draining) for the runtime's repeat DEL of sandboxes torn down lately"
+        );
+        drop(held);
+        std::thread::sleep(left);
+        held = lock_conf_dir_if_present(&a.cni_conf_dir)?;
+        if DrainPlan::read_mark(&a.cni_conf_dir)?.is_none() {
+            info!("tern-agent install ran meanwhile: nothing more removed");
+            return Ok(Waited::Superseded);
+        }
+        let attachments = count_attachments(&a.state_dir)?;
+        if attachments > 0 {
+            return Ok(Waited::Draining(attachments));
+        }
+    }
 }
 
 /// Whether the DaemonSet `name` is being removed: gone (404), being deleted, or the agent's RBAC
@@ -294,6 +364,7 @@ pub fn main(a: UninstallArgs) -> anyhow::Result<()> {
     }
     match uninstall(&a)? {
         Outcome::Removed => info!("uninstall done: conflist, kubeconfig and binaries removed"),
+        Outcome::Superseded => info!("uninstall: superseded by an install"),
         Outcome::Draining { attachments } => {
             info!(
                 attachments,

@@ -270,6 +270,8 @@ fn an_install_during_an_uninstall_is_not_undone_by_its_finish() {
         "false".into(),
         "--remove-network-policy".into(),
         "false".into(),
+        "--sandbox-removal-wait".into(),
+        "0s".into(),
     ];
     let un: tern_agent::uninstall::UninstallArgs =
         tern_agent::args::parse_subcommand("uninstall", &args).unwrap();

@@ -239,6 +239,11 @@ fn the_nodes_own_portmap_is_never_removed() {
             "false",
             "--remove-node-routes",
             "false",
+            // the machine's own table: a real-cluster tier running meanwhile owns it
+            "--remove-network-policy",
+            "false",
+            "--sandbox-removal-wait",
+            "0s",
         ])
         .output()
         .unwrap();

@@ -62,12 +62,25 @@ impl Node {
             p("net.d"),
             "--state-dir".into(),
             p("state"),
-            // These tests run in the machine's own netns: its NAT and routes are not theirs.
+            // These tests run in the machine's own netns: its NAT, routes and NetworkPolicy
+            // table are not theirs (a real-cluster tier running meanwhile owns them).
             "--remove-egress-nat".into(),
             "false".into(),
             "--remove-node-routes".into(),
             "false".into(),
+            "--remove-network-policy".into(),
+            "false".into(),
+            // the wait for the runtime's repeat DELs has its own test
+            "--sandbox-removal-wait".into(),
+            "0s".into(),
         ]
+    }
+
+    fn parsed_waiting(&self, wait: &str) -> UninstallArgs {
+        let mut args = self.args();
+        let last = args.len() - 1;
+        args[last] = wait.into();
+        tern_agent::args::parse_subcommand("uninstall", &args).unwrap()
     }
 
     fn parsed(&self) -> UninstallArgs {
@@ -163,6 +176,46 @@ fn no_state_dir_means_no_attachment() {
     assert_eq!(count_attachments(&n.root.join("state")).unwrap(), 0);
     assert_eq!(uninstall(&n.parsed()).unwrap(), Outcome::Removed);
     assert!(!n.has("net.d/10-tern.conflist") && !tern_files_present(&n));
+}
+
+/// The uninstall that finds no pods, right after a teardown (the state dir's mtime, which tern's
+/// DEL sets): the conflist and plugins stay draining for the runtime's repeat DEL, what no DEL
+/// needs goes at once, and the rest once the wait has passed since that teardown.
+#[test]
+fn a_recent_teardown_keeps_the_conflist_for_the_repeat_del() {
+    let n = Node::new("recent");
+    let state = n.root.join("state");
+    std::fs::File::open(&state)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    let args = n.parsed_waiting("2s");
+    let t0 = std::time::Instant::now();
+    let waiting = std::thread::spawn(move || uninstall(&args).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(!waiting.is_finished(), "no wait after a teardown 1 s ago");
+    assert_eq!(n.conflist()["plugins"][0]["draining"], true);
+    assert!(
+        tern_files_present(&n),
+        "a plugin went while a repeat DEL may come"
+    );
+    assert!(
+        !n.has("net.d/tern-kubeconfig"),
+        "the kubeconfig is kept while waiting"
+    );
+    assert_eq!(waiting.join().unwrap(), Outcome::Removed);
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(1900));
+    assert!(!n.has("net.d/10-tern.conflist") && !tern_files_present(&n));
+    assert!(!n.has("net.d/tern-uninstalling"), "the mark is left");
+
+    // an install while it waits (the mark removed) supersedes it: nothing more removed
+    let n = Node::new("superseded");
+    let args = n.parsed_waiting("2s");
+    let waiting = std::thread::spawn(move || uninstall(&args).unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    std::fs::remove_file(n.root.join("net.d/tern-uninstalling")).unwrap();
+    assert_eq!(waiting.join().unwrap(), Outcome::Superseded);
+    assert!(n.has("net.d/10-tern.conflist") && tern_files_present(&n));
 }
 
 fn agent() -> Command {

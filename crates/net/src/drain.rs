@@ -181,6 +181,20 @@ pub fn count_attachments(state_dir: &Path) -> Result<usize, DrainError> {
     Ok(n)
 }
 
+/// How long ago the node's last teardown was: the state dir's mtime, which tern's DEL sets to
+/// now when it removes an attachment's state (a repeat DEL finds none and leaves it). `None`
+/// when there is no state dir (no attachment ever). A time ahead of the clock counts as now.
+///
+/// # Errors
+/// A state dir that exists but cannot be read.
+pub fn since_last_teardown(state_dir: &Path) -> Result<Option<std::time::Duration>, DrainError> {
+    match std::fs::metadata(state_dir).and_then(|m| m.modified()) {
+        Ok(t) => Ok(Some(t.elapsed().unwrap_or_default())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(format!("stat {}", state_dir.display()))(e)),
+    }
+}
+
 /// Removes `path`; an absent file is already removed. Returns whether it was there.
 fn remove(path: &Path) -> Result<bool, DrainError> {
     match std::fs::remove_file(path) {

@@ -10,10 +10,11 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
-use tern_node::fs::{remove_if_exists, remove_stale_temps, remove_stale_temps_of, replace_atomic};
+use tern_node::fs::{remove_stale_temps, remove_stale_temps_of, replace_atomic};
 
 /// What ADD did for one attachment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,11 +79,28 @@ impl StateStore {
     pub fn remove(&self, container_id: &str, ifname: &str) -> io::Result<()> {
         let path = self.path(container_id, ifname);
         remove_stale_temps_of(&path);
-        match remove_if_exists(&path) {
+        match fs::remove_file(&path) {
+            Ok(()) => {
+                self.note_teardown();
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ENAMETOOLONG)) => {
                 Ok(())
             }
-            other => other,
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sets the state dir's mtime to now: the time of the node's last teardown, which
+    /// `tern-agent uninstall` reads ([`tern_net::drain::since_last_teardown`]) to keep the
+    /// conflist while the runtime may still DEL that sandbox again. The root's, not the
+    /// network dir's: every verb's lock file changes that one, a repeat DEL included. Best
+    /// effort: the attachment is gone either way.
+    fn note_teardown(&self) {
+        let touched = fs::File::open(&self.root).and_then(|d| d.set_modified(SystemTime::now()));
+        if let Err(e) = touched {
+            tracing::warn!(dir = %self.root.display(), error = %e, "cannot note the teardown's time");
         }
     }
 

@@ -35,6 +35,10 @@ fn uninstall(node: &Node, bin: &Path) -> (bool, String) {
         state.to_str().unwrap(),
         "--plugins",
         "tern,tern-tuning,tern-ipam",
+        // the wait for a runtime's repeat DEL has its own tests (agent/tests/uninstall.rs,
+        // the cluster case uninstall_no_pods)
+        "--sandbox-removal-wait",
+        "0s",
     ]);
     (
         out.status.success(),

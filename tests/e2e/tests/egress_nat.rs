@@ -233,6 +233,8 @@ fn the_agent_keeps_the_node_egress_nat_table() {
         empty.path().to_str().unwrap(),
         "--state-dir",
         scratch.join("state").to_str().unwrap(),
+        "--sandbox-removal-wait",
+        "0s",
     ]);
     assert_eq!(
         edge.table("inet", "tern_nat"),

@@ -60,7 +60,7 @@ fn extra_sandboxes(node: &Node, names: &[String]) -> Res<usize> {
 }
 
 /// The agent container's host PID (crictl inspect).
-fn agent_pid(node: &Node) -> Res<String> {
+pub(crate) fn agent_pid(node: &Node) -> Res<String> {
     let id = node.crictl(&["ps", "--name", "^agent$", "-q"])?;
     let Some(id) = id.lines().next() else {
         return fail("no running agent container");

@@ -4,11 +4,12 @@
 //! (the running pods keep their addresses and their traffic, the gap measured; the node's plugins
 //! and the running agent report the new version, and a new pod starts with those plugins; the
 //! kubeconfig's token stays valid), `helm rollback` to the first revision (the first version
-//! again), and the uninstall
-//! (deploy/README.md, "Helm"): the DaemonSet deleted first with `--cascade=foreground` so its
-//! preStop hook drains the node with valid credentials, then `helm uninstall`; nothing of tern's
-//! is left on the node ([`crate::lifecycle::nothing_of_tern_left`], the `uninstall` case's check)
-//! and nothing of the release in the cluster.
+//! again). The uninstall (deploy/README.md, "Helm") is the next case's,
+//! [`crate::uninstall_idle`]: the DaemonSet deleted first with `--cascade=foreground` so its
+//! preStop hook drains the node with valid credentials, then `helm uninstall`
+//! ([`after_uninstall`]); nothing of tern's is left on the node
+//! ([`crate::lifecycle::nothing_of_tern_left`], the `uninstall` case's check) and nothing of the
+//! release in the cluster.
 
 use std::io::Read as _;
 use std::net::IpAddr;
@@ -20,7 +21,7 @@ use tern_cluster::{fail, Node, Res};
 
 use crate::cases::{api_endpoint, cluster_ranges, installed, nat_rules};
 use crate::day2::next_image;
-use crate::lifecycle::{agent_deleted, nothing_of_tern_left};
+use crate::lifecycle::nothing_of_tern_left;
 
 /// The version the upgrade's image reports: the same release build as the first image, its
 /// version stamp rewritten by `scripts/image --version` (crates/node/src/version.rs).
@@ -335,19 +336,16 @@ pub fn helm(node: &Node) -> Res {
     }
     lap("rollback checked");
 
-    // -- uninstall: the pods gone, then the DaemonSet (preStop drains with valid credentials),
-    // then the release
-    node.delete_pods(&["pod-h1", "pod-h2", "pod-h3"])?;
-    node.wait_for(60, "sandboxes of pod-h1..3 removed", || {
-        node.crictl(&["pods", "--name", "pod-h", "-q"])
-            .is_ok_and(|o| o.trim().is_empty())
-    })?;
-    for ip in [ip1, ip2, ip3] {
-        node.nothing_left(ip)?;
-    }
-    agent_deleted(node)?;
+    // the uninstall is the next case's (uninstall_no_pods): it needs pods deleted just before
+    lap("done");
+    Ok(())
+}
+
+/// After the DaemonSet's deletion (its preStop hook drained the node with valid credentials):
+/// `helm uninstall`, then nothing of tern's on the node and nothing of the release in the
+/// cluster.
+pub fn after_uninstall(node: &Node) -> Res {
     run_helm(node, &["uninstall", "tern", "--wait", "--timeout", "120s"])?;
-    lap("helm uninstall done");
     nothing_of_tern_left(node, "helm uninstall")?;
     let left = node.kubectl(&[
         "-n",
@@ -385,6 +383,5 @@ pub fn helm(node: &Node) -> Res {
         "--wait=true",
         "--timeout=60s",
     ])?;
-    lap("done");
     Ok(())
 }

@@ -145,6 +145,9 @@ fn uninstall_by_hand(node: &Node) -> Res {
                 "tern-uninstall",
                 "tern-agent",
                 "uninstall",
+                // the case saw the sandbox removed (crictl), as deploy/README.md's finish asks
+                "--sandbox-removal-wait",
+                "0s",
             ],
         ),
         None,

@@ -23,6 +23,7 @@ mod chain;
 mod critest;
 mod day2;
 mod dual_stack;
+mod faults;
 mod helm;
 mod lifecycle;
 mod netpol;
@@ -32,6 +33,7 @@ mod node_routes;
 mod pod_cidrs;
 mod rbac;
 mod tokens;
+mod uninstall_idle;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,12 +70,21 @@ const CASES: &[Case] = &[
     ("max_token_expiration", tokens::max_token_expiration),
     ("agent_pod_deleted", day2::agent_pod_deleted),
     ("agent_restart", agent_kill::agent_restart),
+    ("fault_agent_sigkill", faults::agent_sigkill),
+    ("fault_nft_fails", faults::nft::nft_fails),
+    ("fault_apiserver_restart", faults::api::apiserver_restart),
+    (
+        "fault_apiserver_unreachable",
+        faults::api::apiserver_unreachable,
+    ),
+    ("fault_daemonset_rollout", faults::daemonset_rollout),
     ("apiserver_down", day2::apiserver_down),
     ("signing_key_rotated", tokens::signing_key_rotated),
     ("rollout", day2::rollout),
     ("network_not_ready", lifecycle::network_not_ready),
     ("uninstall", lifecycle::uninstall),
     ("helm", helm::helm),
+    ("uninstall_no_pods", uninstall_idle::uninstall_no_pods),
 ];
 
 /// The cases the CRI-O node runs by default: deploy/ applied, pods wired, ping, nothing left.
