@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use nix::sys::signal::{SigSet, Signal};
+
 use crate::Res;
 
 /// HUB: the API server's address on the bridge `BRIDGE` (10.95/16: nothing else here routes it).
@@ -124,6 +126,26 @@ impl Cluster {
             out = out.display()
         ));
     }
+}
+
+/// Runs `down` once SIGINT or SIGTERM arrives (a ^C, `timeout`, a kill), then exits 130, as the
+/// bash harnesses' trap did: both are blocked in the calling thread, so call it before any
+/// thread starts (every thread inherits the mask), and waited for on a thread of its own. The
+/// processes started here get an empty mask (std resets it at spawn), so they stop as usual.
+pub(crate) fn on_signal(down: impl FnOnce() + Send + 'static) -> Res<()> {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.thread_block()
+        .map_err(|e| format!("block SIGINT/SIGTERM: {e}"))?;
+    std::thread::spawn(move || {
+        if let Ok(sig) = set.wait() {
+            eprintln!("tern-bench: {sig}: tearing down");
+            down();
+            std::process::exit(130);
+        }
+    });
+    Ok(())
 }
 
 /// CPU seconds of PID itself and of its waited-for children (utime + stime, cutime + cstime).

@@ -141,6 +141,11 @@ pub(crate) fn main(args: &[String]) -> i32 {
     }
     let _ = std::fs::remove_dir_all(&o.out);
     let _ = std::fs::create_dir_all(&o.out);
+    let (cd, agents, out) = (c.clone(), o.shape.agents, o.out.clone());
+    if let Err(e) = crate::cluster::on_signal(move || cd.down(agents, &out)) {
+        eprintln!("tern-bench netpol-scale: {e}");
+        return 1;
+    }
     let r = run(&o, &c);
     if o.keep_up > 0 {
         println!(

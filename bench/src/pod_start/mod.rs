@@ -94,6 +94,11 @@ pub(crate) fn main(args: &[String]) -> i32 {
             return 1;
         }
     };
+    let on_sig = Kube::new().and_then(|k2| crate::cluster::on_signal(move || k2.down()));
+    if let Err(e) = on_sig {
+        eprintln!("tern-bench pod-start: {e}");
+        return 1;
+    }
     let r = run(&o, &k);
     k.down();
     match r {

@@ -164,6 +164,11 @@ pub(crate) fn main(args: &[String]) -> i32 {
     }
     let _ = std::fs::remove_dir_all(&o.out);
     let _ = std::fs::create_dir_all(&o.out);
+    let (cd, agents, out) = (c.clone(), o.agents, o.out.clone());
+    if let Err(e) = crate::cluster::on_signal(move || cd.down(agents, &out)) {
+        eprintln!("tern-bench scale: {e}");
+        return 1;
+    }
     let r = run(&o, &c);
     let summary = LINES.lock().map(|l| l.join("\n")).unwrap_or_default();
     let _ = std::fs::write(o.out.join("summary.md"), summary + "\n");
