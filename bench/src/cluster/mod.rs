@@ -58,7 +58,8 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// etcd, kube-apiserver (1 h tokens, as scripts/scale) on HUB, deploy/'s RBAC; kwok's binary.
+    /// etcd, kube-apiserver (tokens of at most 1 h, the grant the agents' refresh schedule is
+    /// measured against) on HUB, deploy/'s RBAC; kwok's binary.
     pub(crate) fn up(&self) -> Res<()> {
         std::fs::create_dir_all(&self.kt).map_err(|e| format!("{}: {e}", self.kt.display()))?;
         self.bash(&format!(

@@ -117,7 +117,8 @@ fn fold(st: &mut State, ts: f64, line: &str) {
 
 impl Monitor {
     /// Starts `nft monitor` in NS and returns once it is subscribed (a probe table's transaction
-    /// reached it: a monitor started 0.3 s before a transaction missed it, scripts/netpol-scale).
+    /// reached it: a monitor started 0.3 s before a transaction missed it, seen in the bash harness
+    /// this replaced).
     pub(crate) fn start(ns: &str) -> Res<Self> {
         let mut child = Command::new("ip")
             .args(["netns", "exec", ns, "nft", "monitor"])
