@@ -59,13 +59,18 @@ impl Cluster {
     }
 
     /// etcd, kube-apiserver (tokens of at most 1 h, the grant the agents' refresh schedule is
-    /// measured against) on HUB, deploy/'s RBAC; kwok's binary.
+    /// measured against) on HUB, deploy/'s RBAC; kwok's binary. Fails when the etcd or the API
+    /// server it started is not the one answering: a run killed without its teardown leaves its
+    /// own on the tier's ports, the health checks pass against those, and the run then loads a
+    /// stale cluster (seen 2026-12-06: 409 on every Namespace of the killed run).
     pub(crate) fn up(&self) -> Res<()> {
         std::fs::create_dir_all(&self.kt).map_err(|e| format!("{}: {e}", self.kt.display()))?;
         self.bash(&format!(
             "[ -x \"$K8S_BIN/kube-apiserver\" ] || flock /run/tern-build-go.lock bash \"$ROOT/scripts/build-go\" kubernetes etcd >/dev/null\n\
              flock /run/tern-build-go.lock bash \"$ROOT/scripts/build-go\" kwok >/dev/null\n\
-             hub_up {BRIDGE}\ncontrol_plane_up"
+             hub_up {BRIDGE}\ncontrol_plane_up\n\
+             for c in etcd apiserver; do kill -0 \"$(cat \"$KT/$c/pid\")\" 2>/dev/null || \
+             {{ echo \"$c exited at start ($(tail -c 300 \"$KT/$c/log\")): another on the tier's ports? a run killed without teardown leaves its own\" >&2; exit 1; }}; done"
         ))
         .map(drop)
     }
