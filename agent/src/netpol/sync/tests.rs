@@ -219,7 +219,7 @@ fn the_drift_check_restores_only_what_someone_else_changed() {
 }
 
 #[test]
-fn the_drift_check_takes_at_most_a_tenth_of_the_time() {
+fn the_drift_check_takes_at_most_a_fiftieth_of_the_time() {
     use super::drift::next_wait;
     let resync = Duration::from_secs(30);
     assert_eq!(next_wait(resync, Duration::from_millis(200)), resync);
