@@ -1,14 +1,16 @@
 //! Faults under churn, judged by continuous probes (issue 50): one fixture, [`under_churn`],
-//! and the faults as cases. The fixture starts three pods — a server, a client a NetworkPolicy
-//! allows and one it denies — probes between them over TCP and UDP, both families, 4 a second
-//! each ([`probes`]), runs a churn loop (pods added and removed, labels changed, policies added
-//! and removed, none touching the probed pairs' verdicts), brings the fault, and reports per
-//! fault: the denied pairs' answered probes (must be 0), each allowed pair's longest gap (at most
-//! the fault's bound, decision 0044's promise), whether the table equals a full render afterwards (the
-//! listing, then the agent pod replaced — a fresh agent replaces the table whole — then the
-//! listing again, compared without handles and with set elements sorted), and that nothing of
-//! tern's is left or lost (each running pod's lease and state, no other; the conflist and
-//! kubeconfig as before).
+//! and the faults as cases (`fault_agent_sigkill` and `fault_daemonset_rollout` here, [`nft`],
+//! [`api`]). The fixture starts three pods — a server, a client a NetworkPolicy allows and one
+//! it denies — probes between them over TCP and UDP, both families, 4 a second each
+//! ([`probes`]), runs a churn loop (pods added and removed, labels changed, policies added and
+//! removed, none touching the probed pairs' verdicts; a fault may pause it), brings the fault,
+//! and reports per fault: the denied pairs' answered probes (must be 0), each allowed pair's
+//! longest gap (at most the fault's bound, decision 0044's promise), whether the table equals a
+//! full render afterwards (the listing, then the agent pod replaced — a fresh agent replaces the
+//! table whole — then the listing again, compared without handles, with set elements and the
+//! table's blocks sorted), and that nothing of tern's is left or lost (each running pod's lease
+//! and state, no other; the conflist and kubeconfig as before). A fault times a change into the
+//! kernel after it ([`marker`]) and proves that it bit.
 
 pub mod api;
 pub mod churn;
