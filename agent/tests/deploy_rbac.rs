@@ -1,4 +1,4 @@
-//! Parses the RBAC of deploy/ (and deploy/vxlan/) and checks it is no wider than the features
+//! Parses the RBAC of deploy/ (and deploy/vxlan/, deploy/cluster-network-policy/) and checks it is no wider than the features
 //! need.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -242,6 +242,47 @@ fn vxlan_rbac_adds_only_patch_nodes_status() {
     .into_iter()
     .collect();
     assert_eq!(added, want);
+    assert_eq!(all["tern/tern-cni"], base["tern/tern-cni"]);
+    assert_eq!(all.len(), base.len(), "no other subject gains anything");
+}
+
+#[test]
+fn cluster_network_policy_rbac_adds_only_list_watch_of_clusternetworkpolicies() {
+    let base = grants(&docs());
+    let mut both = docs();
+    let cnp = docs_in("deploy/cluster-network-policy");
+    both.extend(cnp.iter().cloned());
+    let all = grants(&both);
+    let added: BTreeSet<Grant> = all["tern/tern-agent"]
+        .difference(&base["tern/tern-agent"])
+        .cloned()
+        .collect();
+    let grant = |verb: &str| {
+        (
+            "cluster".to_owned(),
+            "policy.networking.k8s.io".to_owned(),
+            "clusternetworkpolicies".to_owned(),
+            vec![],
+            verb.to_owned(),
+        )
+    };
+    assert_eq!(added, [grant("list"), grant("watch")].into_iter().collect());
+    // Its own role holds nodes list/watch too (the `nodes` peers), so that it stands alone
+    // where the routes' role is deleted; nothing else.
+    let own = grants(&cnp);
+    let nodes = |verb: &str| {
+        (
+            "cluster".to_owned(),
+            String::new(),
+            "nodes".to_owned(),
+            vec![],
+            verb.to_owned(),
+        )
+    };
+    let want: BTreeSet<Grant> = [grant("list"), grant("watch"), nodes("list"), nodes("watch")]
+        .into_iter()
+        .collect();
+    assert_eq!(own["tern/tern-agent"], want);
     assert_eq!(all["tern/tern-cni"], base["tern/tern-cni"]);
     assert_eq!(all.len(), base.len(), "no other subject gains anything");
 }

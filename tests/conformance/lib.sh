@@ -18,9 +18,13 @@
 # - dual stack unless TERN_CLUSTER_IP_FAMILY=ipv4 (tests/cluster/lib.sh): kube-proxy's clusterCIDR
 #   and NodePort addresses in both families, CoreDNS answering AAAA for dual-stack Services.
 #
+# - TERN_CLUSTER_CNP=1: ClusterNetworkPolicy on (tests/conformance/cnp.sh; scripts/conformance-cnp).
+#
 # Sourced by scripts/conformance after tests/cluster/lib.sh and tests/conformance/images.sh.
 
 KUBE_DNS_IP=10.99.220.10
+# shellcheck source=cnp.sh
+. "$ROOT/tests/conformance/cnp.sh"
 E2E_BIN="$GOBIN_DIR/e2e"
 
 # guard_up: the nftables table that keeps pods' traffic on the machine. kube-proxy DNATs service
@@ -104,6 +108,8 @@ install_tern() {
         grep -q '"mtu": 1450,' "$KT/deploy/configmap.yaml"
         kubectl apply -f "$KT/deploy/vxlan/"
     fi
+    # TERN_CLUSTER_CNP=1: ClusterNetworkPolicy on as deploy/README.md says (tests/conformance/cnp.sh)
+    if [ "${TERN_CLUSTER_CNP:-0}" = 1 ]; then cnp_deploy "$KT/deploy" && cnp_install; fi
     kubectl apply -f "$KT/deploy/"
     kubectl -n tern rollout status daemonset/tern-agent --timeout=180s
     wait_for 60 "deploy/'s conflist (tern, tern-tuning, portmap, bandwidth)" bash -c "jq -e '[.plugins[].type] == [\"tern\",\"tern-tuning\",\"portmap\",\"bandwidth\"]' $CNI_NET/10-tern.conflist"
@@ -234,6 +240,7 @@ conformance_up() {
     start_runtime
     import_images
     conformance_images
+    if [ "${TERN_CLUSTER_CNP:-0}" = 1 ]; then cnp_images; fi
     guard_up
     if [ "$TWO_NODES" = 1 ]; then node2_guard_rules; fi
     start_kubelet

@@ -1,4 +1,5 @@
-//! `tern-agent run --network-policy`: its flags and the controller's settings.
+//! `tern-agent run --network-policy` (and `--cluster-network-policy`): its flags and the
+//! controller's settings.
 
 use std::time::Duration;
 
@@ -22,6 +23,19 @@ pub struct NetpolArgs {
         env = "TERN_NETWORK_POLICY"
     )]
     pub network_policy: bool,
+    /// Enforce ClusterNetworkPolicy (policy.networking.k8s.io v1alpha2) too: its Admin tier
+    /// before NetworkPolicy and its Baseline tier after, in the same table (needs
+    /// --network-policy, the CRD installed and list/watch clusternetworkpolicies and nodes;
+    /// true, false, 1 or 0)
+    #[arg(
+        long,
+        value_name = "BOOL",
+        default_value = "false",
+        value_parser = parse_bool,
+        action = clap::ArgAction::Set,
+        env = "TERN_CLUSTER_NETWORK_POLICY"
+    )]
+    pub cluster_network_policy: bool,
     /// How often the NetworkPolicy table is compared with what was applied, and restored
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub network_policy_resync: Duration,
@@ -58,6 +72,9 @@ pub struct NetpolConfig {
     pub watch_timeout: Duration,
     /// Longest silence on a watch before it counts as dead.
     pub watch_idle: Duration,
+    /// `--cluster-network-policy`: ClusterNetworkPolicies (and the Nodes their peers select)
+    /// are watched and enforced too.
+    pub cluster: bool,
     /// Denied connections logged (`--network-policy-log-denied`): `None`, off.
     pub log_denied: Option<LogDenied>,
 }
@@ -67,13 +84,16 @@ impl NetpolConfig {
     ///
     /// # Errors
     /// `--network-policy` without a node name, a resync under 100 ms, or
-    /// `--network-policy-log-denied` without `--network-policy`.
+    /// `--cluster-network-policy` or `--network-policy-log-denied` without `--network-policy`.
     pub fn from_args(
         a: &NetpolArgs,
         node_name: Option<&str>,
         watch_timeout: Duration,
     ) -> anyhow::Result<Option<Self>> {
         if !a.network_policy {
+            if a.cluster_network_policy {
+                anyhow::bail!("--cluster-network-policy needs --network-policy: ClusterNetworkPolicy is enforced in the NetworkPolicy table, by its controller");
+            }
             if a.network_policy_log_denied {
                 anyhow::bail!("--network-policy-log-denied needs --network-policy");
             }
@@ -90,6 +110,7 @@ impl NetpolConfig {
             resync: a.network_policy_resync,
             watch_timeout,
             watch_idle: Duration::from_secs(180),
+            cluster: a.cluster_network_policy,
             log_denied: a.network_policy_log_denied.then_some(LogDenied {
                 group: a.network_policy_log_group,
                 rate: a.network_policy_log_rate,

@@ -1,5 +1,6 @@
 //! The NetworkPolicy controller's threads: three watch-layer reflectors (`watch.rs`, on
-//! `tern-watch`) keep Pods, Namespaces and NetworkPolicies in the
+//! `tern-watch`) keep Pods, Namespaces and NetworkPolicies (with `--cluster-network-policy`,
+//! two more: ClusterNetworkPolicies and Nodes) in the
 //! [`Store`](super::store::Store); one syncer (`sync.rs`) compiles and
 //! replaces the table when the store changed, and restores it when someone else changed it;
 //! admissions (`admit.rs`, from tern's ADD over the agent channel) add a new pod's addresses
@@ -8,7 +9,7 @@
 //! table logs and names them from the store. What they share is in `store.rs`, the settings in
 //! `config.rs`.
 //!
-//! Invariants: nothing is applied before all three kinds have been listed once (a restarted
+//! Invariants: nothing is applied before every kind watched has been listed once (a restarted
 //! agent leaves the previous table in force until it knows the whole cluster: no gap, no
 //! opening); stopping the agent leaves the table (isolated pods stay isolated while the agent
 //! or the API server is down).
@@ -39,7 +40,7 @@ impl NetpolController {
         let nft = Nft::find().context("--network-policy")?;
         let shared = Arc::new(Shared::new(run, cfg));
         let mut threads = Vec::new();
-        for kind in Kind::ALL {
+        for kind in Kind::watched(shared.cfg.cluster) {
             let s = Arc::clone(&shared);
             threads.push(
                 std::thread::Builder::new()

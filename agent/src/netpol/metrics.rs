@@ -23,8 +23,45 @@ impl Collector for NetpolCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
         table_state(&mut enc, &self.0)?;
         work_done(&mut enc, &self.0)?;
-        denied(&mut enc, &self.0)
+        denied(&mut enc, &self.0)?;
+        if self.0.cluster {
+            cluster(&mut enc, &self.0)?;
+        }
+        Ok(())
     }
+}
+
+/// ClusterNetworkPolicy (`--cluster-network-policy`): the policies by tier, those in force on
+/// this node, those that cannot be read whole.
+fn cluster(e: &mut DescriptorEncoder, s: &NetpolStats) -> fmt::Result {
+    gauges(
+        e,
+        "tern_agent_cluster_network_policy_policies",
+        "ClusterNetworkPolicies the agent holds (read whole or failed closed), by tier: Admin (before NetworkPolicy), Baseline (after).",
+        "tier",
+        ["Admin", "Baseline"]
+            .into_iter()
+            .map(|t| (t, s.cluster_policies.get(t).copied().unwrap_or(0))),
+    )?;
+    gauge(
+        e,
+        "tern_agent_cluster_network_policy_in_force",
+        "ClusterNetworkPolicies applying to at least one pod of this node (both tiers), as last compiled.",
+        s.cluster_policies_in_force,
+    )?;
+    gauges(
+        e,
+        "tern_agent_cluster_network_policy_unreadable_policies",
+        "ClusterNetworkPolicies that cannot be read whole, by what became of them: rules (those rules fail closed: an Accept matches nothing, a Deny or Pass denies everything), pod_selector (spec.subject unreadable: it applies to no pod).",
+        "reason",
+        Unreadable::ALL.iter().map(|r| {
+            let label = r.label();
+            (
+                label,
+                s.unreadable_cluster_policies.get(label).copied().unwrap_or(0),
+            )
+        }),
+    )
 }
 
 /// Denied flows (`--network-policy-log-denied`; families without series when it is off).
@@ -225,6 +262,31 @@ mod tests {
             "tern_agent_network_policy_denied_total{namespace=\"shop\",policy=\"deny-all\",direction=\"ingress\"} 7",
             "tern_agent_network_policy_denied_packets_total{outcome=\"flow\"} 7",
             "tern_agent_network_policy_denied_packets_total{outcome=\"repeat\"} 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        assert!(!text.contains("cluster_network_policy"), "{text}");
+    }
+
+    #[test]
+    fn cluster_policies_are_exposed_by_tier_with_the_flag() {
+        let mut stats = NetpolStats {
+            cluster: true,
+            cluster_policies_in_force: 2,
+            ..NetpolStats::default()
+        };
+        stats.cluster_policies.insert("Admin", 3);
+        stats.unreadable_cluster_policies.insert("pod_selector", 1);
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(NetpolCollector(stats)));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        for line in [
+            "tern_agent_cluster_network_policy_policies{tier=\"Admin\"} 3",
+            "tern_agent_cluster_network_policy_policies{tier=\"Baseline\"} 0",
+            "tern_agent_cluster_network_policy_in_force 2",
+            "tern_agent_cluster_network_policy_unreadable_policies{reason=\"pod_selector\"} 1",
+            "tern_agent_cluster_network_policy_unreadable_policies{reason=\"rules\"} 0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
         }

@@ -1,63 +1,26 @@
-//! What the NetworkPolicy controller's threads share: the [`Store`] the three watch-layer
-//! subscribers (`watch.rs`) keep Pods, Namespaces and NetworkPolicies in, the addresses admissions
-//! (`admit.rs`) add before the API server has them, how far the syncer (`sync.rs`) applied it,
-//! and the [`NetpolStats`] they count in; all behind [`Shared`], which the controller
-//! (`controller.rs`) makes and hands to each thread.
+//! What the NetworkPolicy controller's threads share: the [`Store`] the watch-layer subscribers
+//! (`watch.rs`) keep Pods, Namespaces, NetworkPolicies (ClusterNetworkPolicies and Nodes with
+//! `--cluster-network-policy`) in, the addresses admissions (`admit.rs`) add before the API
+//! server has them, how far the syncer (`sync.rs`) applied it, and the [`NetpolStats`] they count
+//! in; all behind [`Shared`], which the controller (`controller.rs`) makes and hands to each thread.
 //!
 //! Invariant: all of it lives behind [`Shared`]'s mutexes; [`Store::generation`] only grows, and
 //! [`Store::applied`] never passes it; it moves when, and only when, something the compiler reads
 //! may have changed (an object, a first list, an admission): an event that changes nothing it
 //! reads costs no compile.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use tern_netpol::model::Pod;
+use tern_netpol::model::{Pod, Tier};
 use tern_netpol::ruleset::LogDenied;
 use tern_netpol::Engine;
 use tern_watch::PodObject;
 
 use super::config::NetpolConfig;
 use crate::mint::ControllerSettings;
-
-/// The kinds watched, in the store's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// `/api/v1/pods`.
-    Pods,
-    /// `/api/v1/namespaces`.
-    Namespaces,
-    /// `/apis/networking.k8s.io/v1/networkpolicies`.
-    Policies,
-}
-
-impl Kind {
-    /// Every kind.
-    pub const ALL: [Kind; 3] = [Kind::Pods, Kind::Namespaces, Kind::Policies];
-
-    /// The collection's path.
-    pub fn collection(self) -> &'static str {
-        match self {
-            Kind::Pods => "/api/v1/pods",
-            Kind::Namespaces => "/api/v1/namespaces",
-            Kind::Policies => "/apis/networking.k8s.io/v1/networkpolicies",
-        }
-    }
-
-    /// A short name for logs and metric labels.
-    pub fn label(self) -> &'static str {
-        match self {
-            Kind::Pods => "pods",
-            Kind::Namespaces => "namespaces",
-            Kind::Policies => "networkpolicies",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+pub use kind::Kind;
 
 /// What the watchers know: every Pod (admitted addresses in place of what the API shows),
 /// Namespace and NetworkPolicy, in the incremental compiler that keeps the table's parts; with
@@ -70,8 +33,14 @@ pub struct Store {
     /// NetworkPolicies that could not be read whole, by `namespace/name`: what became of them
     /// and why (logged once per change of this entry).
     pub unreadable: BTreeMap<String, (Unreadable, String)>,
-    /// Which kinds have been listed at least once.
-    pub listed: [bool; 3],
+    /// ClusterNetworkPolicies that could not be read whole, by name: what became of them and why.
+    pub unreadable_cluster: BTreeMap<String, (Unreadable, String)>,
+    /// The tier of each ClusterNetworkPolicy the engine holds, by name (the metrics' count).
+    pub cluster_tiers: BTreeMap<String, Tier>,
+    /// The Nodes the engine holds, by name (what a relist of Nodes compares with).
+    pub nodes: BTreeSet<String>,
+    /// Which kinds have been listed at least once (a kind not watched counts as listed).
+    pub listed: [bool; 5],
     /// Bumped when something the compiler reads changed (an object inserted, removed or read
     /// differently, a kind's first list, admitted addresses); a write that changes only what it
     /// does not read (a Pod's conditions, a resourceVersion) leaves it.
@@ -86,14 +55,16 @@ pub struct Store {
     pub waiting: usize,
 }
 
-/// What became of a NetworkPolicy that could not be read whole (the `reason` label of
-/// `tern_agent_network_policy_unreadable_policies`).
+/// What became of a NetworkPolicy or ClusterNetworkPolicy that could not be read whole (the
+/// `reason` label of `tern_agent_network_policy_unreadable_policies` and
+/// `tern_agent_cluster_network_policy_unreadable_policies`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Unreadable {
     /// Its rules (or policyTypes) cannot be read but its podSelector can: the pods it selects
     /// are isolated in the directions it names and allowed nothing.
     Rules,
-    /// Its podSelector (or namespace) cannot be read: it isolates nothing.
+    /// Its podSelector (or namespace) cannot be read: it isolates nothing. For a
+    /// ClusterNetworkPolicy, its `spec.subject`: it applies to no pod.
     PodSelector,
 }
 
@@ -141,12 +112,20 @@ fn with_ips(pod: &PodObject, ips: &[IpAddr]) -> PodObject {
 }
 
 impl Store {
-    /// An empty store for the node `node`, its table logging denied connections as `log` says.
-    pub fn new(node: &str, log: Option<LogDenied>) -> Store {
+    /// An empty store for the node `node`, its table logging denied connections as `log` says;
+    /// `cluster`: ClusterNetworkPolicies and Nodes are watched too (else listed, and empty).
+    pub fn new(node: &str, log: Option<LogDenied>, cluster: bool) -> Store {
+        let mut listed = [false; 5];
+        for k in Kind::ALL.into_iter().filter(|k| k.is_cluster() && !cluster) {
+            listed[k.index()] = true;
+        }
         Store {
             engine: Engine::new(node).logging(log),
             unreadable: BTreeMap::new(),
-            listed: [false; 3],
+            unreadable_cluster: BTreeMap::new(),
+            cluster_tiers: BTreeMap::new(),
+            nodes: BTreeSet::new(),
+            listed,
             generation: 0,
             admitted: BTreeMap::new(),
             applied: 0,
@@ -232,14 +211,30 @@ impl Store {
         self.generation += 1;
     }
 
-    /// How many NetworkPolicies could not be read whole, by [`Unreadable`] (every reason
-    /// present).
-    pub fn unreadable_counts(&self) -> BTreeMap<&'static str, u64> {
+    /// How many NetworkPolicies (`cluster`: ClusterNetworkPolicies) could not be read whole,
+    /// by [`Unreadable`] (every reason present).
+    pub fn unreadable_counts(&self, cluster: bool) -> BTreeMap<&'static str, u64> {
+        let map = if cluster {
+            &self.unreadable_cluster
+        } else {
+            &self.unreadable
+        };
         Unreadable::ALL
             .iter()
             .map(|r| {
-                let n = self.unreadable.values().filter(|(u, _)| u == r).count();
+                let n = map.values().filter(|(u, _)| u == r).count();
                 (r.label(), n as u64)
+            })
+            .collect()
+    }
+
+    /// The ClusterNetworkPolicies held, by tier (every tier present).
+    pub fn cluster_tier_counts(&self) -> BTreeMap<&'static str, u64> {
+        [Tier::Admin, Tier::Baseline]
+            .iter()
+            .map(|t| {
+                let n = self.cluster_tiers.values().filter(|x| *x == t).count();
+                (t.as_str(), n as u64)
             })
             .collect()
     }
@@ -264,6 +259,14 @@ pub struct NetpolStats {
     pub events_unchanged: BTreeMap<&'static str, u64>,
     /// NetworkPolicies in the store that could not be read whole, by [`Unreadable`] label.
     pub unreadable_policies: BTreeMap<&'static str, u64>,
+    /// `--cluster-network-policy` is on (the ClusterNetworkPolicy metrics are rendered).
+    pub cluster: bool,
+    /// ClusterNetworkPolicies held, by tier (`Admin`, `Baseline`).
+    pub cluster_policies: BTreeMap<&'static str, u64>,
+    /// ClusterNetworkPolicies applying to at least one pod of this node.
+    pub cluster_policies_in_force: u64,
+    /// ClusterNetworkPolicies that could not be read whole, by [`Unreadable`] label.
+    pub unreadable_cluster_policies: BTreeMap<&'static str, u64>,
     /// Compiles: runs of the incremental compiler over what changed since the last.
     pub compiles: u64,
     /// Local pods whose chains those compiles made again.
@@ -322,15 +325,21 @@ impl Shared {
 
     /// A fresh controller state (no threads) for `cfg`.
     pub(crate) fn new(run: ControllerSettings, cfg: NetpolConfig) -> Shared {
-        let store = Mutex::new(Store::new(&cfg.node_name, cfg.log_denied));
+        let store = Mutex::new(Store::new(&cfg.node_name, cfg.log_denied, cfg.cluster));
+        let stats = NetpolStats {
+            cluster: cfg.cluster,
+            ..NetpolStats::default()
+        };
         Shared {
             run,
             cfg,
             store,
             changed: Condvar::new(),
-            stats: Mutex::new(NetpolStats::default()),
+            stats: Mutex::new(stats),
             stop: crate::stop_signal::StopSignal::default(),
             drift: super::sync::drift::state::DriftState::default(),
         }
     }
 }
+
+mod kind;

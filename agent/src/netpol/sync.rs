@@ -55,9 +55,11 @@ fn compile(s: &Shared, whole: bool) -> Option<Compiled> {
     };
     let size = st.engine.size();
     let policies = st.engine.policies_in_force();
+    let cluster_in_force = st.engine.cluster_policies_in_force() as u64;
     drop(st);
     let mut stats = s.stats();
     stats.compiles += 1;
+    stats.cluster_policies_in_force = cluster_in_force;
     stats.pods_compiled += f.pods as u64;
     stats.sets_compiled += f.sets as u64;
     Some(Compiled {

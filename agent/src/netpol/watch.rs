@@ -1,5 +1,6 @@
 //! The NetworkPolicy controller's subscribers of the watch layer (`tern-watch`): one reflector
-//! per kind (Pods, Namespaces, NetworkPolicies), each feeding the [`Store`] through small
+//! per kind (Pods, Namespaces, NetworkPolicies; with `--cluster-network-policy`
+//! ClusterNetworkPolicies and Nodes too, `watch/cluster.rs`), each feeding the [`Store`] through small
 //! functions, [`put`] for one object and [`replace`] for a list, so what is inside the store can
 //! change without touching the watch.
 //!
@@ -7,7 +8,8 @@
 //! the store (and so the table) as it is; an event or a relist that changes nothing the compiler
 //! reads (a Pod's status conditions or phase alone, a resourceVersion, the same list again after
 //! a 410) leaves [`Store::generation`] as it is, so it costs no compile and no nft transaction; a
-//! NetworkPolicy that cannot be read whole fails closed (`model::read_policy`).
+//! NetworkPolicy or ClusterNetworkPolicy that cannot be read whole fails closed
+//! (`model::read_policy`, `model::read_cluster_policy`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -34,7 +36,7 @@ impl Put {
     /// parse is a decode error instead; a policy not read whole is both (what it became may be
     /// what the store held).
     fn unchanged(self, kind: Kind) -> bool {
-        !self.changed && (self.read || kind == Kind::Policies)
+        !self.changed && (self.read || matches!(kind, Kind::Policies | Kind::ClusterPolicies))
     }
 }
 
@@ -162,6 +164,17 @@ fn keep_only<T: Watched>(store: &mut Store, keep: &BTreeSet<String>) -> bool {
             .filter(|k| !keep.contains(*k))
             .cloned()
             .collect(),
+        Kind::ClusterPolicies => e
+            .cluster_policy_names()
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect(),
+        Kind::Nodes => store
+            .nodes
+            .iter()
+            .filter(|k| !keep.contains(*k))
+            .cloned()
+            .collect(),
     };
     let mut changed = false;
     for key in gone {
@@ -202,6 +215,9 @@ pub(super) fn replace<'a, T: Watched>(
             note_unreadable(store, &key, None);
         }
     }
+    if kind == Kind::ClusterPolicies {
+        cluster::forget_unreadable(store, &keep);
+    }
     if r.changed {
         store.mark_listed(kind);
     }
@@ -214,10 +230,18 @@ struct Feed<T> {
     kind: std::marker::PhantomData<fn() -> T>,
 }
 
+/// The store's counts a policy subscriber copies into the stats after each change.
+enum Counts {
+    /// NetworkPolicies not read whole, by reason.
+    Policies(BTreeMap<&'static str, u64>),
+    /// ClusterNetworkPolicies not read whole, by reason, and those held, by tier.
+    Cluster(BTreeMap<&'static str, u64>, BTreeMap<&'static str, u64>),
+}
+
 impl<T: Watched> Feed<T> {
     /// Counts objects that changed nothing and objects not read whole (Pods and Namespaces
-    /// that did not decode, policies that failed closed); the policies not read whole now.
-    fn count(&self, unchanged: u64, unread: u64, unreadable: Option<BTreeMap<&'static str, u64>>) {
+    /// that did not decode, policies that failed closed); the policies' counts now.
+    fn count(&self, unchanged: u64, unread: u64, counts: Option<Counts>) {
         let mut st = self.s.stats();
         let kind = T::KIND.label();
         if unchanged > 0 {
@@ -226,14 +250,26 @@ impl<T: Watched> Feed<T> {
         if unread > 0 {
             *st.decode_errors.entry(kind).or_insert(0) += unread;
         }
-        if let Some(u) = unreadable {
-            st.unreadable_policies = u;
+        match counts {
+            Some(Counts::Policies(u)) => st.unreadable_policies = u,
+            Some(Counts::Cluster(u, tiers)) => {
+                st.unreadable_cluster_policies = u;
+                st.cluster_policies = tiers;
+            }
+            None => {}
         }
     }
 
-    /// The store's unreadable policies, when this is the NetworkPolicy subscriber.
-    fn unreadable(st: &Store) -> Option<BTreeMap<&'static str, u64>> {
-        (T::KIND == Kind::Policies).then(|| st.unreadable_counts())
+    /// The store's counts, when this is a policy subscriber.
+    fn unreadable(st: &Store) -> Option<Counts> {
+        match T::KIND {
+            Kind::Policies => Some(Counts::Policies(st.unreadable_counts(false))),
+            Kind::ClusterPolicies => Some(Counts::Cluster(
+                st.unreadable_counts(true),
+                st.cluster_tier_counts(),
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -295,8 +331,12 @@ pub(super) fn run(s: &Arc<Shared>, kind: Kind) {
         Kind::Pods => reflect(s, tern_watch::kinds::PODS),
         Kind::Namespaces => reflect(s, tern_watch::kinds::NAMESPACES),
         Kind::Policies => reflect(s, tern_watch::kinds::POLICIES),
+        Kind::ClusterPolicies => reflect(s, tern_watch::kinds::CLUSTER_POLICIES),
+        Kind::Nodes => reflect(s, tern_watch::kinds::NODE_PEERS),
     }
 }
+
+mod cluster;
 
 #[cfg(test)]
 pub(super) mod json;

@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 use tern_kube::client::nodes::{node_from_json, NodeEntry};
-use tern_netpol::model::{namespace_from_json, pod_from_json, read_policy};
-use tern_netpol::model::{Namespace, Pod, PolicyRead};
+use tern_netpol::model::{namespace_from_json, pod_from_json, read_cluster_policy, read_policy};
+use tern_netpol::model::{ClusterPolicyRead, Namespace, NodeInfo, Pod, PolicyRead};
 
 /// A kind: its collection, a label for logs and metrics, and how one object is read.
 #[derive(Debug)]
@@ -90,6 +90,16 @@ fn node(v: &Value) -> Result<NodeEntry, String> {
     node_from_json(v).map_err(|e| e.to_string())
 }
 
+// Never fails, as `policy`: a ClusterNetworkPolicy not read whole fails closed downstream.
+#[allow(clippy::unnecessary_wraps)]
+fn cluster_policy(v: &Value) -> Result<ClusterPolicyRead, String> {
+    Ok(read_cluster_policy(v))
+}
+
+fn node_peer(v: &Value) -> Result<NodeInfo, String> {
+    tern_netpol::model::node_from_json(v).map_err(|e| e.to_string())
+}
+
 /// `/api/v1/pods`.
 pub const PODS: Kind<PodObject> = Kind {
     collection: "/api/v1/pods",
@@ -117,4 +127,23 @@ pub const NODES: Kind<NodeEntry> = Kind {
     collection: "/api/v1/nodes",
     label: "nodes",
     decode: node,
+};
+
+/// `/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies` (cluster-scoped: keyed by
+/// name), each read as the compiler reads it (a policy not read whole is kept as what it fails
+/// closed to). v1alpha2 is the version the CRD of sigs.k8s.io/network-policy-api v0.3.0 serves
+/// beside v1beta1, with the same schema and no conversion: an object written as either reads the
+/// same here.
+pub const CLUSTER_POLICIES: Kind<ClusterPolicyRead> = Kind {
+    collection: "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies",
+    label: "clusternetworkpolicies",
+    decode: cluster_policy,
+};
+
+/// `/api/v1/nodes` as ClusterNetworkPolicy's egress `nodes` peers read them: labels and
+/// addresses (the routes' [`NODES`] reads other fields of the same objects).
+pub const NODE_PEERS: Kind<NodeInfo> = Kind {
+    collection: "/api/v1/nodes",
+    label: "nodes",
+    decode: node_peer,
 };

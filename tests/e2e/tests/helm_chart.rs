@@ -93,10 +93,13 @@ fn deploy_is_the_charts_default_rendering() {
     );
     // The check fails on drift: a copy of deploy/ with one line changed is named, with the line.
     let copy = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(workspace_root().join("deploy")).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "yaml") {
-            std::fs::copy(&p, copy.path().join(p.file_name().unwrap())).unwrap();
+    std::fs::create_dir(copy.path().join("cluster-network-policy")).unwrap();
+    for sub in ["", "cluster-network-policy"] {
+        for e in std::fs::read_dir(workspace_root().join("deploy").join(sub)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "yaml") {
+                std::fs::copy(&p, copy.path().join(sub).join(p.file_name().unwrap())).unwrap();
+            }
         }
     }
     let cm = copy.path().join("configmap.yaml");
@@ -117,6 +120,10 @@ fn deploy_is_the_charts_default_rendering() {
     assert!(
         text.contains("deploy/configmap.yaml differs") && text.contains("\"mtu\": 1400"),
         "{text}"
+    );
+    assert!(
+        !text.contains("cluster-network-policy"),
+        "only the drifted file: {text}"
     );
 }
 

@@ -27,6 +27,7 @@ pub(crate) fn shared_logging(log: Option<tern_netpol::ruleset::LogDenied>) -> Sh
             watch_timeout: Duration::from_secs(60),
             watch_idle: Duration::from_secs(180),
             log_denied: log,
+            cluster: false,
         },
     )
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tern_kube::client::objects::key_of;
-use tern_watch::kinds::{NAMESPACES, PODS, POLICIES};
+use tern_watch::kinds::{CLUSTER_POLICIES, NAMESPACES, NODE_PEERS, PODS, POLICIES};
 
 use super::{Put, Relist, Watched};
 use crate::netpol::store::{Kind, Store};
@@ -38,6 +38,8 @@ pub(crate) fn put(st: &mut Store, kind: Kind, key: String, obj: Option<&Value>) 
         Kind::Pods => put_one(st, PODS, &key, obj),
         Kind::Namespaces => put_one(st, NAMESPACES, &key, obj),
         Kind::Policies => put_one(st, POLICIES, &key, obj),
+        Kind::ClusterPolicies => put_one(st, CLUSTER_POLICIES, &key, obj),
+        Kind::Nodes => put_one(st, NODE_PEERS, &key, obj),
     }
 }
 
@@ -57,5 +59,7 @@ pub(crate) fn replace(st: &mut Store, kind: Kind, items: &[Value]) -> Relist {
         Kind::Pods => replace_all(st, PODS, items),
         Kind::Namespaces => replace_all(st, NAMESPACES, items),
         Kind::Policies => replace_all(st, POLICIES, items),
+        Kind::ClusterPolicies => replace_all(st, CLUSTER_POLICIES, items),
+        Kind::Nodes => replace_all(st, NODE_PEERS, items),
     }
 }

@@ -5,7 +5,7 @@ use tern_kube::client::objects::key_of;
 
 #[test]
 fn lists_replace_events_change_and_bad_policies_fail_closed() {
-    let mut st = Store::new("n1", None);
+    let mut st = Store::new("n1", None, false);
     let pod = |name: &str| json!({"metadata": {"namespace": "x", "name": name}, "status": {"podIP": "10.0.0.1"}});
     assert_eq!(
         replace_json(&mut st, Kind::Pods, &[pod("a"), pod("b")]).unread,
@@ -37,7 +37,7 @@ fn lists_replace_events_change_and_bad_policies_fail_closed() {
     assert!(closed.ingress_isolates && closed.ingress.is_empty());
     assert_eq!(closed.pod_selector.match_labels["app"], "web");
     assert_eq!(st.unreadable["x/p"].0, Unreadable::Rules);
-    assert_eq!(st.unreadable_counts()["rules"], 1);
+    assert_eq!(st.unreadable_counts(false)["rules"], 1);
     assert!(put_json(&mut st, Kind::Policies, "x/p".into(), Some(&good)).read);
     assert_eq!(st.engine.policy_keys().count(), 1);
     assert!(st.unreadable.is_empty());
@@ -66,7 +66,7 @@ fn json_patch(v: &mut Value, patch: &Value) {
 
 #[test]
 fn events_that_change_nothing_the_compiler_reads_leave_the_generation() {
-    let mut st = Store::new("n1", None);
+    let mut st = Store::new("n1", None, false);
     let ns = json!({"metadata": {"name": "x", "resourceVersion": "1"}});
     replace_json(&mut st, Kind::Pods, &[web("1", &json!({}))]);
     replace_json(&mut st, Kind::Namespaces, std::slice::from_ref(&ns));
@@ -153,14 +153,14 @@ fn events_that_change_nothing_the_compiler_reads_leave_the_generation() {
 
 #[test]
 fn a_policy_whose_pod_selector_cannot_be_read_isolates_nothing_and_is_counted() {
-    let mut st = Store::new("n1", None);
+    let mut st = Store::new("n1", None, false);
     let bad = json!({"metadata": {"namespace": "x", "name": "p"},
         "spec": {"podSelector": {"matchLabels": "app=web"}}});
     let r = replace_json(&mut st, Kind::Policies, std::slice::from_ref(&bad));
     assert_eq!((r.changed, r.unread), (true, 1), "the first list");
     assert!(st.engine.policy_keys().next().is_none());
     assert_eq!(st.unreadable["x/p"].0, Unreadable::PodSelector);
-    let counts = st.unreadable_counts();
+    let counts = st.unreadable_counts(false);
     assert_eq!((counts["pod_selector"], counts["rules"]), (1, 0));
     // Seen again (a relist): nothing moves, logged once.
     let g = st.generation;
@@ -179,12 +179,12 @@ fn a_policy_whose_pod_selector_cannot_be_read_isolates_nothing_and_is_counted() 
     assert!(st.unreadable.is_empty());
     replace_json(&mut st, Kind::Policies, std::slice::from_ref(&bad));
     replace_json(&mut st, Kind::Policies, &[]);
-    assert_eq!(st.unreadable_counts()["pod_selector"], 0);
+    assert_eq!(st.unreadable_counts(false)["pod_selector"], 0);
 }
 
 #[test]
 fn admitted_addresses_stay_until_the_api_shows_them_or_the_pod_goes() {
-    let mut st = Store::new("n1", None);
+    let mut st = Store::new("n1", None, false);
     let pod = |uid: &str, ip: Option<&str>| {
         let status = ip.map_or(json!({}), |ip| json!({"podIPs": [{"ip": ip}]}));
         json!({"metadata": {"namespace": "x", "name": "a", "uid": uid},
@@ -231,7 +231,7 @@ fn admitted_addresses_stay_until_the_api_shows_them_or_the_pod_goes() {
 #[test]
 fn the_store_shares_the_watch_layers_pods_and_a_phase_alone_is_no_change() {
     let mut watched: tern_watch::Store<PodObject> = tern_watch::Store::default();
-    let mut st = Store::new("n1", None);
+    let mut st = Store::new("n1", None, false);
     let decode = |v: &Value| (tern_watch::kinds::PODS.decode)(v).unwrap();
     let pending = web("1", &json!({"status": {"phase": "Pending"}}));
     watched.apply("x/web", Some(decode(&pending)));

@@ -20,6 +20,7 @@
 mod agent_kill;
 mod cases;
 mod chain;
+mod cnp;
 mod critest;
 mod day2;
 mod dual_stack;
@@ -64,6 +65,7 @@ const CASES: &[Case] = &[
         "network_policy_enforcement_latency",
         netpol_latency::enforcement_latency,
     ),
+    ("cluster_network_policy", cnp::cluster_network_policy),
     ("rbac", rbac::rbac),
     ("sandbox_recreated", day2::sandbox_recreated),
     ("token_revoked", tokens::token_revoked),

@@ -27,7 +27,7 @@ spec: {podSelector: {matchLabels: {role: pol-server}}, ingress: [{from: [{podSel
 const READY: &str = "jsonpath={.status.containerStatuses[0].ready}";
 
 /// Whether a TCP connection from `from` to `ip`:`port` is set up within 2 s (busybox nc).
-fn connects(node: &Node, from: &str, ip: IpAddr, port: u16) -> bool {
+pub(crate) fn connects(node: &Node, from: &str, ip: IpAddr, port: u16) -> bool {
     node.in_pod(from, &["nc", "-w", "2", &ip.to_string(), &port.to_string()])
         .is_ok()
 }

@@ -1,0 +1,187 @@
+//! ClusterNetworkPolicy around NetworkPolicy, as deploy/README.md turns it on: the CRD and RBAC
+//! of deploy/cluster-network-policy/ applied, the agent's --cluster-network-policy on (its
+//! environment variable TERN_CLUSTER_NETWORK_POLICY, set on the DaemonSet and removed after).
+//! One server pod, one client, three cases of the API's tier semantics
+//! (sigs.k8s.io/network-policy-api v0.3.0, apis/v1alpha2): an Admin `Deny` that a NetworkPolicy
+//! allowing everything cannot open; an Admin `Pass` of higher precedence that hands the same
+//! traffic to NetworkPolicy (open while it allows, closed once it allows only another port); a
+//! Baseline `Deny` that applies while no NetworkPolicy isolates the pod and that one opens.
+
+use std::net::IpAddr;
+
+use tern_cluster::{fail, Node, Res};
+
+use crate::day2::rollout_status;
+use crate::netpol::connects;
+
+/// An Admin policy `name` at `priority` on cnp-server's ingress: `action` from every pod on TCP
+/// port 80.
+fn admin(name: &str, priority: u16, action: &str) -> String {
+    format!(
+        "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
+         metadata: {{name: {name}}}\n\
+         spec:\n  tier: Admin\n  priority: {priority}\n  subject: {SUBJECT}\n  ingress:\n  \
+         - {{action: {action}, from: [{{namespaces: {{}}}}], protocols: [{{tcp: {{destinationPort: {{number: 80}}}}}}]}}\n"
+    )
+}
+
+/// cnp-server, by its label and namespace.
+const SUBJECT: &str =
+    "{pods: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: default}}, \
+podSelector: {matchLabels: {role: cnp-server}}}}";
+
+const BASELINE_DENY: &str =
+    "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
+metadata: {name: cnp-baseline-deny}\n\
+spec:\n  tier: Baseline\n  priority: 10\n  subject: {pods: {namespaceSelector: {matchLabels: \
+{kubernetes.io/metadata.name: default}}, podSelector: {matchLabels: {role: cnp-server}}}}\n  \
+ingress: [{action: Deny, from: [{namespaces: {}}]}]\n";
+
+/// A NetworkPolicy of cnp-server allowing every ingress (`port` None) or TCP `port` only.
+fn np(port: Option<u16>) -> String {
+    let rule = port.map_or_else(
+        || "{}".to_owned(),
+        |p| format!("{{ports: [{{protocol: TCP, port: {p}}}]}}"),
+    );
+    format!(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
+         metadata: {{name: cnp-np, namespace: default}}\n\
+         spec: {{podSelector: {{matchLabels: {{role: cnp-server}}}}, ingress: [{rule}]}}\n"
+    )
+}
+
+/// Waits (30 s) until cnp-client reaches cnp-server's `port` as `want` at every address.
+fn until(node: &Node, ips: &[IpAddr], port: u16, want: bool, what: &str) -> Res {
+    node.wait_for(30, what, || {
+        ips.iter()
+            .all(|ip| connects(node, "cnp-client", *ip, port) == want)
+    })?;
+    node.note(&format!(
+        "{what}: port {port} {}",
+        if want { "open" } else { "closed" }
+    ));
+    Ok(())
+}
+
+/// The flag on, with the CRD and RBAC of deploy/cluster-network-policy/.
+fn turn_on(node: &Node) -> Res {
+    let dir = node.root.join("deploy/cluster-network-policy");
+    node.kubectl(&["apply", "--server-side", "-f", &dir.to_string_lossy()])?;
+    node.kubectl(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "--timeout=60s",
+        "crd/clusternetworkpolicies.policy.networking.k8s.io",
+    ])?;
+    node.kubectl(&[
+        "-n",
+        "tern",
+        "set",
+        "env",
+        "daemonset/tern-agent",
+        "-c",
+        "agent",
+        "TERN_CLUSTER_NETWORK_POLICY=true",
+    ])?;
+    rollout_status(node)
+}
+
+/// The flag off, the CRD (and with it every ClusterNetworkPolicy) and RBAC deleted.
+fn turn_off(node: &Node) -> Res {
+    node.kubectl(&[
+        "-n",
+        "tern",
+        "set",
+        "env",
+        "daemonset/tern-agent",
+        "-c",
+        "agent",
+        "TERN_CLUSTER_NETWORK_POLICY-",
+    ])?;
+    rollout_status(node)?;
+    let dir = node.root.join("deploy/cluster-network-policy");
+    node.kubectl(&["delete", "--wait=true", "-f", &dir.to_string_lossy()])
+        .map(drop)
+}
+
+/// Admin Deny over NetworkPolicy, Admin Pass to NetworkPolicy, Baseline Deny under it.
+pub fn cluster_network_policy(node: &Node) -> Res {
+    turn_on(node)?;
+    let pods = ["cnp-server", "cnp-client"];
+    node.create_pods(&pods)?;
+    node.wait_ready(&pods, 90)?;
+    node.kubectl(&["label", "pod", "cnp-server", "role=cnp-server"])?;
+    for port in ["80", "81"] {
+        node.in_pod("cnp-server", &["httpd", "-p", port, "-h", "/"])?;
+    }
+    let ips = node.pod_ips("cnp-server")?;
+    until(node, &ips, 80, true, "no policy")?;
+
+    // Admin Deny: a NetworkPolicy allowing everything does not open it.
+    node.kubectl_in(&["apply", "-f", "-"], &np(None))?;
+    node.kubectl_in(&["apply", "-f", "-"], &admin("cnp-admin-deny", 20, "Deny"))?;
+    until(
+        node,
+        &ips,
+        80,
+        false,
+        "Admin Deny beside an allow-all NetworkPolicy",
+    )?;
+    until(node, &ips, 81, true, "Admin Deny names port 80 only")?;
+
+    // Admin Pass at a lower priority number (judged first): NetworkPolicy decides port 80.
+    node.kubectl_in(&["apply", "-f", "-"], &admin("cnp-admin-pass", 10, "Pass"))?;
+    until(
+        node,
+        &ips,
+        80,
+        true,
+        "Admin Pass before the Deny, NetworkPolicy allowing all",
+    )?;
+    node.kubectl_in(&["apply", "-f", "-"], &np(Some(81)))?;
+    until(
+        node,
+        &ips,
+        80,
+        false,
+        "Admin Pass, NetworkPolicy allowing 81 only",
+    )?;
+    until(node, &ips, 81, true, "NetworkPolicy allowing 81")?;
+
+    // Baseline Deny: in force while no NetworkPolicy isolates the pod; one that does opens it.
+    node.kubectl(&[
+        "delete",
+        "clusternetworkpolicy",
+        "cnp-admin-deny",
+        "cnp-admin-pass",
+    ])?;
+    node.kubectl(&["delete", "networkpolicy", "cnp-np"])?;
+    until(node, &ips, 80, true, "no policy again")?;
+    node.kubectl_in(&["apply", "-f", "-"], BASELINE_DENY)?;
+    until(node, &ips, 80, false, "Baseline Deny, no NetworkPolicy")?;
+    until(node, &ips, 81, false, "Baseline Deny, no NetworkPolicy")?;
+    node.kubectl_in(&["apply", "-f", "-"], &np(Some(80)))?;
+    until(
+        node,
+        &ips,
+        80,
+        true,
+        "Baseline Deny, a NetworkPolicy allowing 80",
+    )?;
+    until(node, &ips, 81, false, "the NetworkPolicy isolates the rest")?;
+
+    let metrics = node.run(
+        &mut Node::cmd("curl", &["-sf", "http://127.0.0.1:9413/metrics"]),
+        None,
+    )?;
+    let want = "tern_agent_cluster_network_policy_policies{tier=\"Baseline\"} 1";
+    if !metrics.lines().any(|l| l == want) {
+        return fail(format!("/metrics has no `{want}`"));
+    }
+
+    node.kubectl(&["delete", "networkpolicy", "cnp-np"])?;
+    node.kubectl(&["delete", "clusternetworkpolicy", "cnp-baseline-deny"])?;
+    node.delete_pods(&pods)?;
+    turn_off(node)
+}
