@@ -1,5 +1,5 @@
-//! The syncer: every 100 ms it looks at the store's generation (at once when an admission waits
-//! for the table: a pod's ADD is held meanwhile); once every kind has been listed and the store
+//! The syncer: it wakes as soon as the store's generation moves (and every 100 ms, for retries
+//! and restores); once every kind has been listed and the store
 //! changed (its generation moved: the watchers leave it for events that change nothing the
 //! compiler reads), it runs the incremental compiler (`tern_netpol::engine`) over what changed
 //! and sends the kernel what that touched in one nft transaction: set elements, verdict map
@@ -24,7 +24,7 @@ use tracing::{info, warn};
 
 use super::store::{Shared, Store};
 
-/// How often the store's generation is looked at (also the longest batching of changes).
+/// The longest sleep between two looks at the store: a refused table's retry, a restore.
 const TICK: Duration = Duration::from_millis(100);
 
 /// What one compile made: the store's generation it covers, the script that brings the
@@ -71,13 +71,16 @@ fn compile(s: &Shared, whole: bool) -> Option<Compiled> {
     })
 }
 
-/// Sleeps one tick, or less when an admission waits for a change not tried yet (`tried`: the
-/// last generation compiled, applied or not, so a refused table is retried once a tick, not in
-/// a busy loop); true when the controller stops.
+/// Sleeps one tick, or less once the store moved past `tried` (the last generation compiled,
+/// applied or not, or seen before every kind was listed: so a refused table is retried once a
+/// tick, not in a busy loop); true when the controller stops. Why wake at once rather than at
+/// the tick: a change waited up to a tick (100 ms) for its compile, where the compile and its
+/// transaction take about 10 ms at fleet scale; changes that arrive meanwhile still go in one
+/// transaction.
 fn sleep(s: &Shared, tried: u64) -> bool {
     let until = Instant::now() + TICK;
     let mut st = s.store();
-    let wanted = |st: &Store| st.waiting > 0 && st.generation != tried;
+    let wanted = |st: &Store| st.generation != tried;
     while !s.stop.is_stopped() && !wanted(&st) {
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -183,6 +186,7 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
         }
         let started = Instant::now();
         let Some(c) = compile(s, whole) else {
+            seen = generation;
             continue;
         };
         seen = c.generation;
