@@ -113,6 +113,13 @@ fn start(o: &Opts, c: &Cluster, out: &mut String) -> Res<Agents> {
         thread::sleep(Duration::from_millis(200));
     }
     let f: Vec<f64> = firsts.iter().map(|x| x.unwrap_or(f64::NAN)).collect();
+    // Monitors started again on the synced tables: a monitor that lost the first transaction
+    // (ENOBUFS at hundreds of thousands of elements) never learned its sets' and maps' types
+    // and prints none of their later elements (at shape A every element change went unseen).
+    let mut mons = mons;
+    for (k, m) in mons.iter_mut().enumerate() {
+        *m = Monitor::start(&agent_ns(k))?;
+    }
     let a = Agents { pids, mons };
     say(&format!("first sync (all started together → the table's first transaction's end), min / median / max: {} s; load average {}", stats(&f), load()));
     let rss = a.rss_mib();
