@@ -9,24 +9,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
+use std::net::SocketAddr;
 
 use serde_json::{json, Value};
-use tern_net::netns::NetNs;
-use tern_net::nft::Nft;
-use tern_netpol::model::{
-    namespace_from_json, pod_from_json, policy_from_json, read_cluster_policy, ClusterPolicyRead,
-    NodeInfo, Pod,
-};
+use tern_netpol::model::{read_cluster_policy, ClusterPolicyRead, NodeInfo, Pod};
 use tern_netpol::{compile, ruleset, World};
 use tern_testkit::netns::TestNetns;
 
-struct PodNs {
-    ns: TestNetns,
-    pod: Pod,
-    ips: [IpAddr; 2],
-}
+mod netpol_fixture;
+use netpol_fixture::{
+    apply_script, connects, namespace, policies, serve, wire_pod, Placement, PodNs, OPEN, SHUT,
+};
 
 struct Node {
     node: TestNetns,
@@ -48,16 +41,7 @@ impl Node {
         {
             n.add_pod(k + 2, ns, name);
         }
-        let host = NetNs::open(n.node.path()).unwrap();
-        let l = host
-            .run_in(|| TcpListener::bind(("0.0.0.0", 8080)))
-            .unwrap()
-            .unwrap();
-        std::thread::spawn(move || {
-            for s in l.incoming() {
-                drop(s);
-            }
-        });
+        serve(&n.node, ("0.0.0.0", 8080));
         // Every pair once with no table: neighbour caches warm, the wiring is right.
         for (from, to) in [("cli", "web"), ("web", "peer"), ("peer", "cli")] {
             n.expect(from, to, 80, [true, true]);
@@ -66,31 +50,15 @@ impl Node {
     }
 
     fn add_pod(&mut self, k: usize, namespace: &str, name: &str) {
-        let ns = TestNetns::new(&format!("cnk-{name}"));
-        let (v4, v6) = (format!("10.0.1.{k}"), format!("fd00:1::{k}"));
-        self.node.wire_routed_pod(&ns, &format!("h{k}"), &v4, &v6);
-        let netns = NetNs::open(ns.path()).unwrap();
-        for port in [80, 81] {
-            let l = netns
-                .run_in(|| TcpListener::bind(("::", port)))
-                .unwrap()
-                .unwrap();
-            std::thread::spawn(move || {
-                for s in l.incoming() {
-                    drop(s);
-                }
-            });
-        }
-        let pod = pod_from_json(&json!({"metadata": {"namespace": namespace, "name": name,
-                "labels": {"app": name}},
-            "spec": {"nodeName": "n1", "containers": [{"ports": [{"name": "web", "containerPort": 81}]}]},
-            "status": {"podIPs": [{"ip": v4}, {"ip": v6}]}}))
-        .unwrap();
-        self.pods.push(PodNs {
-            ns,
-            pod,
-            ips: [v4.parse().unwrap(), v6.parse().unwrap()],
-        });
+        let at = Placement {
+            host: &self.node,
+            node_name: "n1",
+            host_veth: format!("h{k}"),
+            v4: format!("10.0.1.{k}"),
+            v6: format!("fd00:1::{k}"),
+        };
+        let pod = wire_pod(at, "cnk", namespace, name, json!({"app": name}));
+        self.pods.push(pod);
     }
 
     fn pod(&self, name: &str) -> &PodNs {
@@ -103,26 +71,15 @@ impl Node {
         self.apply_with_nodes(policies, cluster, &[]);
     }
 
-    fn apply_with_nodes(&self, policies: &[Value], cluster: &[(&str, Value)], nodes: &[NodeInfo]) {
+    fn apply_with_nodes(
+        &self,
+        policies_x: &[Value],
+        cluster: &[(&str, Value)],
+        nodes: &[NodeInfo],
+    ) {
         let pods: Vec<Pod> = self.pods.iter().map(|p| p.pod.clone()).collect();
-        let nss: Vec<_> = ["x", "y"]
-            .iter()
-            .map(|n| {
-                namespace_from_json(&json!({"metadata": {"name": n,
-                    "labels": {"kubernetes.io/metadata.name": n}}}))
-                .unwrap()
-            })
-            .collect();
-        let pols: Vec<_> = policies
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                policy_from_json(
-                    &json!({"metadata": {"namespace": "x", "name": format!("p{i}")}, "spec": s}),
-                )
-                .unwrap()
-            })
-            .collect();
+        let nss = [namespace("x"), namespace("y")];
+        let pols = policies("x", policies_x);
         let cnps: Vec<_> = cluster
             .iter()
             .map(|(name, spec)| {
@@ -141,33 +98,22 @@ impl Node {
             nodes,
         });
         let (script, _) = ruleset::replace_script(&plan);
-        let nft = Nft::find().unwrap();
-        let ns = NetNs::open(self.node.path()).unwrap();
-        ns.run_in(|| nft.apply(&script))
-            .unwrap()
-            .unwrap_or_else(|e| panic!("{e}\n{script}"));
+        apply_script(&self.node, &script);
     }
 
     /// Asserts whether TCP from pod `from` to its node (169.254.1.1, the address every host
     /// veth has) on port 8080 connects: the input hook, not the forward hook.
     fn expect_node(&self, from: &str, want: bool) {
-        let ns = NetNs::open(self.pod(from).ns.path()).unwrap();
         let to = SocketAddr::new([169, 254, 1, 1].into(), 8080);
-        let limit = Duration::from_millis(if want { 3000 } else { 600 });
-        let got = ns
-            .run_in(|| TcpStream::connect_timeout(&to, limit).is_ok())
-            .unwrap();
+        let got = connects(&self.pod(from).ns, to, if want { OPEN } else { SHUT });
         assert_eq!(got, want, "{from} -> its node {to}");
     }
 
     /// Asserts whether TCP from pod `from` to pod `to` on `port` connects, IPv4 then IPv6.
     fn expect(&self, from: &str, to: &str, port: u16, want: [bool; 2]) {
-        let ns = NetNs::open(self.pod(from).ns.path()).unwrap();
         for (ip, want) in self.pod(to).ips.into_iter().zip(want) {
-            let limit = Duration::from_millis(if want { 3000 } else { 600 });
-            let got = ns
-                .run_in(|| TcpStream::connect_timeout(&SocketAddr::new(ip, port), limit).is_ok())
-                .unwrap();
+            let limit = if want { OPEN } else { SHUT };
+            let got = connects(&self.pod(from).ns, SocketAddr::new(ip, port), limit);
             assert_eq!(got, want, "{from} -> {to} ({ip}) port {port}");
         }
     }
