@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{random_selector, Rng};
+use super::random::{random_selector, Rng};
 use crate::model::{read_cluster_policy, ClusterPolicy, ClusterPolicyRead, Labels, NodeInfo};
 
 fn random_peer(r: &mut Rng, egress: bool, accept: bool) -> Value {
