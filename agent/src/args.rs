@@ -69,6 +69,18 @@ pub fn parse_bool(v: &str) -> Result<bool, String> {
     }
 }
 
+/// A flag that takes a value, strictly `true`, `false`, `1` or `0` ([`parse_bool`]), where clap's
+/// own `bool` would take none: `--egress-nat false` means what it says. Read it with `.0`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Switch(pub bool);
+
+impl clap::builder::ValueParserFactory for Switch {
+    type Parser = fn(&str) -> Result<Switch, String>;
+    fn value_parser() -> Self::Parser {
+        |v| parse_bool(v).map(Switch)
+    }
+}
+
 /// Parses a duration with humantime (`500ms`, `30s`, `10m`, `1h30m`, `24h`): a number and a unit
 /// for each part, no sign, no bare number.
 ///

@@ -9,8 +9,8 @@ use clap::Args;
 
 use super::{RunConfig, DEFAULT_KUBECONFIG, DEFAULT_LISTEN, METRICS_ADDRESS_ENV, REFRESH_ENV};
 use crate::args::{
-    api_server_from, namespace_from, parse_bool, parse_duration, parse_subcommand, ApiArgs,
-    CredentialArgs,
+    api_server_from, namespace_from, parse_duration, parse_subcommand, ApiArgs, CredentialArgs,
+    Switch,
 };
 
 /// Environment of `tern-agent run` that has no flag, shown under `--help`.
@@ -38,14 +38,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
     /// Allow a non-loopback --listen (true, false, 1 or 0)
-    #[arg(
-        long,
-        value_name = "BOOL",
-        default_value = "false",
-        value_parser = parse_bool,
-        action = clap::ArgAction::Set
-    )]
-    pub allow_non_loopback_listen: bool,
+    #[arg(long, value_name = "BOOL", default_value = "false")]
+    pub allow_non_loopback_listen: Switch,
     /// Also serve /metrics (only) on this address, for Prometheus (IP:PORT, e.g. 0.0.0.0:9413)
     #[arg(
         long,
@@ -156,7 +150,7 @@ impl RunConfig {
             c.policy.refresh_override =
                 Some(parse_duration(&v).map_err(|e| anyhow::anyhow!("{REFRESH_ENV}: {e}"))?);
         }
-        c.validate(a.allow_non_loopback_listen)?;
+        c.validate(a.allow_non_loopback_listen.0)?;
         Ok(c)
     }
 

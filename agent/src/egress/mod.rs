@@ -17,7 +17,7 @@ use ipnetwork::IpNetwork;
 use tern_net::nft::{Nft, NftError};
 use tracing::{error, info, warn};
 
-use crate::args::{parse_bool, parse_duration};
+use crate::args::{parse_duration, Switch};
 use crate::mint::ControllerSettings;
 use crate::node_cidrs::NodeCidrs;
 
@@ -34,11 +34,9 @@ pub struct EgressArgs {
         long,
         value_name = "BOOL",
         default_value = "false",
-        value_parser = parse_bool,
-        action = clap::ArgAction::Set,
         env = "TERN_EGRESS_NAT"
     )]
-    pub egress_nat: bool,
+    pub egress_nat: Switch,
     /// Comma-separated CIDRs of the cluster (pod and service ranges, both families): traffic to
     /// them is never masqueraded; required by --egress-nat
     #[arg(
@@ -114,7 +112,7 @@ impl EgressConfig {
     /// a pod range outside every cluster range, neither pod ranges nor a node name, a resync
     /// under 100 ms.
     pub fn from_args(a: &EgressArgs, node_name: Option<&str>) -> anyhow::Result<Option<Self>> {
-        if !a.egress_nat {
+        if !a.egress_nat.0 {
             return Ok(None);
         }
         let Some(cluster) = &a.cluster_cidrs else {

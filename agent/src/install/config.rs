@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Args;
 
-use crate::args::{parse_bool, parse_names, parse_plugins, parse_subcommand, CredentialArgs};
+use crate::args::{
+    parse_bool, parse_names, parse_plugins, parse_subcommand, CredentialArgs, Switch,
+};
 use crate::conflist::{DEFAULT_TEMPLATE, RANGES_PLACEHOLDER};
 use crate::mint::TokenTarget;
 
@@ -47,14 +49,8 @@ pub struct InstallArgs {
     /// Replace a reference plugin of the same name that tern did not install (the node's own
     /// portmap, say) with the image's; true, false, 1 or 0 (as Calico's UPDATE_CNI_BINARIES).
     /// Replaced files are still not tern's: uninstall leaves them
-    #[arg(
-        long,
-        value_name = "BOOL",
-        default_value = "true",
-        value_parser = parse_bool,
-        action = clap::ArgAction::Set
-    )]
-    pub update_reference_plugins: bool,
+    #[arg(long, value_name = "BOOL", default_value = "true")]
+    pub update_reference_plugins: Switch,
     /// The host's CNI bin dir as mounted here
     #[arg(long, value_name = "DIR", default_value = "/host/opt/cni/bin")]
     pub cni_bin_dir: PathBuf,
@@ -193,7 +189,7 @@ impl InstallConfig {
             src_bin_dir: a.src_bin_dir,
             plugins,
             reference_plugins,
-            update_reference_plugins: a.update_reference_plugins,
+            update_reference_plugins: a.update_reference_plugins.0,
             cni_bin_dir: a.cni_bin_dir,
             cni_conf_dir: a.cni_conf_dir,
             host_conf_dir: a.host_conf_dir,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use tern_netpol::ruleset::{LogDenied, DEFAULT_LOG_GROUP, DEFAULT_LOG_RATE};
 
-use crate::args::{parse_bool, parse_duration};
+use crate::args::{parse_duration, Switch};
 
 /// The flags of `tern-agent run` for NetworkPolicy.
 #[derive(Debug, Clone, Args)]
@@ -18,11 +18,9 @@ pub struct NetpolArgs {
         long,
         value_name = "BOOL",
         default_value = "false",
-        value_parser = parse_bool,
-        action = clap::ArgAction::Set,
         env = "TERN_NETWORK_POLICY"
     )]
-    pub network_policy: bool,
+    pub network_policy: Switch,
     /// Enforce ClusterNetworkPolicy (policy.networking.k8s.io v1alpha2) too: its Admin tier
     /// before NetworkPolicy and its Baseline tier after, in the same table (needs
     /// --network-policy, the CRD installed and list/watch clusternetworkpolicies and nodes;
@@ -31,11 +29,9 @@ pub struct NetpolArgs {
         long,
         value_name = "BOOL",
         default_value = "false",
-        value_parser = parse_bool,
-        action = clap::ArgAction::Set,
         env = "TERN_CLUSTER_NETWORK_POLICY"
     )]
-    pub cluster_network_policy: bool,
+    pub cluster_network_policy: Switch,
     /// How often the NetworkPolicy table is compared with what was applied, and restored
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub network_policy_resync: Duration,
@@ -45,11 +41,9 @@ pub struct NetpolArgs {
         long,
         value_name = "BOOL",
         default_value = "false",
-        value_parser = parse_bool,
-        action = clap::ArgAction::Set,
         env = "TERN_NETWORK_POLICY_LOG_DENIED"
     )]
-    pub network_policy_log_denied: bool,
+    pub network_policy_log_denied: Switch,
     /// Denied packets logged per second across the node, at most (the kernel's limit; a flood
     /// over it is still dropped, only not logged)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_LOG_RATE,
@@ -90,11 +84,11 @@ impl NetpolConfig {
         node_name: Option<&str>,
         watch_timeout: Duration,
     ) -> anyhow::Result<Option<Self>> {
-        if !a.network_policy {
-            if a.cluster_network_policy {
+        if !a.network_policy.0 {
+            if a.cluster_network_policy.0 {
                 anyhow::bail!("--cluster-network-policy needs --network-policy: ClusterNetworkPolicy is enforced in the NetworkPolicy table, by its controller");
             }
-            if a.network_policy_log_denied {
+            if a.network_policy_log_denied.0 {
                 anyhow::bail!("--network-policy-log-denied needs --network-policy");
             }
             return Ok(None);
@@ -110,8 +104,8 @@ impl NetpolConfig {
             resync: a.network_policy_resync,
             watch_timeout,
             watch_idle: Duration::from_secs(180),
-            cluster: a.cluster_network_policy,
-            log_denied: a.network_policy_log_denied.then_some(LogDenied {
+            cluster: a.cluster_network_policy.0,
+            log_denied: a.network_policy_log_denied.0.then_some(LogDenied {
                 group: a.network_policy_log_group,
                 rate: a.network_policy_log_rate,
             }),
