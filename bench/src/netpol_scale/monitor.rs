@@ -126,6 +126,7 @@ impl Monitor {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("nft monitor in {ns}: {e}"))?;
+        crate::cluster::track(child.id());
         let out = child.stdout.take().ok_or("nft monitor: no stdout")?;
         let state = Arc::new(Mutex::new(State::default()));
         let st = Arc::clone(&state);
@@ -200,5 +201,6 @@ impl Drop for Monitor {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        crate::cluster::untrack(self.child.id());
     }
 }

@@ -158,15 +158,8 @@ pub(crate) fn main(args: &[String]) -> i32 {
         kt: PathBuf::from("/tmp/tern-scale-kt"),
         agent_bin: o.agent.clone(),
     };
-    if c.kt.exists() {
-        eprintln!("tern-bench scale: {} exists: a previous run? remove it (and its netns, bridge tnps0) first", c.kt.display());
-        return 1;
-    }
-    let _ = std::fs::remove_dir_all(&o.out);
-    let _ = std::fs::create_dir_all(&o.out);
-    let (cd, agents, out) = (c.clone(), o.agents, o.out.clone());
-    if let Err(e) = crate::cluster::on_signal(move || cd.down(agents, &out)) {
-        eprintln!("tern-bench scale: {e}");
+    if let Err(e) = crate::cluster::prepare("tern-bench scale", &c, o.agents, &o.out) {
+        eprintln!("{e}");
         return 1;
     }
     let r = run(&o, &c);
