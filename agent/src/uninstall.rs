@@ -64,35 +64,17 @@ pub struct UninstallArgs {
     pub state_dir: PathBuf,
     /// Also remove the egress NAT table (inet tern_nat) with the kubeconfig and the plugins
     /// (true, false, 1 or 0; false leaves it, e.g. in a test on a node whose NAT must stay)
-    #[arg(
-        long,
-        value_name = "BOOL",
-        default_value = "true",
-        value_parser = crate::args::parse_bool,
-        action = clap::ArgAction::Set
-    )]
-    pub remove_egress_nat: bool,
+    #[arg(long, value_name = "BOOL", default_value = "true")]
+    pub remove_egress_nat: crate::args::Switch,
     /// Also remove the node routes (every route with protocol 116, both families) with the
     /// kubeconfig and the plugins (true, false, 1 or 0; false leaves them, e.g. in a test in the
     /// machine's own netns)
-    #[arg(
-        long,
-        value_name = "BOOL",
-        default_value = "true",
-        value_parser = crate::args::parse_bool,
-        action = clap::ArgAction::Set
-    )]
-    pub remove_node_routes: bool,
+    #[arg(long, value_name = "BOOL", default_value = "true")]
+    pub remove_node_routes: crate::args::Switch,
     /// Also remove the NetworkPolicy table (inet tern_netpol) with the kubeconfig and the
     /// plugins (true, false, 1 or 0)
-    #[arg(
-        long,
-        value_name = "BOOL",
-        default_value = "true",
-        value_parser = crate::args::parse_bool,
-        action = clap::ArgAction::Set
-    )]
-    pub remove_network_policy: bool,
+    #[arg(long, value_name = "BOOL", default_value = "true")]
+    pub remove_network_policy: crate::args::Switch,
     /// Act only when this DaemonSet (in the agent's namespace) is gone or being deleted, or the
     /// agent's RBAC refuses the read (403: removed with it)
     #[arg(long, value_name = "NAME")]
@@ -237,9 +219,9 @@ pub fn uninstall(a: &UninstallArgs) -> anyhow::Result<Outcome> {
         conflist: a.conflist_name.clone(),
         kubeconfig: a.kubeconfig_name.clone(),
         plugins: parse_plugins(&a.plugins)?,
-        remove_egress_nat: a.remove_egress_nat,
-        remove_node_routes: a.remove_node_routes,
-        remove_network_policy: a.remove_network_policy,
+        remove_egress_nat: a.remove_egress_nat.0,
+        remove_node_routes: a.remove_node_routes.0,
+        remove_network_policy: a.remove_network_policy.0,
     };
     plan.validate()
         .map_err(|e| anyhow::anyhow!("--conflist-name, --kubeconfig-name, --plugins: {e}"))?;
