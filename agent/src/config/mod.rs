@@ -136,3 +136,18 @@ impl RunConfig {
         }
     }
 }
+
+/// An environment of fixed pairs, for the tests of [`RunConfig`]'s parsing and validation.
+#[cfg(test)]
+pub(crate) mod test_env {
+    pub(crate) fn env_of(
+        pairs: &'static [(&'static str, &'static str)],
+    ) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+}

@@ -43,14 +43,7 @@ impl RunConfig {
 mod tests {
     use super::*;
 
-    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| (*v).to_owned())
-        }
-    }
+    use crate::config::test_env::env_of;
 
     #[test]
     fn refuses_3607_short_lifetimes_and_exposed_listen() {
