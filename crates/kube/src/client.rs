@@ -50,6 +50,13 @@ struct Reply {
     body: String,
 }
 
+/// A response's `Retry-After` in whole seconds (the API server sends seconds, never a date).
+fn retry_after_secs(h: &ureq::http::HeaderMap) -> Option<u64> {
+    h.get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+}
+
 /// Parses the CA PEM bundle into certificates.
 fn ca_certs(pem: &[u8]) -> Result<Vec<Certificate<'static>>, KubeError> {
     let mut out = Vec::new();
@@ -174,11 +181,7 @@ impl Client {
         };
         let mut resp = result.map_err(|e| Self::map_err(e, timeout))?;
         let code = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
+        let retry_after = retry_after_secs(resp.headers());
         let warnings = resp
             .headers()
             .get_all("warning")

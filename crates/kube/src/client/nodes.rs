@@ -310,11 +310,7 @@ impl Client {
             .call()
             .map_err(|e| Self::map_err(e, timeout))?;
         let code = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok());
+        let retry_after = super::retry_after_secs(resp.headers());
         let body = resp
             .body_mut()
             .with_config()
