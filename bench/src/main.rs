@@ -10,7 +10,7 @@
 //!   is made in a pod netns, as tern makes it), in the ADD floor at parallelism 1;
 //! - the exec-chain floor at parallelism 1, in the same rounds ([`floor`]): the chain's kernel
 //!   work done by this process plus tern's and tern-tuning's execs for a VERSION each; the
-//!   chain's ADD p50 is reported against it (target at most 1.25x);
+//!   chain's ADD p50 is reported against it (a reference: the 1.25x target is retired);
 //! - peak RSS per invocation, untimed pass: the plugin process alone (`VmHWM` read at its
 //!   `PTRACE_EVENT_EXIT` stop, before its address space is torn down, so a child's memory is not
 //!   counted) and, separately, host-local invoked directly with the same netconf.

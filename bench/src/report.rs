@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::env::Env;
-use crate::floor::{exec_chain_floor, EXEC_CHAIN_TARGET};
+use crate::floor::exec_chain_floor;
 use crate::opts::Opts;
 use crate::rounds::{pct, Phase, Row};
 
@@ -16,11 +16,12 @@ pub(crate) fn verdict(ok: bool) -> &'static str {
 }
 
 /// The targets of the default chain (tern + tern-ipam in-process + tern-tuning, "tt-chain/ti"),
-/// each printed with its ratio and MET / NOT MET: ADD p50 at most 0.3x each reference chain's at
-/// every parallelism; DEL p50 at most 0.8x each reference chain's at parallelism 8; ADD p50 at
-/// most [`EXEC_CHAIN_TARGET`] times the exec-chain floor (the kernel floor `floor`, the files
-/// `files` and the two execs `execs`, parallelism 1), with the ratio to the floor without the
-/// files (as before 2026-12-05) and the kernel floor's beside it.
+/// printed with its ratio and MET / NOT MET: ADD p50 at most 0.3x each reference chain's at every
+/// parallelism (the guard). Beside it, measured references without a target (the 0.8x DEL and
+/// 1.25x exec-chain targets were retired with the thick-plugin question): DEL p50 against each
+/// reference chain's at parallelism 8, and ADD p50 against the exec-chain floor (the kernel
+/// floor `floor`, the files `files` and the two execs `execs`, parallelism 1), with the ratio to
+/// the floor without the files and the kernel floor's.
 pub(crate) fn report_targets(rows: &[Row], floor: &Phase, files: &Phase, execs: &Phase) {
     println!(
         "
@@ -41,12 +42,12 @@ targets of the chain tern + tern-ipam + tern-tuning (tt-chain/ti), same rounds:"
                 verdict(add <= 0.3)
             );
             if par == 8 {
+                // A measured reference: the 0.8x target was retired (decision of record).
                 let del = pct(&t.del.lat, 0.5) / pct(&r.del.lat, 0.5);
                 println!(
-                    "  DEL p50 vs {reference:<14} par {par}: {:.3} / {:.3} ms = {del:.2}x (target <= 0.80x: {})",
+                    "  DEL p50 vs {reference:<14} par {par}: {:.3} / {:.3} ms = {del:.2}x (reference)",
                     pct(&t.del.lat, 0.5),
-                    pct(&r.del.lat, 0.5),
-                    verdict(del <= 0.8)
+                    pct(&r.del.lat, 0.5)
                 );
             }
         }
@@ -64,8 +65,7 @@ targets of the chain tern + tern-ipam + tern-tuning (tt-chain/ti), same rounds:"
         let f = exec_chain_floor(floor, files, execs);
         let x = add / f;
         println!(
-            "  ADD p50 vs the exec-chain floor, par 1: {add:.3} / {f:.3} ms = {x:.2}x (target <= {EXEC_CHAIN_TARGET:.2}x: {}); the floor = netlink and sysctl work {k:.3} + the ADD's files {fl:.3} (both the chain's, in one long-lived process) + tern's and tern-tuning's execs {e:.3} (a VERSION each); the gap above it {:.3} ms; without the files {:.2}x; the kernel floor alone {:.2}x",
-            verdict(x <= EXEC_CHAIN_TARGET),
+            "  ADD p50 vs the exec-chain floor, par 1: {add:.3} / {f:.3} ms = {x:.2}x (reference); the floor = netlink and sysctl work {k:.3} + the ADD's files {fl:.3} (both the chain's, in one long-lived process) + tern's and tern-tuning's execs {e:.3} (a VERSION each); the gap above it {:.3} ms; without the files {:.2}x; the kernel floor alone {:.2}x",
             add - f,
             add / (k + e),
             add / k
