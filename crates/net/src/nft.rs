@@ -223,6 +223,77 @@ impl Nft {
     }
 }
 
+/// What `nft get element` found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Element {
+    /// The set or map holds it: nft's listing of the element (an interval set's: the range
+    /// holding it; a map's: with its value).
+    Held(String),
+    /// The set or map exists and does not hold it.
+    NotHeld,
+    /// The table or the set or map does not exist.
+    NoSet,
+}
+
+impl Nft {
+    /// `nft list KIND FAMILY TABLE NAME` (`chain`, `set`, `map`, `limit`): one object as text,
+    /// without counters; `None` when it or its table does not exist. Reads one object, never the
+    /// whole table (at fleet scale a table's listing is seconds and hundreds of MB).
+    ///
+    /// # Errors
+    /// As [`Nft::apply`]; [`NftError::BadName`] for a kind or name that is not a name.
+    pub fn list_object(
+        &self,
+        kind: &str,
+        family: &str,
+        table: &str,
+        name: &str,
+    ) -> Result<Option<String>, NftError> {
+        for n in [kind, family, table, name] {
+            check_name(n)?;
+        }
+        match self.run(&["-s", "list", kind, family, table, name], None) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if is_missing(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `nft get element FAMILY TABLE SET { ELEMENT }`: whether the set or map holds `element`
+    /// (`10.0.1.5`, `fd00::5 . tcp . 80`).
+    ///
+    /// # Errors
+    /// As [`Nft::apply`]; [`NftError::BadName`] for an element with `{`, `}`, `;`, `"`, `#` or a
+    /// line break (it could close the element list and add a statement).
+    pub fn get_element(
+        &self,
+        family: &str,
+        table: &str,
+        set: &str,
+        element: &str,
+    ) -> Result<Element, NftError> {
+        for n in [family, table, set] {
+            check_name(n)?;
+        }
+        if element.contains(['{', '}', ';', '"', '#', '\n', '\r']) {
+            return Err(NftError::BadName(element.to_owned()));
+        }
+        let elements = format!("{{ {element} }}");
+        match self.run(&["get", "element", family, table, set, &elements], None) {
+            Ok(text) => Ok(Element::Held(text)),
+            // nft 1.0.6: a missing element fails the element's own lookup ("Could not process
+            // rule: No such file or directory"); a missing set or table fails before it.
+            Err(NftError::Failed { stderr, .. })
+                if stderr.contains("Could not process rule: No such file") =>
+            {
+                Ok(Element::NotHeld)
+            }
+            Err(e) if is_missing(&e) => Ok(Element::NoSet),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// The rules in `nft -j list chain` output.
 fn parse_rules(text: &str) -> Result<Vec<Rule>, String> {
     let listing: Listing = serde_json::from_str(text).map_err(|e| e.to_string())?;

@@ -1,0 +1,324 @@
+//! `tern-agent trace`'s kernel check: after the model's answer, what the node's table holds for
+//! the same connection, compared with the table the agent compiles from the same lists
+//! (`tern_netpol::compile`, `ruleset::render_logging`). For each end that runs on this node —
+//! the destination's ingress, the source's egress — the verdict-map element of its address (the
+//! chain it jumps to), that chain's rules and the chains they jump to (the tiers'), and for
+//! every peer set those rules name whether it holds the other end's address (an endpoint set:
+//! address, protocol and port).
+//!
+//! Invariant: reads only those objects, each by name (`nft get element`, `nft list chain`,
+//! `nft list limit`), never the whole table: at fleet scale a table's listing is 3 s and 250 MB
+//! (docs/decisions/0047). Changes nothing.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use anyhow::Context as _;
+use tern_net::nft::{Element, Nft};
+use tern_netpol::model::Protocol;
+use tern_netpol::ruleset::{Elements, Table, FAMILY, LOG_LIMIT, TABLE};
+
+/// What the kernel table holds, read one object at a time.
+pub trait TableReader {
+    /// The chain the verdict map `map` (`ingress4`...) jumps to for `ip`; `None` when the map
+    /// (or the table) holds no element for it.
+    ///
+    /// # Errors
+    /// The table cannot be read.
+    fn verdict(&self, map: &str, ip: IpAddr) -> anyhow::Result<Option<String>>;
+    /// A chain's rules as nft prints them; `None` when there is no such chain.
+    ///
+    /// # Errors
+    /// The table cannot be read.
+    fn chain(&self, name: &str) -> anyhow::Result<Option<Vec<String>>>;
+    /// Whether the set `set` holds `element`; `None` when there is no such set.
+    ///
+    /// # Errors
+    /// The table cannot be read.
+    fn holds(&self, set: &str, element: &str) -> anyhow::Result<Option<bool>>;
+    /// The rate of the denied-flow log's limit object (`log_denied`); `None`: not logging.
+    ///
+    /// # Errors
+    /// The table cannot be read.
+    fn log_rate(&self) -> anyhow::Result<Option<u32>>;
+}
+
+/// The table of this netns, through the nft tool.
+#[derive(Clone, Debug)]
+pub struct NftTable(pub Nft);
+
+impl TableReader for NftTable {
+    fn verdict(&self, map: &str, ip: IpAddr) -> anyhow::Result<Option<String>> {
+        Ok(
+            match self.0.get_element(FAMILY, TABLE, map, &ip.to_string())? {
+                // `elements = { 10.0.1.5 : jump in_0123 }`
+                Element::Held(text) => text
+                    .split_once("jump ")
+                    .and_then(|(_, rest)| rest.split([' ', '}', ',', '\n']).next())
+                    .map(str::to_owned),
+                Element::NotHeld | Element::NoSet => None,
+            },
+        )
+    }
+
+    fn chain(&self, name: &str) -> anyhow::Result<Option<Vec<String>>> {
+        let text = self.0.list_object("chain", FAMILY, TABLE, name)?;
+        Ok(text.map(|t| chain_rules(&t)))
+    }
+
+    fn holds(&self, set: &str, element: &str) -> anyhow::Result<Option<bool>> {
+        Ok(match self.0.get_element(FAMILY, TABLE, set, element)? {
+            Element::Held(_) => Some(true),
+            Element::NotHeld => Some(false),
+            Element::NoSet => None,
+        })
+    }
+
+    fn log_rate(&self) -> anyhow::Result<Option<u32>> {
+        let Some(text) = self.0.list_object("limit", FAMILY, TABLE, LOG_LIMIT)? else {
+            return Ok(None);
+        };
+        // `limit log_denied { rate 100/second burst 100 packets }`
+        let rate = text
+            .split_once("rate ")
+            .and_then(|(_, r)| r.split('/').next())
+            .and_then(|n| n.trim().parse().ok())
+            .with_context(|| format!("limit {LOG_LIMIT}: no rate in {text:?}"))?;
+        Ok(Some(rate))
+    }
+}
+
+/// The rules of `nft -s list chain` output: the lines two tabs deep (the chain's own line and
+/// the table's are one deep and none).
+pub fn chain_rules(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("\t\t"))
+        .map(|l| l.trim().to_owned())
+        .collect()
+}
+
+/// A rule as tern writes it, as nft prints it back: `meta l4proto tcp th dport { 80 }` is
+/// `tcp dport 80`, with more than one port `tcp dport { 80, 443 }` (nft 1.0.6, checked with
+/// every form `ruleset/rules.rs` writes in `agent/tests/trace_kernel.rs`).
+pub fn printed(rule: &str) -> String {
+    let mut out = rule.to_owned();
+    for proto in [Protocol::Tcp, Protocol::Udp, Protocol::Sctp] {
+        let p = proto.nft();
+        let written = format!("meta l4proto {p} th dport {{ ");
+        while let Some(at) = out.find(&written) {
+            let rest = &out[at + written.len()..];
+            let Some(end) = rest.find(" }") else { break };
+            let ports = &rest[..end];
+            let ports = if ports.contains(',') {
+                format!("{{ {ports} }}")
+            } else {
+                ports.to_owned()
+            };
+            out = format!("{}{p} dport {ports}{}", &out[..at], &rest[end + 2..]);
+        }
+    }
+    out
+}
+
+/// One end of the connection whose table is on this node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct End {
+    /// `ingress` (the destination) or `egress` (the source).
+    pub direction: &'static str,
+    /// The local pod's address: the verdict map's key.
+    pub local: IpAddr,
+    /// The other end's address: what the peer sets are asked about.
+    pub peer: IpAddr,
+    /// The protocol.
+    pub protocol: Protocol,
+    /// The destination port.
+    pub port: u16,
+}
+
+impl End {
+    fn map(&self) -> String {
+        let family = if self.local.is_ipv4() { 4 } else { 6 };
+        format!("{}{family}", self.direction)
+    }
+}
+
+/// What the comparison found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Comparison {
+    /// What was compared and agreed, one line per end.
+    pub agreed: Vec<String>,
+    /// Each difference, as a sentence.
+    pub differences: Vec<String>,
+}
+
+/// Compares what `kernel` holds for each of `ends` with `expected`, the table the model
+/// compiles for this node.
+///
+/// # Errors
+/// The kernel's table cannot be read.
+pub fn compare(
+    expected: &Table,
+    ends: &[End],
+    kernel: &dyn TableReader,
+) -> anyhow::Result<Comparison> {
+    let mut c = Comparison::default();
+    for end in ends {
+        let before = c.differences.len();
+        let (map, want) = (end.map(), expected_verdict(expected, end));
+        let got = kernel.verdict(&map, end.local)?;
+        if got != want {
+            c.differences.push(format!(
+                "{map} {}: the kernel {}, the model {}",
+                end.local,
+                jumps(got.as_deref()),
+                jumps(want.as_deref())
+            ));
+        }
+        let Some(chain) = want else {
+            if c.differences.len() == before {
+                c.agreed.push(format!(
+                    "{map} has no element for {} (not judged)",
+                    end.local
+                ));
+            }
+            continue;
+        };
+        let (chains, lookups) = compare_chains(expected, &chain, end, kernel, &mut c)?;
+        if c.differences.len() == before {
+            c.agreed.push(format!(
+                "{map} {} jumps to {chain}; {chains} chain(s) rule for rule; {lookups} peer set(s) agree on {}",
+                end.local, end.peer
+            ));
+        }
+    }
+    Ok(c)
+}
+
+fn expected_verdict(t: &Table, end: &End) -> Option<String> {
+    let map = if end.direction == "ingress" {
+        &t.ingress
+    } else {
+        &t.egress
+    };
+    map.get(&end.local).cloned()
+}
+
+fn jumps(chain: Option<&str>) -> String {
+    chain.map_or("has no element (not judged)".into(), |c| {
+        format!("jumps to {c}")
+    })
+}
+
+/// Compares `first` and every chain it jumps to, and the peer sets their rules name; returns
+/// how many chains and set lookups were compared.
+fn compare_chains(
+    expected: &Table,
+    first: &str,
+    end: &End,
+    kernel: &dyn TableReader,
+    c: &mut Comparison,
+) -> anyhow::Result<(usize, usize)> {
+    let (mut todo, mut seen, mut sets) = (vec![first.to_owned()], BTreeSet::new(), BTreeSet::new());
+    while let Some(name) = todo.pop() {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let want: Vec<String> = expected
+            .chains
+            .get(&name)
+            .map(|r| r.iter().map(|r| printed(r)).collect())
+            .unwrap_or_default();
+        for rule in &want {
+            if let Some(target) = rule.strip_prefix("jump ") {
+                todo.push(target.to_owned());
+            }
+            let named = rule.split_whitespace().filter_map(|w| w.strip_prefix('@'));
+            sets.extend(named.map(str::to_owned));
+        }
+        match kernel.chain(&name)? {
+            None => c
+                .differences
+                .push(format!("chain {name}: not in the kernel")),
+            Some(got) if got != want => c.differences.push(rule_difference(&name, &got, &want)),
+            Some(_) => {}
+        }
+    }
+    let mut lookups = 0;
+    for set in &sets {
+        let Some(element) = element_for(set, end) else {
+            continue;
+        };
+        lookups += 1;
+        let want = expected
+            .sets
+            .get(set)
+            .is_some_and(|s| holds(&s.elements, end, &element));
+        match kernel.holds(set, &element)? {
+            None => c.differences.push(format!("set {set}: not in the kernel")),
+            Some(got) if got != want => c.differences.push(format!(
+                "set {set}: the kernel {} {element}, the model {}",
+                if got { "holds" } else { "does not hold" },
+                if want { "does" } else { "does not" }
+            )),
+            Some(_) => {}
+        }
+    }
+    Ok((seen.len(), lookups))
+}
+
+/// The first rule where the kernel's chain and the model's differ, or their lengths.
+fn rule_difference(name: &str, got: &[String], want: &[String]) -> String {
+    for i in 0..got.len().max(want.len()) {
+        let (g, w) = (got.get(i), want.get(i));
+        if g != w {
+            let show = |r: Option<&String>| r.map_or("nothing".into(), |r| format!("`{r}`"));
+            return format!(
+                "chain {name}: rule {i} is {} in the kernel, {} in the model ({} rules against {})",
+                show(g),
+                show(w),
+                got.len(),
+                want.len()
+            );
+        }
+    }
+    format!("chain {name}: differs")
+}
+
+/// What to ask the set `name` about for `end`: the peer's address (`p4_`/`p6_`), or address,
+/// protocol and port (`e4_`/`e6_`); `None` for a set of the other family.
+fn element_for(name: &str, end: &End) -> Option<String> {
+    let family = if end.peer.is_ipv4() { '4' } else { '6' };
+    let mut chars = name.chars();
+    let (kind, fam) = (chars.next()?, chars.next()?);
+    if fam != family {
+        return None;
+    }
+    match kind {
+        'p' => Some(end.peer.to_string()),
+        'e' => Some(format!(
+            "{} . {} . {}",
+            end.peer,
+            end.protocol.nft(),
+            end.port
+        )),
+        _ => None,
+    }
+}
+
+fn holds(elements: &Elements, end: &End, element: &str) -> bool {
+    let addr = match end.peer {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    };
+    match elements {
+        Elements::Ranges(r) | Elements::Addrs(r) => {
+            r.iter().any(|&(lo, hi)| lo <= addr && addr <= hi)
+        }
+        Elements::Endpoints(e) => e
+            .iter()
+            .any(|(ip, proto, port)| format!("{ip} . {} . {port}", proto.nft()) == element),
+    }
+}
+
+#[cfg(test)]
+mod tests;
