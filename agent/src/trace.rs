@@ -244,11 +244,19 @@ fn fetch(a: &TraceArgs, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<
     }
     match list(Kind::ClusterPolicies) {
         Ok(policies) => {
-            let nodes = list(Kind::Nodes).context("list /api/v1/nodes")?;
+            let nodes = list(Kind::Nodes).unwrap_or_else(|e| {
+                l.cluster_notes.push(format!(
+                    "Nodes not listed ({e}): no `nodes` peer of a ClusterNetworkPolicy holds an address"
+                ));
+                Vec::new()
+            });
             l.read_cluster(&policies, &nodes);
         }
         // Not served (no CRD): no ClusterNetworkPolicy can be in force.
         Err(KubeError::NotFound { .. }) if a.cluster_network_policy.is_none() => {}
+        // Without the RBAC of deploy/cluster-network-policy/ (the chart's clusterNetworkPolicy
+        // off) the agent enforces none either: nothing to say on every trace.
+        Err(KubeError::Forbidden { .. }) if a.cluster_network_policy.is_none() => {}
         Err(e) if a.cluster_network_policy.is_none() => l.cluster_notes.push(format!(
             "ClusterNetworkPolicies not traced: cannot list them ({e})"
         )),

@@ -108,10 +108,15 @@ pub fn compare_on(
 ) -> KernelAnswer {
     let ends = ends(l, q, t, node);
     if ends.is_empty() {
+        let dst_node = l
+            .pods
+            .iter()
+            .find(|p| p.namespace == q.to_namespace && p.name == q.to_name)
+            .map_or("", |p| p.node.as_str());
         let why = if t.own {
             "a pod's traffic to its own address is judged by no table".to_owned()
         } else {
-            format!("neither end of this connection runs on node {node}: run it in the agent's pod of the destination's node")
+            format!("neither end runs on node {node}: run it in the tern-agent pod of node {dst_node:?} (the destination's)")
         };
         return KernelAnswer::Skipped(why);
     }

@@ -6,15 +6,16 @@
 //! every peer set those rules name whether it holds the other end's address (an endpoint set:
 //! address, protocol and port).
 //!
-//! Invariant: reads only those objects, each by name (`nft get element`, `nft list chain`,
-//! `nft list limit`), never the whole table: at fleet scale a table's listing is 3 s and 250 MB
-//! (docs/decisions/0047). Changes nothing.
+//! Invariant: reads only those objects, each by name (`nft -j list map|set|limit`, `nft -s list
+//! chain`), never the whole table: at fleet scale a table's listing is 3 s and 250 MB
+//! (docs/decisions/0031, 0047). Changes nothing.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use anyhow::Context as _;
-use tern_net::nft::{Element, Nft};
+use serde_json::Value;
+use tern_net::nft::Nft;
 use tern_netpol::model::Protocol;
 use tern_netpol::ruleset::{Elements, Table, FAMILY, LOG_LIMIT, TABLE};
 
@@ -31,11 +32,17 @@ pub trait TableReader {
     /// # Errors
     /// The table cannot be read.
     fn chain(&self, name: &str) -> anyhow::Result<Option<Vec<String>>>;
-    /// Whether the set `set` holds `element`; `None` when there is no such set.
+    /// Whether the set `set` holds `peer` (with `endpoint`, `peer . protocol . port`); `None`
+    /// when there is no such set.
     ///
     /// # Errors
     /// The table cannot be read.
-    fn holds(&self, set: &str, element: &str) -> anyhow::Result<Option<bool>>;
+    fn holds(
+        &self,
+        set: &str,
+        peer: IpAddr,
+        endpoint: Option<(Protocol, u16)>,
+    ) -> anyhow::Result<Option<bool>>;
     /// The rate of the denied-flow log's limit object (`log_denied`); `None`: not logging.
     ///
     /// # Errors
@@ -43,22 +50,25 @@ pub trait TableReader {
     fn log_rate(&self) -> anyhow::Result<Option<u32>>;
 }
 
-/// The table of this netns, through the nft tool.
+/// The table of this netns, through the nft tool: a map, set or limit as JSON (`nft -j list
+/// map|set|limit`, which reads that object alone), a chain as text. Not `nft get element`:
+/// nft 1.0.6 fetches every set's elements of the table for it (144 MB at 400,000 elements), as
+/// it does for `list chain`.
 #[derive(Clone, Debug)]
 pub struct NftTable(pub Nft);
 
 impl TableReader for NftTable {
     fn verdict(&self, map: &str, ip: IpAddr) -> anyhow::Result<Option<String>> {
-        Ok(
-            match self.0.get_element(FAMILY, TABLE, map, &ip.to_string())? {
-                // `elements = { 10.0.1.5 : jump in_0123 }`
-                Element::Held(text) => text
-                    .split_once("jump ")
-                    .and_then(|(_, rest)| rest.split([' ', '}', ',', '\n']).next())
-                    .map(str::to_owned),
-                Element::NotHeld | Element::NoSet => None,
-            },
-        )
+        let Some(m) = self.0.list_json("map", FAMILY, TABLE, map)? else {
+            return Ok(None);
+        };
+        // `"elem": [["10.0.1.5", {"jump": {"target": "in_0123"}}], ...]`
+        let elems = m.get("elem").and_then(Value::as_array);
+        Ok(elems.into_iter().flatten().find_map(|pair| {
+            let key = pair.get(0)?.as_str()?.parse::<IpAddr>().ok()?;
+            let target = pair.pointer("/1/jump/target")?.as_str()?;
+            (key == ip).then(|| target.to_owned())
+        }))
     }
 
     fn chain(&self, name: &str) -> anyhow::Result<Option<Vec<String>>> {
@@ -66,26 +76,75 @@ impl TableReader for NftTable {
         Ok(text.map(|t| chain_rules(&t)))
     }
 
-    fn holds(&self, set: &str, element: &str) -> anyhow::Result<Option<bool>> {
-        Ok(match self.0.get_element(FAMILY, TABLE, set, element)? {
-            Element::Held(_) => Some(true),
-            Element::NotHeld => Some(false),
-            Element::NoSet => None,
-        })
+    fn holds(
+        &self,
+        set: &str,
+        peer: IpAddr,
+        endpoint: Option<(Protocol, u16)>,
+    ) -> anyhow::Result<Option<bool>> {
+        let Some(s) = self.0.list_json("set", FAMILY, TABLE, set)? else {
+            return Ok(None);
+        };
+        let elems = s.get("elem").and_then(Value::as_array);
+        let held = elems
+            .into_iter()
+            .flatten()
+            .any(|e| element_holds(e, peer, endpoint));
+        Ok(Some(held))
     }
 
     fn log_rate(&self) -> anyhow::Result<Option<u32>> {
-        let Some(text) = self.0.list_object("limit", FAMILY, TABLE, LOG_LIMIT)? else {
+        let Some(limit) = self.0.list_json("limit", FAMILY, TABLE, LOG_LIMIT)? else {
             return Ok(None);
         };
-        // `limit log_denied { rate 100/second burst 100 packets }`
-        let rate = text
-            .split_once("rate ")
-            .and_then(|(_, r)| r.split('/').next())
-            .and_then(|n| n.trim().parse().ok())
-            .with_context(|| format!("limit {LOG_LIMIT}: no rate in {text:?}"))?;
-        Ok(Some(rate))
+        let rate = limit.get("rate").and_then(Value::as_u64);
+        let rate = rate.and_then(|r| u32::try_from(r).ok());
+        rate.map(Some)
+            .with_context(|| format!("limit {LOG_LIMIT}: no rate in {limit}"))
     }
+}
+
+fn number(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+/// Whether one element of `nft -j list set` holds `peer` (an endpoint set's: `peer . protocol
+/// . port`): an address, a `prefix`, a `range` or a `concat`.
+pub fn element_holds(e: &Value, peer: IpAddr, endpoint: Option<(Protocol, u16)>) -> bool {
+    let ip = |v: &Value| v.as_str().and_then(|s| s.parse::<IpAddr>().ok());
+    let same = |a: IpAddr| a.is_ipv4() == peer.is_ipv4();
+    if let Some((proto, port)) = endpoint {
+        let c = e.get("concat").and_then(Value::as_array);
+        return c.is_some_and(|c| {
+            c.len() == 3
+                && c.first().and_then(ip) == Some(peer)
+                && c[1].as_str() == Some(proto.nft())
+                && c[2].as_u64() == Some(u64::from(port))
+        });
+    }
+    if let Some(a) = ip(e) {
+        return a == peer;
+    }
+    if let Some(r) = e.get("range").and_then(Value::as_array) {
+        return match (r.first().and_then(ip), r.get(1).and_then(ip)) {
+            (Some(lo), Some(hi)) => {
+                same(lo) && number(lo) <= number(peer) && number(peer) <= number(hi)
+            }
+            _ => false,
+        };
+    }
+    let net = e.pointer("/prefix/addr").and_then(ip);
+    let len = e.pointer("/prefix/len").and_then(Value::as_u64);
+    let (Some(net), Some(len)) = (net, len) else {
+        return false;
+    };
+    let bits: u32 = if net.is_ipv4() { 32 } else { 128 };
+    let host = bits - u32::try_from(len).unwrap_or(bits).min(bits);
+    let top = |a: IpAddr| number(a).checked_shr(host).unwrap_or(0);
+    same(net) && top(net) == top(peer)
 }
 
 /// The rules of `nft -s list chain` output: the lines two tabs deep (the chain's own line and
@@ -252,8 +311,9 @@ fn compare_chains(
         let want = expected
             .sets
             .get(set)
-            .is_some_and(|s| holds(&s.elements, end, &element));
-        match kernel.holds(set, &element)? {
+            .is_some_and(|s| model_holds(&s.elements, end, &element));
+        let endpoint = set.starts_with('e').then_some((end.protocol, end.port));
+        match kernel.holds(set, end.peer, endpoint)? {
             None => c.differences.push(format!("set {set}: not in the kernel")),
             Some(got) if got != want => c.differences.push(format!(
                 "set {set}: the kernel {} {element}, the model {}",
@@ -305,11 +365,9 @@ fn element_for(name: &str, end: &End) -> Option<String> {
     }
 }
 
-fn holds(elements: &Elements, end: &End, element: &str) -> bool {
-    let addr = match end.peer {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
-    };
+/// Whether the model's set holds what [`element_for`] asks it.
+fn model_holds(elements: &Elements, end: &End, element: &str) -> bool {
+    let addr = number(end.peer);
     match elements {
         Elements::Ranges(r) | Elements::Addrs(r) => {
             r.iter().any(|&(lo, hi)| lo <= addr && addr <= hi)

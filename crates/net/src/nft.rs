@@ -223,22 +223,13 @@ impl Nft {
     }
 }
 
-/// What `nft get element` found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Element {
-    /// The set or map holds it: nft's listing of the element (an interval set's: the range
-    /// holding it; a map's: with its value).
-    Held(String),
-    /// The set or map exists and does not hold it.
-    NotHeld,
-    /// The table or the set or map does not exist.
-    NoSet,
-}
-
 impl Nft {
-    /// `nft list KIND FAMILY TABLE NAME` (`chain`, `set`, `map`, `limit`): one object as text,
-    /// without counters; `None` when it or its table does not exist. Reads one object, never the
-    /// whole table (at fleet scale a table's listing is seconds and hundreds of MB).
+    /// `nft -s list KIND FAMILY TABLE NAME` (`chain`, `set`, `map`, `limit`): one object as
+    /// text, without counters; `None` when it or its table does not exist.
+    ///
+    /// Cost (nft 1.0.6): a set, map or limit is read alone (milliseconds at any table size); a
+    /// chain is not — nft fetches every set's elements of the table first (about 0.5 s of CPU
+    /// and 144 MB at 400,000 elements, `scripts/bench-trace-check`).
     ///
     /// # Errors
     /// As [`Nft::apply`]; [`NftError::BadName`] for a kind or name that is not a name.
@@ -249,46 +240,56 @@ impl Nft {
         table: &str,
         name: &str,
     ) -> Result<Option<String>, NftError> {
+        self.list(&["-s"], kind, family, table, name)
+    }
+
+    /// `nft -j list KIND FAMILY TABLE NAME`: the object (the value of its `KIND` key: a set's
+    /// `elem`, a map's `elem` of `[key, verdict]` pairs...); `None` when it or its table does
+    /// not exist. Costs as [`Nft::list_object`].
+    ///
+    /// # Errors
+    /// As [`Nft::list_object`]; [`NftError::Json`] for output that does not parse.
+    pub fn list_json(
+        &self,
+        kind: &str,
+        family: &str,
+        table: &str,
+        name: &str,
+    ) -> Result<Option<serde_json::Value>, NftError> {
+        let Some(text) = self.list(&["-j"], kind, family, table, name)? else {
+            return Ok(None);
+        };
+        let what = format!("-j list {kind} {family} {table} {name}");
+        let listing: Listing = serde_json::from_str(&text).map_err(|e| NftError::Json {
+            what: what.clone(),
+            why: e.to_string(),
+        })?;
+        let object = listing
+            .nftables
+            .into_iter()
+            .find_map(|mut v| v.get_mut(kind).map(serde_json::Value::take));
+        object.map(Some).ok_or(NftError::Json {
+            what,
+            why: format!("no {kind} in the output"),
+        })
+    }
+
+    fn list(
+        &self,
+        flags: &[&str],
+        kind: &str,
+        family: &str,
+        table: &str,
+        name: &str,
+    ) -> Result<Option<String>, NftError> {
         for n in [kind, family, table, name] {
             check_name(n)?;
         }
-        match self.run(&["-s", "list", kind, family, table, name], None) {
+        let mut args = flags.to_vec();
+        args.extend(["list", kind, family, table, name]);
+        match self.run(&args, None) {
             Ok(text) => Ok(Some(text)),
             Err(e) if is_missing(&e) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// `nft get element FAMILY TABLE SET { ELEMENT }`: whether the set or map holds `element`
-    /// (`10.0.1.5`, `fd00::5 . tcp . 80`).
-    ///
-    /// # Errors
-    /// As [`Nft::apply`]; [`NftError::BadName`] for an element with `{`, `}`, `;`, `"`, `#` or a
-    /// line break (it could close the element list and add a statement).
-    pub fn get_element(
-        &self,
-        family: &str,
-        table: &str,
-        set: &str,
-        element: &str,
-    ) -> Result<Element, NftError> {
-        for n in [family, table, set] {
-            check_name(n)?;
-        }
-        if element.contains(['{', '}', ';', '"', '#', '\n', '\r']) {
-            return Err(NftError::BadName(element.to_owned()));
-        }
-        let elements = format!("{{ {element} }}");
-        match self.run(&["get", "element", family, table, set, &elements], None) {
-            Ok(text) => Ok(Element::Held(text)),
-            // nft 1.0.6: a missing element fails the element's own lookup ("Could not process
-            // rule: No such file or directory"); a missing set or table fails before it.
-            Err(NftError::Failed { stderr, .. })
-                if stderr.contains("Could not process rule: No such file") =>
-            {
-                Ok(Element::NotHeld)
-            }
-            Err(e) if is_missing(&e) => Ok(Element::NoSet),
             Err(e) => Err(e),
         }
     }

@@ -49,11 +49,14 @@ impl TableReader for Fake {
             .get(name)
             .map(|r| r.iter().map(|r| printed(r)).collect()))
     }
-    fn holds(&self, set: &str, element: &str) -> anyhow::Result<Option<bool>> {
+    fn holds(
+        &self,
+        set: &str,
+        peer: IpAddr,
+        _: Option<(Protocol, u16)>,
+    ) -> anyhow::Result<Option<bool>> {
         Ok(self.0.sets.get(set).map(|s| match &s.elements {
-            Elements::Addrs(r) => r
-                .iter()
-                .any(|&(lo, _)| element.parse::<IpAddr>().is_ok_and(|ip| as_u128(ip) == lo)),
+            Elements::Addrs(r) => r.iter().any(|&(lo, _)| as_u128(peer) == lo),
             _ => false,
         }))
     }
@@ -156,4 +159,37 @@ fn the_same_table_agrees_and_each_change_is_named() {
         c.agreed,
         ["ingress4 has no element for 10.0.1.9 (not judged)"]
     );
+}
+
+#[test]
+fn set_elements_as_nft_lists_them() {
+    use serde_json::json;
+    let peer: IpAddr = "10.1.0.6".parse().unwrap();
+    let holds = |e: Value| element_holds(&e, peer, None);
+    assert!(holds(json!("10.1.0.6")));
+    assert!(!holds(json!("10.1.0.7")));
+    assert!(holds(json!({"range": ["10.1.0.5", "10.1.0.9"]})));
+    assert!(!holds(json!({"range": ["10.1.0.7", "10.1.0.9"]})));
+    assert!(holds(json!({"prefix": {"addr": "10.1.0.0", "len": 24}})));
+    assert!(!holds(json!({"prefix": {"addr": "10.2.0.0", "len": 16}})));
+    assert!(holds(json!({"prefix": {"addr": "0.0.0.0", "len": 0}})));
+    assert!(!holds(json!({"prefix": {"addr": "::", "len": 0}})));
+    let v6: IpAddr = "fd00:2::2".parse().unwrap();
+    assert!(element_holds(
+        &json!({"prefix": {"addr": "fd00:2::", "len": 64}}),
+        v6,
+        None
+    ));
+    let tcp80 = Some((Protocol::Tcp, 80));
+    assert!(element_holds(
+        &json!({"concat": ["10.1.0.6", "tcp", 80]}),
+        peer,
+        tcp80
+    ));
+    assert!(!element_holds(
+        &json!({"concat": ["10.1.0.6", "udp", 80]}),
+        peer,
+        tcp80
+    ));
+    assert!(!element_holds(&json!("10.1.0.6"), peer, tcp80));
 }
