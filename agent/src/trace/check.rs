@@ -9,10 +9,10 @@ use std::fmt::Write as _;
 
 use tern_net::nft::Nft;
 use tern_netpol::compile;
-use tern_netpol::ruleset::{render_logging, LogDenied, Table};
+use tern_netpol::ruleset::{render_logging, LogDenied, Table, DEFAULT_LOG_RATE};
 use tern_netpol::trace::{Query, Trace};
 
-use super::kernel::{compare, End, NftTable, TableReader};
+use super::kernel::{compare, pick, End, NftTable, TableReader};
 use super::{Listed, TraceArgs};
 
 /// What the kernel check found.
@@ -120,13 +120,17 @@ pub fn compare_on(
         };
         return KernelAnswer::Skipped(why);
     }
-    let compared = kernel.log_rate().and_then(|rate| {
-        let log = rate.map(|rate| LogDenied {
-            group: log_group,
-            rate,
-        });
-        compare(&expected_table(l, node, log), &ends, kernel)
-    });
+    let plan = compile(&l.world(node));
+    let log = LogDenied {
+        group: log_group,
+        rate: DEFAULT_LOG_RATE,
+    };
+    let (off, on) = (
+        render_logging(&plan, None).0,
+        render_logging(&plan, Some(log)).0,
+    );
+    let compared =
+        pick(&[&off, &on], &ends, kernel).and_then(|t| compare(t.unwrap_or(&off), &ends, kernel));
     let node = node.to_owned();
     match compared {
         Err(e) => KernelAnswer::Skipped(format!("cannot read the table on node {node}: {e:#}")),

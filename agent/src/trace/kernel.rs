@@ -6,18 +6,17 @@
 //! every peer set those rules name whether it holds the other end's address (an endpoint set:
 //! address, protocol and port).
 //!
-//! Invariant: reads only those objects, each by name (`nft -j list map|set|limit`, `nft -s list
+//! Invariant: reads only those objects, each by name (`nft -j list map|set`, `nft -s list
 //! chain`), never the whole table: at fleet scale a table's listing is 3 s and 250 MB
 //! (docs/decisions/0031, 0047). Changes nothing.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use anyhow::Context as _;
 use serde_json::Value;
 use tern_net::nft::Nft;
 use tern_netpol::model::Protocol;
-use tern_netpol::ruleset::{Elements, Table, FAMILY, LOG_LIMIT, TABLE};
+use tern_netpol::ruleset::{Elements, Table, FAMILY, TABLE};
 
 /// What the kernel table holds, read one object at a time.
 pub trait TableReader {
@@ -43,17 +42,13 @@ pub trait TableReader {
         peer: IpAddr,
         endpoint: Option<(Protocol, u16)>,
     ) -> anyhow::Result<Option<bool>>;
-    /// The rate of the denied-flow log's limit object (`log_denied`); `None`: not logging.
-    ///
-    /// # Errors
-    /// The table cannot be read.
-    fn log_rate(&self) -> anyhow::Result<Option<u32>>;
 }
 
-/// The table of this netns, through the nft tool: a map, set or limit as JSON (`nft -j list
-/// map|set|limit`, which reads that object alone), a chain as text. Not `nft get element`:
-/// nft 1.0.6 fetches every set's elements of the table for it (144 MB at 400,000 elements), as
-/// it does for `list chain`.
+/// The table of this netns, through the nft tool: a map or set as JSON (`nft -j list map|set`,
+/// which reads that object alone), a chain as text (`nft -s list chain`: nft 1.0.6 fetches every
+/// set's elements of the table first, 140 MB at 400,000 elements, so a chain is read once per
+/// check). Not `nft get element` nor the limit object: nft 1.0.6 fetches every element for those
+/// too.
 #[derive(Clone, Debug)]
 pub struct NftTable(pub Nft);
 
@@ -91,16 +86,6 @@ impl TableReader for NftTable {
             .flatten()
             .any(|e| element_holds(e, peer, endpoint));
         Ok(Some(held))
-    }
-
-    fn log_rate(&self) -> anyhow::Result<Option<u32>> {
-        let Some(limit) = self.0.list_json("limit", FAMILY, TABLE, LOG_LIMIT)? else {
-            return Ok(None);
-        };
-        let rate = limit.get("rate").and_then(Value::as_u64);
-        let rate = rate.and_then(|r| u32::try_from(r).ok());
-        rate.map(Some)
-            .with_context(|| format!("limit {LOG_LIMIT}: no rate in {limit}"))
     }
 }
 
@@ -220,7 +205,7 @@ pub fn compare(
     ends: &[End],
     kernel: &dyn TableReader,
 ) -> anyhow::Result<Comparison> {
-    let mut c = Comparison::default();
+    let (mut c, mut read) = (Comparison::default(), BTreeSet::new());
     for end in ends {
         let before = c.differences.len();
         let (map, want) = (end.map(), expected_verdict(expected, end));
@@ -242,7 +227,7 @@ pub fn compare(
             }
             continue;
         };
-        let (chains, lookups) = compare_chains(expected, &chain, end, kernel, &mut c)?;
+        let (chains, lookups) = compare_chains(expected, &chain, end, kernel, &mut read, &mut c)?;
         if c.differences.len() == before {
             c.agreed.push(format!(
                 "{map} {} jumps to {chain}; {chains} chain(s) rule for rule; {lookups} peer set(s) agree on {}",
@@ -251,6 +236,31 @@ pub fn compare(
         }
     }
     Ok(c)
+}
+
+/// Which of `tables` (the same plan rendered without and with the denied-flow log) the kernel
+/// holds: the first whose chain the kernel's verdict map names for one of `ends`; else the
+/// first. Whether the agent logs is its flag, not the policies': the table itself says.
+///
+/// # Errors
+/// The kernel's table cannot be read.
+pub fn pick<'t>(
+    tables: &[&'t Table],
+    ends: &[End],
+    kernel: &dyn TableReader,
+) -> anyhow::Result<Option<&'t Table>> {
+    for end in ends {
+        let Some(got) = kernel.verdict(&end.map(), end.local)? else {
+            continue;
+        };
+        if let Some(t) = tables
+            .iter()
+            .find(|t| expected_verdict(t, end).as_ref() == Some(&got))
+        {
+            return Ok(Some(*t));
+        }
+    }
+    Ok(tables.first().copied())
 }
 
 fn expected_verdict(t: &Table, end: &End) -> Option<String> {
@@ -268,13 +278,15 @@ fn jumps(chain: Option<&str>) -> String {
     })
 }
 
-/// Compares `first` and every chain it jumps to, and the peer sets their rules name; returns
-/// how many chains and set lookups were compared.
+/// Compares `first` and every chain it jumps to (each chain once per check: `read` holds those
+/// read), and the peer sets their rules name; returns how many chains and set lookups it
+/// reached.
 fn compare_chains(
     expected: &Table,
     first: &str,
     end: &End,
     kernel: &dyn TableReader,
+    read: &mut BTreeSet<String>,
     c: &mut Comparison,
 ) -> anyhow::Result<(usize, usize)> {
     let (mut todo, mut seen, mut sets) = (vec![first.to_owned()], BTreeSet::new(), BTreeSet::new());
@@ -293,6 +305,9 @@ fn compare_chains(
             }
             let named = rule.split_whitespace().filter_map(|w| w.strip_prefix('@'));
             sets.extend(named.map(str::to_owned));
+        }
+        if !read.insert(name.clone()) {
+            continue; // compared for another end (both families share a pod's chains)
         }
         match kernel.chain(&name)? {
             None => c

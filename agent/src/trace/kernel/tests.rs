@@ -60,9 +60,6 @@ impl TableReader for Fake {
             _ => false,
         }))
     }
-    fn log_rate(&self) -> anyhow::Result<Option<u32>> {
-        Ok(None)
-    }
 }
 
 fn as_u128(ip: IpAddr) -> u128 {
