@@ -36,7 +36,7 @@ fn denied_total(node: &Node) -> Res<f64> {
         .lines()
         .filter(|l| l.starts_with("tern_agent_network_policy_denied_total{"))
         .filter(|l| labels.iter().all(|k| l.contains(k)))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse().ok()))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
         .sum())
 }
 
