@@ -8,7 +8,7 @@
 //!
 //! Invariant: reads only those objects, each by name (`nft -j list map|set`, `nft -s list
 //! chain`), never the whole table: at fleet scale a table's listing is 3 s and 250 MB
-//! (docs/decisions/0031, 0047). Changes nothing.
+//! (docs/decisions/0031, 0048). Changes nothing.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
