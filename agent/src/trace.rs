@@ -1,13 +1,17 @@
 //! `tern-agent trace`: why one pod or address can or cannot reach a pod. Lists Pods, Namespaces
-//! and NetworkPolicies once (in-cluster credentials, or `--kubeconfig`), reads them as the
-//! NetworkPolicy controller does (`model::read_policy`: a policy that cannot be read whole fails
-//! closed), runs `tern_netpol::trace::trace` and prints the verdict and its reasons.
+//! and NetworkPolicies once (in-cluster credentials, or `--kubeconfig`), and ClusterNetworkPolicies
+//! with the Nodes their peers select where the API serves them; reads them as the NetworkPolicy
+//! controller does (`model::read_policy`, `model::read_cluster_policy`: a policy that cannot be
+//! read whole fails closed), runs `tern_netpol::trace::trace` and prints the verdict and its
+//! reasons (`trace/render.rs`). Then, on a node (`--node`, `NODE_NAME` in the agent's pod), it
+//! compares what the node's table holds for that connection with the table the agent compiles
+//! from the same lists (`trace/check.rs`, `trace/kernel.rs`).
 //!
-//! Invariant: reads the API and nothing else (no table, no host state); exit 0 allowed, 1
-//! denied, 2 could not answer.
+//! Invariant: reads the API and, on a node, a few objects of `inet tern_netpol`; changes
+//! nothing. Exit 0 allowed, 1 denied, 2 could not answer, 3 the kernel's table differs from
+//! the model (the answer printed is the model's).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,15 +20,16 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::Value;
 use tern_kube::client::objects::key_of;
+use tern_kube::KubeError;
 use tern_netpol::model::{
-    namespace_from_json, pod_from_json, read_policy, Namespace, Pod, Policy, PolicyRead, Protocol,
+    namespace_from_json, node_from_json, pod_from_json, read_cluster_policy, read_policy,
+    ClusterPolicy, ClusterPolicyRead, Namespace, NodeInfo, Pod, Policy, PolicyRead, Protocol,
 };
-use tern_netpol::trace::{
-    trace, ClusterRuleRef, Judgement, Path, PolicyRef, Query, RuleRef, Source, Trace,
-};
+use tern_netpol::ruleset::DEFAULT_LOG_GROUP;
+use tern_netpol::trace::{trace, Query, Source, Trace};
 use tern_netpol::World;
 
-use crate::args::{api_server_from, DEFAULT_SA_DIR};
+use crate::args::{api_server_from, parse_bool, DEFAULT_SA_DIR};
 use crate::mint::{in_cluster_client, ApiAccess, DEFAULT_REQUEST_TIMEOUT};
 use crate::netpol::store::Kind;
 
@@ -47,6 +52,22 @@ pub struct TraceArgs {
     /// credentials, as `run`'s]
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// Trace ClusterNetworkPolicies too (true, false, 1 or 0) [default: when the API serves
+    /// them]
+    #[arg(long, value_name = "BOOL", value_parser = parse_bool, env = "TERN_CLUSTER_NETWORK_POLICY")]
+    pub cluster_network_policy: Option<bool>,
+    /// The node whose table this is, for the kernel check [default: NODE_NAME, set in the
+    /// agent's pod; neither: no check]
+    #[arg(long, value_name = "NAME", env = "NODE_NAME", hide_env_values = true)]
+    pub node: Option<String>,
+    /// Do not compare the answer with this node's table
+    #[arg(long)]
+    pub no_kernel_check: bool,
+    /// The agent's --network-policy-log-group, when it logs denied flows (the log rule's text
+    /// is part of each chain's)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LOG_GROUP,
+        value_parser = clap::value_parser!(u16).range(1..))]
+    pub network_policy_log_group: u16,
 }
 
 /// A pod's `namespace/name`.
@@ -104,6 +125,13 @@ pub struct Listed {
     /// `namespace/name` of each policy that isolates nothing (its podSelector cannot be read)
     /// → why.
     pub unreadable: BTreeMap<String, String>,
+    /// The ClusterNetworkPolicies, fail-closed stand-ins included (none where not served).
+    pub cluster_policies: Vec<ClusterPolicy>,
+    /// The Nodes, for their `nodes` peers (listed with ClusterNetworkPolicies).
+    pub nodes: Vec<NodeInfo>,
+    /// What the answer says about ClusterNetworkPolicies beside its judgements: one that
+    /// applies to no pod (its subject cannot be read), or why none were listed.
+    pub cluster_notes: Vec<String>,
 }
 
 impl Listed {
@@ -132,19 +160,44 @@ impl Listed {
         l
     }
 
+    /// Adds the ClusterNetworkPolicies' and the Nodes' list items, read as `run
+    /// --cluster-network-policy` reads them.
+    pub fn read_cluster(&mut self, policies: &[Value], nodes: &[Value]) {
+        for v in policies {
+            match read_cluster_policy(v) {
+                ClusterPolicyRead::Ok(p) | ClusterPolicyRead::Closed { policy: p, .. } => {
+                    self.cluster_policies.push(p);
+                }
+                ClusterPolicyRead::Unreadable { error } => self.cluster_notes.push(format!(
+                    "ClusterNetworkPolicy {} cannot be read and applies to no pod: {error}",
+                    key_of(v)
+                )),
+            }
+        }
+        self.nodes = nodes
+            .iter()
+            .filter_map(|v| node_from_json(v).ok())
+            .collect();
+    }
+
+    /// The World of what was listed, as the agent of `node` compiles it.
+    pub fn world<'a>(&'a self, node: &'a str) -> World<'a> {
+        World {
+            node,
+            pods: &self.pods,
+            namespaces: &self.namespaces,
+            policies: &self.policies,
+            cluster_policies: &self.cluster_policies,
+            nodes: &self.nodes,
+        }
+    }
+
     /// Traces `q` through what was listed.
     ///
     /// # Errors
     /// As [`tern_netpol::trace::trace`].
     pub fn trace(&self, q: &Query) -> Result<Trace, tern_netpol::trace::Error> {
-        let w = World {
-            node: "",
-            pods: &self.pods,
-            namespaces: &self.namespaces,
-            policies: &self.policies,
-            ..World::default()
-        };
-        trace(&w, &self.closed, q)
+        trace(&self.world(""), &self.closed, q)
     }
 }
 
@@ -159,140 +212,8 @@ pub fn query(a: &TraceArgs) -> Query {
     }
 }
 
-fn policy(p: &PolicyRef) -> String {
-    match &p.closed {
-        Some(e) => format!(
-            "{}/{} (cannot be read whole, allows nothing: {e})",
-            p.namespace, p.name
-        ),
-        None => format!("{}/{}", p.namespace, p.name),
-    }
-}
-
-fn rule(r: &RuleRef) -> String {
-    let (dir, peers) = (r.direction.field(), r.direction.peers_field());
-    let peer = r
-        .peer
-        .map_or(format!("{peers} anywhere"), |i| format!("{peers}[{i}]"));
-    let port = r
-        .port
-        .map_or("every port".into(), |i| format!("ports[{i}]"));
-    let p = &r.policy;
-    format!("{}/{} {dir}[{}] {peer} {port}", p.namespace, p.name, r.rule)
-}
-
-fn list(v: &[String]) -> String {
-    v.join(", ")
-}
-
-/// One end's reason line: how `who` judged, in `dir`, the connection with the other end at
-/// `other` on `service`.
-fn reason(who: &str, dir: &str, j: &Judgement, other: IpAddr, service: &str) -> String {
-    let by = |p: &[PolicyRef]| list(&p.iter().map(policy).collect::<Vec<_>>());
-    match j {
-        Judgement::NotIsolated => format!("{dir} of {who}: allowed, no NetworkPolicy isolates it for {dir}"),
-        Judgement::NotAPod => format!("{dir} of {who}: no pod has this address, no policy judges its {dir}"),
-        Judgement::Allowed { isolated_by, rules } => format!(
-            "{dir} of {who}: allowed by {}; isolated by {}",
-            list(&rules.iter().map(rule).collect::<Vec<_>>()),
-            by(isolated_by)
-        ),
-        Judgement::Denied { isolated_by } => format!(
-            "{dir} of {who}: denied, isolated by {} and no {dir} rule of theirs allows {other} {service}",
-            by(isolated_by)
-        ),
-        Judgement::Cluster(r) => {
-            let verdict = if j.allows() { "allowed" } else { "denied" };
-            format!("{dir} of {who}: {verdict} by {}", cluster_rule(r))
-        }
-        Judgement::Passed { by, then } => format!(
-            "{} (after {} passed it on)",
-            reason(who, dir, then, other, service),
-            cluster_rule(by)
-        ),
-    }
-}
-
-/// A ClusterNetworkPolicy rule as printed: policy, tier and priority, rule, action, note.
-fn cluster_rule(r: &ClusterRuleRef) -> String {
-    let name = if r.name.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", r.name)
-    };
-    let note = r.note.as_ref().map_or(String::new(), |n| format!(", {n}"));
-    format!(
-        "ClusterNetworkPolicy {} ({} tier, priority {}) {}[{}]{name} {}{note}",
-        r.policy,
-        r.tier.as_str(),
-        r.priority,
-        r.direction.field(),
-        r.rule,
-        r.action.as_str()
-    )
-}
-
-fn path_lines(out: &mut String, t: &Trace, p: &Path, service: &str) {
-    let from = match &t.from {
-        Some(pod) => format!("{pod} ({})", p.src),
-        None => p.src.to_string(),
-    };
-    let to = format!("{} ({})", t.to, p.dst);
-    let _ = writeln!(
-        out,
-        "  {}",
-        reason(&from, "egress", &p.egress, p.dst, service)
-    );
-    let _ = writeln!(
-        out,
-        "  {}",
-        reason(&to, "ingress", &p.ingress, p.src, service)
-    );
-}
-
-/// The answer as printed: the verdict, then one reason per line.
-pub fn render(l: &Listed, q: &Query, t: &Trace) -> String {
-    let service = format!("port {}/{}", q.port, q.protocol.nft().to_ascii_uppercase());
-    let verdict = if t.allowed() { "allowed" } else { "denied" };
-    let from = match (&t.from, &q.from) {
-        (Some(pod), _) => pod.clone(),
-        (None, Source::Ip(ip)) => ip.to_string(),
-        (None, Source::Pod { namespace, name }) => format!("{namespace}/{name}"),
-    };
-    let mut out = format!("{verdict}: {from} -> {} {service}\n", t.to);
-    if t.own {
-        out.push_str("  a pod's traffic to its own address stays in its network namespace: no policy judges it\n");
-    }
-    for p in &t.paths {
-        path_lines(&mut out, t, p, service.as_str());
-    }
-    if t.from.is_none() {
-        let _ = writeln!(
-            out,
-            "  note: traffic from {}'s own node is never judged",
-            t.to
-        );
-    }
-    let namespaces = [
-        Some(q.to_namespace.as_str()),
-        t.from.as_deref().and_then(|f| f.split('/').next()),
-    ];
-    for (key, e) in &l.unreadable {
-        if namespaces
-            .iter()
-            .flatten()
-            .any(|ns| key.starts_with(&format!("{ns}/")))
-        {
-            let _ = writeln!(
-                out,
-                "  note: NetworkPolicy {key} cannot be read and isolates nothing: {e}"
-            );
-        }
-    }
-    out
-}
-
-/// Lists the three kinds once.
+/// Lists NetworkPolicy's three kinds once, and ClusterNetworkPolicy's two unless told not to
+/// (or where the API does not serve them).
 fn fetch(a: &TraceArgs, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Listed> {
     let client = match &a.kubeconfig {
         Some(path) => tern_kube::Client::new(&tern_kube::kubeconfig::load(path)?)?,
@@ -308,26 +229,71 @@ fn fetch(a: &TraceArgs, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<
             in_cluster_client(&api)?.0
         }
     };
-    let mut items = Vec::new();
-    // NetworkPolicy's three kinds: ClusterNetworkPolicies are not traced yet, and listing them
-    // would fail where their CRD is not installed.
-    for kind in Kind::watched(false) {
-        let list = client
+    let list = |kind: Kind| {
+        client
             .list_objects(kind.collection(), DEFAULT_REQUEST_TIMEOUT)
-            .with_context(|| format!("list {}", kind.collection()))?;
-        items.push(list.items);
+            .map(|l| l.items)
+    };
+    let mut items = Vec::new();
+    for kind in Kind::watched(false) {
+        items.push(list(kind).with_context(|| format!("list {}", kind.collection()))?);
     }
-    Ok(Listed::read(&items[0], &items[1], &items[2]))
+    let mut l = Listed::read(&items[0], &items[1], &items[2]);
+    if a.cluster_network_policy == Some(false) {
+        return Ok(l);
+    }
+    match list(Kind::ClusterPolicies) {
+        Ok(policies) => {
+            let nodes = list(Kind::Nodes).unwrap_or_else(|e| {
+                l.cluster_notes.push(format!(
+                    "Nodes not listed ({e}): no `nodes` peer of a ClusterNetworkPolicy holds an address"
+                ));
+                Vec::new()
+            });
+            l.read_cluster(&policies, &nodes);
+        }
+        // Not served (no CRD): no ClusterNetworkPolicy can be in force.
+        Err(KubeError::NotFound { .. }) if a.cluster_network_policy.is_none() => {}
+        // Without the RBAC of deploy/cluster-network-policy/ (the chart's clusterNetworkPolicy
+        // off) the agent enforces none either: nothing to say on every trace.
+        Err(KubeError::Forbidden { .. }) if a.cluster_network_policy.is_none() => {}
+        Err(e) if a.cluster_network_policy.is_none() => l.cluster_notes.push(format!(
+            "ClusterNetworkPolicies not traced: cannot list them ({e})"
+        )),
+        Err(e) => {
+            return Err(e).with_context(|| format!("list {}", Kind::ClusterPolicies.collection()))
+        }
+    }
+    Ok(l)
 }
 
 /// Runs `tern-agent trace`: prints the answer on stdout, or the error on stderr.
 pub fn main(a: &TraceArgs) -> ExitCode {
     let q = query(a);
-    let answer = fetch(a, &|k| std::env::var(k).ok()).and_then(|l| Ok((l.trace(&q)?, l)));
-    match answer {
-        Ok((t, l)) => {
-            print!("{}", render(&l, &q, &t));
-            ExitCode::from(if t.allowed() { 0 } else { 1 })
+    let env = |k: &str| std::env::var(k).ok();
+    let answer = || -> anyhow::Result<(Trace, Listed, KernelAnswer)> {
+        let l = fetch(a, &env)?;
+        let t = l.trace(&q)?;
+        let k = check::run(a, &l, &q, &t);
+        Ok((t, l, k))
+    };
+    let mut answered = answer();
+    if matches!(&answered, Ok((_, _, k)) if k.differs()) {
+        // A change between the list and the table: the agent applies one within milliseconds.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        answered = answer();
+    }
+    match answered {
+        Ok((t, l, k)) => {
+            print!("{}{}", render(&l, &q, &t), k.text());
+            let code = if k.differs() {
+                3
+            } else if t.allowed() {
+                0
+            } else {
+                1
+            };
+            ExitCode::from(code)
         }
         Err(e) => {
             eprintln!("tern-agent: {e:#}");
@@ -335,6 +301,12 @@ pub fn main(a: &TraceArgs) -> ExitCode {
         }
     }
 }
+
+mod check;
+pub mod kernel;
+mod render;
+pub use check::{compare_on, ends, expected_table, KernelAnswer};
+pub use render::render;
 
 #[cfg(test)]
 mod tests;

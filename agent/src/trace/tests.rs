@@ -162,3 +162,42 @@ fn flags_are_checked_before_the_api_is_asked() {
         assert!(e.contains(want), "{args:?}: {e}");
     }
 }
+
+#[test]
+fn cluster_network_policies_are_traced_where_listed() {
+    let mut l = listed();
+    let admin = json!({"metadata": {"name": "block-client"}, "spec": {"tier": "Admin", "priority": 3,
+        "subject": {"namespaces": {"matchLabels": {"kubernetes.io/metadata.name": "web"}}},
+        "ingress": [{"name": "no-client", "action": "Deny",
+            "from": [{"namespaces": {"matchLabels": {"kubernetes.io/metadata.name": "client"}}}]}]}});
+    let broken = json!({"metadata": {"name": "broken"}, "spec": {"tier": "Admin", "priority": 1,
+        "subject": "everyone"}});
+    l.read_cluster(&[admin, broken], &[]);
+    let q = Query {
+        from: Source::Pod {
+            namespace: "client".into(),
+            name: "cli".into(),
+        },
+        to_namespace: "web".into(),
+        to_name: "api".into(),
+        protocol: Protocol::Tcp,
+        port: 8080,
+    };
+    let t = l.trace(&q).unwrap();
+    assert!(!t.allowed());
+    let text = render(&l, &q, &t);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "denied: client/cli -> web/api port 8080/TCP");
+    assert_eq!(
+        lines[2],
+        "  ingress of web/api (10.0.1.5): denied by ClusterNetworkPolicy block-client (Admin tier, priority 3) ingress[0] (no-client) Deny"
+    );
+    assert!(
+        lines.last().unwrap().starts_with(
+            "  note: ClusterNetworkPolicy broken cannot be read and applies to no pod: "
+        ),
+        "{text}"
+    );
+    // Without them (not served), the NetworkPolicy allowing client decides.
+    assert!(listed().trace(&q).unwrap().allowed());
+}

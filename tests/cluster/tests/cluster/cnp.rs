@@ -6,13 +6,18 @@
 //! allowing everything cannot open; an Admin `Pass` of higher precedence that hands the same
 //! traffic to NetworkPolicy (open while it allows, closed once it allows only another port); a
 //! Baseline `Deny` that applies while no NetworkPolicy isolates the pod and that one opens.
+//! `tern-agent trace` in the agent's pod names the Admin `Deny` rule, and the node's table
+//! agrees with it. The same rollout turns on the denied-flow log (TERN_NETWORK_POLICY_LOG_DENIED)
+//! for `denied_log.rs`'s checks, run here on the same pods at the end.
 
 use std::net::IpAddr;
 
 use tern_cluster::{fail, Node, Res};
 
 use crate::day2::rollout_status;
+use crate::denied_log::denied_flows;
 use crate::netpol::connects;
+use crate::trace::agreed;
 
 /// An Admin policy `name` at `priority` on cnp-server's ingress: `action` from every pod on TCP
 /// port 80.
@@ -83,6 +88,7 @@ fn turn_on(node: &Node) -> Res {
         "-c",
         "agent",
         "TERN_CLUSTER_NETWORK_POLICY=true",
+        "TERN_NETWORK_POLICY_LOG_DENIED=true",
     ])?;
     rollout_status(node)
 }
@@ -98,6 +104,7 @@ fn turn_off(node: &Node) -> Res {
         "-c",
         "agent",
         "TERN_CLUSTER_NETWORK_POLICY-",
+        "TERN_NETWORK_POLICY_LOG_DENIED-",
     ])?;
     rollout_status(node)?;
     let dir = node.root.join("deploy/cluster-network-policy");
@@ -129,6 +136,14 @@ pub fn cluster_network_policy(node: &Node) -> Res {
         "Admin Deny beside an allow-all NetworkPolicy",
     )?;
     until(node, &ips, 81, true, "Admin Deny names port 80 only")?;
+    let said = agreed(node, "default/cnp-client", "default/cnp-server", 80, false)?;
+    let rule =
+        "denied by ClusterNetworkPolicy cnp-admin-deny (Admin tier, priority 20) ingress[0] Deny";
+    if !said.contains(rule) {
+        return fail(format!(
+            "tern-agent trace does not name the Admin rule `{rule}`: {said}"
+        ));
+    }
 
     // Admin Pass at a lower priority number (judged first): NetworkPolicy decides port 80.
     node.kubectl_in(&["apply", "-f", "-"], &admin("cnp-admin-pass", 10, "Pass"))?;
@@ -182,6 +197,7 @@ pub fn cluster_network_policy(node: &Node) -> Res {
 
     node.kubectl(&["delete", "networkpolicy", "cnp-np"])?;
     node.kubectl(&["delete", "clusternetworkpolicy", "cnp-baseline-deny"])?;
+    denied_flows(node, &ips)?;
     node.delete_pods(&pods)?;
     turn_off(node)
 }

@@ -23,6 +23,7 @@ mod chain;
 mod cnp;
 mod critest;
 mod day2;
+mod denied_log;
 mod dual_stack;
 mod faults;
 mod helm;
@@ -34,6 +35,7 @@ mod node_routes;
 mod pod_cidrs;
 mod rbac;
 mod tokens;
+mod trace;
 mod uninstall_idle;
 
 use std::path::Path;

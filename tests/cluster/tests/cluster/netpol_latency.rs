@@ -5,7 +5,8 @@
 //! policy created → the first connection started after it that fails; an allow policy for the
 //! client created on top → the first connection that succeeds; both deleted. The figures go to
 //! the case log and stdout; the case fails when a round's policy never shows within 10 s, or
-//! when `tern-agent trace` in the agent's pod disagrees with what the probe saw (first round).
+//! when `tern-agent trace` in the agent's pod disagrees with what the probe saw, or finds the
+//! node's table different from its answer (first round).
 
 use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
@@ -162,39 +163,17 @@ pub fn enforcement_latency(node: &Node) -> Res {
     node.delete_pods(&pods)
 }
 
-/// `tern-agent trace` in the agent's pod agrees with what the probe saw: client → server:80
-/// `allowed` (exit 0) or denied (exit 1).
+/// `tern-agent trace` in the agent's pod agrees with what the probe saw (client → server:80
+/// `allowed`, exit 0, or denied, exit 1), and the node's table with its answer.
 fn traced(node: &Node, allowed: bool) -> Res {
-    let agent = node.agent_pod()?;
-    let args = [
-        "-n",
-        "tern",
-        "exec",
-        &agent,
-        "-c",
-        "agent",
-        "--",
-        "tern-agent",
-        "trace",
-        "--from",
+    crate::trace::agreed(
+        node,
         "default/lat-client",
-        "--to",
         "default/lat-server",
-        "--port",
-        "80",
-    ];
-    let said = node.kubectl(&args);
-    if said.is_ok() != allowed {
-        return fail(format!(
-            "tern-agent trace says {} where the probe saw {}: {said:?}",
-            if said.is_ok() { "allowed" } else { "denied" },
-            if allowed { "allowed" } else { "denied" }
-        ));
-    }
-    node.note(&format!(
-        "tern-agent trace agrees with the probe: allowed = {allowed}"
-    ));
-    Ok(())
+        80,
+        allowed,
+    )
+    .map(drop)
 }
 
 fn rounds(node: &Node, prober: &Prober) -> Res<(Vec<Duration>, Vec<Duration>)> {
