@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# scripts/bench-trace-check — what `tern-agent trace`'s kernel check reads (docs/decisions/0048)
+# bench/trace-check.sh — what `tern-agent trace`'s kernel check reads (docs/decisions/0048)
 # against a whole listing, on a table of fleet size in a throwaway network namespace: SETS peer
 # sets (default 200) of ELEMENTS addresses each (default 2,000: 400,000 elements, the size
 # decision 0031 lists in 3 s), half of them interval sets, a verdict map and one pod chain naming
 # every set. Runs once each read the check makes (the verdict map, a plain and an interval set,
 # the limit: `nft -j list`; a chain: `nft -s list chain`), `nft get element` (which the check
 # does not use) and the whole listing, and prints each one's wall and CPU time and max RSS.
-# Usage: sudo [SETS=200] [ELEMENTS=2000] bash scripts/bench-trace-check. Needs root, nft, bc
+# Usage: sudo [SETS=200] [ELEMENTS=2000] bash bench/trace-check.sh. Needs root, nft, bc
 # and GNU time (/usr/bin/time).
 set -euo pipefail
 sets="${SETS:-200}"
