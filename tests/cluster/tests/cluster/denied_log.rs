@@ -57,6 +57,8 @@ pub fn denied_flows(node: &Node, ips: &[IpAddr]) -> Res {
         return fail("cnp-server has no address");
     };
     let before = denied_total(node)?;
+    // Lines before these policies (the earlier steps of the case deny flows of their own).
+    let earlier = denied_lines(node)?.len();
     node.kubectl_in(&["apply", "-f", "-"], POLICIES)?;
     node.wait_for(30, "the deny-all blocks port 80", || {
         !connects(node, "cnp-client", ip, 80)
@@ -70,8 +72,12 @@ pub fn denied_flows(node: &Node, ips: &[IpAddr]) -> Res {
         "default/cnp-deny-all",
     ];
     node.wait_for(10, "the agent logs the blocked connect", || {
-        denied_lines(node)
-            .is_ok_and(|lines| lines.iter().any(|l| want.iter().all(|w| l.contains(w))))
+        denied_lines(node).is_ok_and(|lines| {
+            lines
+                .iter()
+                .skip(earlier)
+                .any(|l| want.iter().all(|w| l.contains(w)))
+        })
     })?;
     node.wait_for(10, "the deny-all's denied counter goes up", || {
         denied_total(node).is_ok_and(|n| n > before)
@@ -80,12 +86,18 @@ pub fn denied_flows(node: &Node, ips: &[IpAddr]) -> Res {
         "denied flow logged; tern_agent_network_policy_denied_total{{policy=\"cnp-deny-all\"}}: {before} -> {}",
         denied_total(node)?
     ));
+    let before_allowed = denied_lines(node)?.len();
     if !connects(node, "cnp-client", ip, 81) {
         return fail("cnp-client -> cnp-server:81 blocked though cnp-allow-81 allows it");
     }
     // The agent reads each logged packet as it comes: a second is plenty for a line to show.
     std::thread::sleep(std::time::Duration::from_secs(2));
-    if let Some(l) = denied_lines(node)?.iter().find(|l| l.contains("port=81")) {
+    let after = denied_lines(node)?;
+    if let Some(l) = after
+        .iter()
+        .skip(before_allowed)
+        .find(|l| l.contains("port=81"))
+    {
         return fail(format!("an allowed connect was logged as denied: {l}"));
     }
     node.kubectl(&["delete", "networkpolicy", "cnp-deny-all", "cnp-allow-81"])

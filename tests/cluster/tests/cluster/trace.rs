@@ -72,8 +72,10 @@ pub fn agreed(node: &Node, from: &str, to: &str, port: u16, allowed: bool) -> Re
             t.out
         ));
     }
-    node.note(&format!(
-        "tern-agent trace {from} -> {to}:{port}: allowed = {allowed}, kernel agrees"
-    ));
+    // On stdout too, as the cases print their figures: what an operator sees.
+    println!(
+        "tern-agent trace --from {from} --to {to} --port {port} (exit {want}):\n{}",
+        t.out
+    );
     Ok(t.out)
 }
