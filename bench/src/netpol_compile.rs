@@ -86,7 +86,7 @@ fn pod(r: &mut Rng, shape: &Shape, i: usize) -> Pod {
         labels: Labels::from([("app".to_owned(), format!("a{}", r.below(10)))]),
         node,
         ips: ip.parse().into_iter().collect(),
-        ports: Vec::new(),
+        ports: Default::default(),
     }
 }
 

@@ -88,19 +88,19 @@ impl<P: AsPod> Engine<P> {
             }
             // Only the namespaces whose pods may be members: one selector check per namespace,
             // then their pods.
-            let namespaces: Vec<(&String, &BTreeSet<String>)> = match def.scope() {
-                Some(ns) => self.pods_by_ns.get_key_value(ns).into_iter().collect(),
-                None => self.pods_by_ns.iter().collect(),
+            let namespaces: Vec<&String> = match def.scope() {
+                Some(ns) => self.pods_by_ns.get_key_value(ns).map(|(k, _)| k).into_iter().collect(),
+                None => self.pods_by_ns.keys().collect(),
             };
             let mut members = Members::new(&def);
-            for (ns, keys) in namespaces {
+            for ns in namespaces {
                 let labels = namespace_labels(&self.namespaces, ns);
                 if !def.may_hold_namespace(ns, &labels) {
                     continue;
                 }
-                for (id, p) in keys.iter().filter_map(|k| self.pods.get(k)) {
+                for (id, p) in self.pods_of(ns) {
                     if let Some(m) = def.member(p.as_pod(), &labels) {
-                        members.put(*id, Some(m), false);
+                        members.put(id, Some(m), false);
                     }
                 }
             }

@@ -235,7 +235,7 @@ fn web(ns: &str, name: &str, node: &str, ip: &str) -> Pod {
         labels: Labels::from([("app".into(), "web".into())]),
         node: node.into(),
         ips: vec![ip.parse().unwrap_or(IpAddr::from([0; 4]))],
-        ports: Vec::new(),
+        ports: Default::default(),
     }
 }
 

@@ -99,7 +99,7 @@ pub fn pod_from_json(v: &serde_json::Value) -> Result<Pod, serde_json::Error> {
     if raw.spec.host_network || finished {
         ips.clear();
     }
-    let ports = raw
+    let ports: Vec<NamedPort> = raw
         .spec
         .containers
         .iter()
@@ -126,7 +126,7 @@ pub fn pod_from_json(v: &serde_json::Value) -> Result<Pod, serde_json::Error> {
         labels: raw.metadata.labels.unwrap_or_default(),
         node: raw.spec.node_name,
         ips,
-        ports,
+        ports: Pod::shared_ports(&ports),
     })
 }
 

@@ -37,7 +37,8 @@ fn pod(ns: &str, app: &str, node: &str, ips: &[&str]) -> Pod {
         ports: vec![
             named("web", Protocol::Tcp, web),
             named("dns", Protocol::Udp, 53),
-        ],
+        ]
+        .into(),
     }
 }
 
