@@ -80,11 +80,11 @@ fn pod(r: &mut Rng, shape: &Shape, i: usize) -> Pod {
     let node = format!("n{}", r.below(shape.nodes));
     let ip = format!("10.{}.{}.{}", 64 + i / 65_536, (i / 256) % 256, i % 256);
     Pod {
-        namespace: ns,
+        namespace: ns.into(),
         name: format!("p{i}"),
         uid: format!("u{i}"),
         labels: Labels::from([("app".to_owned(), format!("a{}", r.below(10)))]),
-        node,
+        node: node.into(),
         ips: ip.parse().into_iter().collect(),
         ports: Default::default(),
     }

@@ -204,7 +204,7 @@ impl<P: AsPod> Engine<P> {
     /// sets) must be in the kernel before it starts (the admission).
     pub fn isolates(&self, pod: &Pod) -> bool {
         self.policies_by_ns
-            .get(&pod.namespace)
+            .get(pod.namespace.as_str())
             .into_iter()
             .flatten()
             .any(|k| self.policies.get(k).is_some_and(|p| p.isolates(pod)))
@@ -284,13 +284,13 @@ impl<P: AsPod> Engine<P> {
                 self.pods.remove(key);
             }
         }
-        let in_ns = self.pods_by_ns.entry(ns.clone()).or_default();
+        let in_ns = self.pods_by_ns.entry(ns.to_string()).or_default();
         if pod.is_some() {
             in_ns.insert(id);
         } else {
             in_ns.remove(&id);
             if in_ns.is_empty() {
-                self.pods_by_ns.remove(&ns);
+                self.pods_by_ns.remove(ns.as_str());
             }
         }
         self.index_ips(id, old.as_deref(), pod.as_deref());
@@ -319,7 +319,7 @@ impl<P: AsPod> Engine<P> {
         if was_local || is_local {
             let keys: Vec<String> = self
                 .policies_by_ns
-                .get(&ns)
+                .get(ns.as_str())
                 .into_iter()
                 .flatten()
                 .cloned()

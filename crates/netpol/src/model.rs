@@ -187,8 +187,8 @@ pub struct NamedPort {
 /// A Pod as the compiler sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pod {
-    /// `metadata.namespace`.
-    pub namespace: String,
+    /// `metadata.namespace` (shared by the namespace's pods).
+    pub namespace: Name,
     /// `metadata.name`.
     pub name: String,
     /// The UID the kubelet knows the pod by (`K8S_POD_UID`): `metadata.uid`, or for a static
@@ -197,8 +197,8 @@ pub struct Pod {
     pub uid: String,
     /// `metadata.labels`.
     pub labels: Labels,
-    /// `spec.nodeName` (empty until scheduled).
-    pub node: String,
+    /// `spec.nodeName` (empty until scheduled; shared by the node's pods).
+    pub node: Name,
     /// `status.podIPs`, else `status.podIP`; empty for host-network pods and pods that have
     /// finished (`Succeeded`, `Failed`: their addresses may already be another pod's).
     pub ips: Vec<IpAddr>,
@@ -332,6 +332,7 @@ mod cluster;
 mod cluster_parse;
 mod intern;
 mod parse;
+pub use intern::Name;
 pub use cluster::{Action, ClusterPolicy, ClusterPolicyRead, ClusterRule, NodeInfo, Subject, Tier};
 pub use cluster_parse::{node_from_json, read_cluster_policy};
 pub use parse::{namespace_from_json, pod_from_json, policy_from_json, read_policy};

@@ -50,6 +50,106 @@ impl<T: ?Sized + Eq + Hash> Pool<T> {
     }
 }
 
+/// A short string many objects repeat (a namespace's or a node's name), kept once: the pods of a
+/// namespace or a node share it. Reads as a `str`.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Name(Arc<str>);
+
+/// Every distinct [`Name`] held.
+static NAMES: Pool<str> = Pool::new();
+
+impl Name {
+    /// The name as a `str`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Name {
+    fn from(s: &str) -> Name {
+        Name(NAMES.get(s, || Arc::from(s)))
+    }
+}
+
+impl From<String> for Name {
+    fn from(s: String) -> Name {
+        Name::from(s.as_str())
+    }
+}
+
+impl From<&String> for Name {
+    fn from(s: &String) -> Name {
+        Name::from(s.as_str())
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Name {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Name {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl PartialEq<str> for Name {
+    fn eq(&self, o: &str) -> bool {
+        *self.0 == *o
+    }
+}
+
+impl PartialEq<&str> for Name {
+    fn eq(&self, o: &&str) -> bool {
+        *self.0 == **o
+    }
+}
+
+impl PartialEq<String> for Name {
+    fn eq(&self, o: &String) -> bool {
+        *self.0 == **o
+    }
+}
+
+impl PartialEq<Name> for String {
+    fn eq(&self, o: &Name) -> bool {
+        **self == *o.0
+    }
+}
+
+impl PartialEq<Name> for str {
+    fn eq(&self, o: &Name) -> bool {
+        *self == *o.0
+    }
+}
+
+impl PartialEq<Name> for &str {
+    fn eq(&self, o: &Name) -> bool {
+        **self == *o.0
+    }
+}
+
 /// The pool's copy of the slice `v`.
 pub(crate) fn slice<T: Clone + Eq + Hash>(pool: &Pool<[T]>, v: &[T]) -> Arc<[T]> {
     pool.get(v, || Arc::from(v))

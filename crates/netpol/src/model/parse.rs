@@ -120,11 +120,11 @@ pub fn pod_from_json(v: &serde_json::Value) -> Result<Pod, serde_json::Error> {
         .as_mut()
         .and_then(|a| a.remove(MIRROR_ANNOTATION));
     Ok(Pod {
-        namespace: raw.metadata.namespace,
+        namespace: raw.metadata.namespace.into(),
         name: raw.metadata.name,
         uid: mirror_of.unwrap_or(raw.metadata.uid),
         labels: raw.metadata.labels.unwrap_or_default(),
-        node: raw.spec.node_name,
+        node: raw.spec.node_name.into(),
         ips,
         ports: Pod::shared_ports(&ports),
     })

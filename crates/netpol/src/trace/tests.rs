@@ -178,8 +178,7 @@ fn an_allowing_rule_is_named_with_its_peer_and_port() {
     pods.iter_mut()
         .find(|p| p.namespace == "y" && p.name == "a")
         .unwrap()
-        .node
-        .clear();
+        .node = "".into();
     let w = world(&pods, &nss, &pols);
     let t = trace(&w, &none, &query(from_pod("x/a"), "y/a", Protocol::Tcp, 80)).unwrap();
     assert_eq!(t.paths[0].ingress, Judgement::NotIsolated);

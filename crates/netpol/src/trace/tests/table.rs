@@ -28,7 +28,7 @@ impl End {
 
 fn end(p: &Pod) -> End {
     End {
-        ns: p.namespace.clone(),
+        ns: p.namespace.to_string(),
         app: p.name.clone(),
         ip: p.ips[0],
     }
