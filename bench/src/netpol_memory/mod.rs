@@ -75,6 +75,11 @@ struct Feed<T> {
 
 impl<T: PartialEq> Consumer<T> for Feed<T> {
     fn replaced(&mut self, watched: &tern_watch::Store<T>, _: &Relisted<T>) {
+        println!(
+            "  {} in the watch store, before the engine: live {:.1} MiB",
+            watched.len(),
+            alloc::live() as f64 / MIB
+        );
         let mut st = self.store.lock().unwrap_or_else(|e| e.into_inner());
         for (key, v) in watched.iter() {
             (self.put)(&mut st, key, v);
@@ -211,7 +216,9 @@ pub fn main(args: &[String]) -> i32 {
     let started = Instant::now();
     let mut before = alloc::live();
     stage("the bench's own objects (the generator)", &mut before, started);
-    let store = Arc::new(Mutex::new(Store::new("agent-000", None, false)));
+    // TERN_BENCH_NODE: another node's view (one with no pods: the engine's sets stay empty).
+    let node = std::env::var("TERN_BENCH_NODE").unwrap_or_else(|_| "agent-000".into());
+    let store = Arc::new(Mutex::new(Store::new(&node, None, false)));
     let ns_writes = Arc::new(ns_writes);
     let nw = Arc::clone(&ns_writes);
     let namespaces_r = list(

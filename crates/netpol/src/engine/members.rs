@@ -15,7 +15,9 @@ use crate::sets::{namespace_labels, Member, SetDef};
 #[derive(Debug)]
 pub(super) enum Members {
     Peers(BTreeSet<u32>),
-    Endpoints(BTreeMap<u32, Vec<(IpAddr, Protocol, u16)>>),
+    /// Boxed, not a `Vec`: a pod's one or two endpoints in a `Vec` took 80 bytes (its least
+    /// capacity is four), tens of MiB in sets of every pod with a named port.
+    Endpoints(BTreeMap<u32, Box<[(IpAddr, Protocol, u16)]>>),
 }
 
 impl Members {
@@ -36,7 +38,7 @@ impl Members {
             },
             Members::Endpoints(map) => {
                 let new = match m {
-                    Some(Member::Endpoints(e)) => Some(e),
+                    Some(Member::Endpoints(e)) => Some(e.into_boxed_slice()),
                     _ => None,
                 };
                 if map.get(&id) == new.as_ref() {
