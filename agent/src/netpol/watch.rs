@@ -80,7 +80,7 @@ fn set_policy(store: &mut Store, key: &str, obj: Option<&PolicyRead>) -> Put {
     let read = unreadable.is_none();
     note_unreadable(store, key, unreadable);
     Put {
-        changed: store.engine.set_policy(key, policy.map(Arc::new)),
+        changed: store.engine.set_policy(key, policy),
         read,
     }
 }

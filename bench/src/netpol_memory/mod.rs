@@ -99,7 +99,7 @@ fn put_namespace(st: &mut Store, key: &str, n: &Arc<Namespace>) {
 
 fn put_policy(st: &mut Store, key: &str, p: &Arc<PolicyRead>) {
     let policy = match &**p {
-        PolicyRead::Read(p) | PolicyRead::Closed { policy: p, .. } => Some(Arc::new(p.clone())),
+        PolicyRead::Read(p) | PolicyRead::Closed { policy: p, .. } => Some(Arc::clone(p)),
         PolicyRead::Unreadable { .. } => None,
     };
     st.engine.set_policy(key, policy);

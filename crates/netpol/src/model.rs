@@ -311,13 +311,13 @@ impl Policy {
 /// A NetworkPolicy as [`read_policy`] read it: whole, or failed closed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PolicyRead {
-    /// Read whole.
-    Read(Policy),
+    /// Read whole (shared with the engine, which keeps the same copy).
+    Read(Arc<Policy>),
     /// Not read whole, but its namespace and `spec.podSelector` were: `policy` isolates the pods
     /// it selects in the directions it names and allows nothing (`ingress` and `egress` empty).
     Closed {
         /// The deny-all stand-in.
-        policy: Policy,
+        policy: Arc<Policy>,
         /// Why the whole policy could not be read.
         error: String,
     },

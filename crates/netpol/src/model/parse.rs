@@ -2,6 +2,7 @@
 //! them) into the compiler's model; see the parent module for the invariant.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -328,11 +329,14 @@ pub fn policy_from_json(v: &serde_json::Value) -> Result<Policy, String> {
 /// read count as rules); else [`PolicyRead::Unreadable`].
 pub fn read_policy(v: &serde_json::Value) -> PolicyRead {
     let error = match policy_from_json(v) {
-        Ok(p) => return PolicyRead::Read(p),
+        Ok(p) => return PolicyRead::Read(Arc::new(p)),
         Err(e) => e,
     };
     match deny_all(v) {
-        Ok(policy) => PolicyRead::Closed { policy, error },
+        Ok(policy) => PolicyRead::Closed {
+            policy: Arc::new(policy),
+            error,
+        },
         Err(why) => PolicyRead::Unreadable {
             error: format!("{why} ({error})"),
         },

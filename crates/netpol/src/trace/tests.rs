@@ -203,7 +203,7 @@ fn a_fail_closed_stand_in_is_named_and_allows_nothing() {
     let PolicyRead::Closed { policy, error } = read_policy(&v) else {
         panic!("not closed");
     };
-    let pols = [policy];
+    let pols = [(*policy).clone()];
     let closed = BTreeMap::from([("z/broken".to_owned(), error.clone())]);
     let w = world(&pods, &nss, &pols);
     let t = trace(
