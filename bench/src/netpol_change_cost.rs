@@ -88,7 +88,13 @@ pub fn main(args: &[String]) -> i32 {
         );
         println!(
             "{:<44} {:>16} {:>16} {:>16} {:>16} {:>16} {:>6}",
-            "change (p50 / p99)", "compile µs", "spawn+wait µs", "agent's own µs", "nft child CPU µs", "apply wall µs", "own %"
+            "change (p50 / p99)",
+            "compile µs",
+            "spawn+wait µs",
+            "agent's own µs",
+            "nft child CPU µs",
+            "apply wall µs",
+            "own %"
         );
         for (kind, what) in KINDS.iter().enumerate() {
             let mut k = Cost::default();

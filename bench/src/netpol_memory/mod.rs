@@ -215,7 +215,11 @@ pub fn main(args: &[String]) -> i32 {
     );
     let started = Instant::now();
     let mut before = alloc::live();
-    stage("the bench's own objects (the generator)", &mut before, started);
+    stage(
+        "the bench's own objects (the generator)",
+        &mut before,
+        started,
+    );
     // TERN_BENCH_NODE: another node's view (one with no pods: the engine's sets stay empty).
     let node = std::env::var("TERN_BENCH_NODE").unwrap_or_else(|_| "agent-000".into());
     let store = Arc::new(Mutex::new(Store::new(&node, None, false)));
@@ -236,7 +240,11 @@ pub fn main(args: &[String]) -> i32 {
         &store,
         put_policy,
     );
-    stage("namespaces and policies listed, in the engine", &mut before, started);
+    stage(
+        "namespaces and policies listed, in the engine",
+        &mut before,
+        started,
+    );
     let ps = Arc::clone(&pod_specs);
     let pods_r = list(
         tern_watch::kinds::PODS,
@@ -245,14 +253,22 @@ pub fn main(args: &[String]) -> i32 {
         &store,
         put_pod,
     );
-    stage("pods listed: the watch store and the engine", &mut before, started);
+    stage(
+        "pods listed: the watch store and the engine",
+        &mut before,
+        started,
+    );
     let script_len = {
         let mut st = store.lock().unwrap_or_else(|e| e.into_inner());
         let f = st.engine.flush();
         let whole = st.engine.table().replace_script();
         (f.script.len(), whole.len())
     };
-    stage("the engine's first flush (table kept)", &mut before, started);
+    stage(
+        "the engine's first flush (table kept)",
+        &mut before,
+        started,
+    );
     println!(
         "first flush: script {} kB, replace script {} kB; objects: {} pods, {} namespaces, {} policies in the watch stores",
         script_len.0 / 1000,
@@ -262,7 +278,11 @@ pub fn main(args: &[String]) -> i32 {
         reflected(&policies_r),
     );
     drop(pods_r);
-    stage("the watch store of pods dropped (engine keeps)", &mut before, started);
+    stage(
+        "the watch store of pods dropped (engine keeps)",
+        &mut before,
+        started,
+    );
     0
 }
 

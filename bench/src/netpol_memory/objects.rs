@@ -101,7 +101,11 @@ pub(crate) fn listed(path: &str, body: &str, i: usize) -> Value {
 fn body(n: usize, from: usize, item: &dyn Fn(usize) -> Value) -> String {
     let to = (from + PAGE).min(n);
     let items: Vec<Value> = (from..to).map(item).collect();
-    let cont = if to < n { to.to_string() } else { String::new() };
+    let cont = if to < n {
+        to.to_string()
+    } else {
+        String::new()
+    };
     json!({"kind": "List", "apiVersion": "v1",
         "metadata": {"resourceVersion": "99999", "continue": cont}, "items": items})
     .to_string()
@@ -114,7 +118,9 @@ pub(crate) fn page(
     cont: Option<&str>,
     item: &dyn Fn(usize) -> Value,
 ) -> Result<ObjectPage, KubeError> {
-    let from = cont.map_or(Ok(0), str::parse).map_err(|e| KubeError::Decode(format!("{e}")))?;
+    let from = cont
+        .map_or(Ok(0), str::parse)
+        .map_err(|e| KubeError::Decode(format!("{e}")))?;
     let text = body(n, from, item);
     tern_kube::client::objects::page_from_body(&text, "bench")
 }

@@ -160,9 +160,7 @@ impl Monitor {
             }
             thread::sleep(Duration::from_millis(50));
         }
-        Err(format!(
-            "nft monitor in {ns} not subscribed within 120 s"
-        ))
+        Err(format!("nft monitor in {ns} not subscribed within 120 s"))
     }
 
     /// The transactions of the agent's table that began at or after `t0`.

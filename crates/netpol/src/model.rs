@@ -332,9 +332,9 @@ mod cluster;
 mod cluster_parse;
 mod intern;
 mod parse;
-pub use intern::Name;
 pub use cluster::{Action, ClusterPolicy, ClusterPolicyRead, ClusterRule, NodeInfo, Subject, Tier};
 pub use cluster_parse::{node_from_json, read_cluster_policy};
+pub use intern::Name;
 pub use parse::{namespace_from_json, pod_from_json, policy_from_json, read_policy};
 
 #[cfg(test)]

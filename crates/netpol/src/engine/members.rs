@@ -9,6 +9,9 @@ use crate::compile::policy_sets;
 use crate::model::Protocol;
 use crate::sets::{namespace_labels, Member, SetDef};
 
+/// One pod's endpoints in an endpoint set: (address, protocol, port).
+pub(super) type PodEndpoints = Box<[(IpAddr, Protocol, u16)]>;
+
 /// A set's member pods by the engine's pod id (4 bytes a member: a set that selects by
 /// namespace may hold most of the cluster's pods): a peer set keeps only which pods (their
 /// addresses are the pods' own), an endpoint set each one's endpoints.
@@ -17,7 +20,7 @@ pub(super) enum Members {
     Peers(BTreeSet<u32>),
     /// Boxed, not a `Vec`: a pod's one or two endpoints in a `Vec` took 80 bytes (its least
     /// capacity is four), tens of MiB in sets of every pod with a named port.
-    Endpoints(BTreeMap<u32, Box<[(IpAddr, Protocol, u16)]>>),
+    Endpoints(BTreeMap<u32, PodEndpoints>),
 }
 
 impl Members {
@@ -91,7 +94,12 @@ impl<P: AsPod> Engine<P> {
             // Only the namespaces whose pods may be members: one selector check per namespace,
             // then their pods.
             let namespaces: Vec<&String> = match def.scope() {
-                Some(ns) => self.pods_by_ns.get_key_value(ns).map(|(k, _)| k).into_iter().collect(),
+                Some(ns) => self
+                    .pods_by_ns
+                    .get_key_value(ns)
+                    .map(|(k, _)| k)
+                    .into_iter()
+                    .collect(),
                 None => self.pods_by_ns.keys().collect(),
             };
             let mut members = Members::new(&def);

@@ -171,6 +171,9 @@ mod tests {
         }
         let held = POOL.inner.lock().unwrap().as_ref().unwrap().set.len();
         assert!(held < 1100, "unused values swept: {held} held");
-        assert!(Arc::ptr_eq(&a, &slice(&POOL, &[1, 2])), "a held value stays");
+        assert!(
+            Arc::ptr_eq(&a, &slice(&POOL, &[1, 2])),
+            "a held value stays"
+        );
     }
 }
