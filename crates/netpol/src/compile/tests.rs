@@ -198,12 +198,14 @@ fn ports_ranges_and_named_ports() {
             protocol: Protocol::Udp,
             port: 5353,
         },
-    ];
+    ]
+    .into();
     pods[3].ports = vec![NamedPort {
         name: "http".into(),
         protocol: Protocol::Tcp,
         port: 9090,
-    }];
+    }]
+    .into();
     let plan = run(
         &pods,
         &nss,
