@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::*;
 use crate::compile::{compile, Dir, World};
-use crate::model::{policy_from_json, ClusterPolicy, NodeInfo};
+use crate::model::{policy_from_json, ClusterPolicy, Namespace, NodeInfo};
 use crate::ruleset::{render_logging, LogDenied};
 
 mod cluster;
