@@ -109,7 +109,7 @@ impl Consumer<NodeEntry> for PublishOwn {
     }
 
     fn changed(&mut self, nodes: &Store<NodeEntry>, change: &Change<NodeEntry>) {
-        if change.key == self.node_name {
+        if *change.key == *self.node_name {
             self.publish(nodes);
         }
     }

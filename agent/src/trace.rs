@@ -147,10 +147,10 @@ impl Listed {
         };
         for v in policies {
             match read_policy(v) {
-                PolicyRead::Read(p) => l.policies.push(p),
+                PolicyRead::Read(p) => l.policies.push((*p).clone()),
                 PolicyRead::Closed { policy, error } => {
                     l.closed.insert(key_of(v), error);
-                    l.policies.push(policy);
+                    l.policies.push((*policy).clone());
                 }
                 PolicyRead::Unreadable { error } => {
                     l.unreadable.insert(key_of(v), error);

@@ -162,8 +162,7 @@ fn the_kernel_agrees_then_names_what_was_changed_by_hand() {
         .sets
         .iter()
         .find(|(n, s)| {
-            n.starts_with("p4_")
-                && matches!(&s.elements, Elements::Addrs(r) if r.contains(&(cli, cli)))
+            n.starts_with("p4_") && matches!(&s.elements, Elements::Addrs(r) if r.contains(&cli))
         })
         .expect("a pods-only set holding cli");
     host.exec_ok(&[

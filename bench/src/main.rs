@@ -67,8 +67,10 @@ mod breakdown;
 mod churn;
 mod cluster;
 mod floor;
+mod netpol_change_cost;
 mod netpol_compile;
 mod netpol_log;
+mod netpol_memory;
 mod netpol_scale;
 mod node_routes;
 mod pod_start;
@@ -202,6 +204,12 @@ fn main() {
         Some("netpol-scale" | "--netpol-scale")
     ) {
         std::process::exit(netpol_scale::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("--netpol-change-cost") {
+        std::process::exit(netpol_change_cost::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("--netpol-memory") {
+        std::process::exit(netpol_memory::main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("--netpol-log") {
         std::process::exit(netpol_log::main(&args[1..]));

@@ -24,18 +24,18 @@ use tern_netpol::model::{policy_from_json, Labels, Namespace, Pod, Policy};
 use tern_netpol::ruleset::{render, update_script};
 use tern_netpol::{compile, Engine, World};
 
-struct Shape {
+pub(crate) struct Shape {
     nodes: usize,
     pods: usize,
     policies: usize,
     namespaces: usize,
-    changes: usize,
+    pub(crate) changes: usize,
     full: usize,
     seed: u64,
 }
 
 /// xorshift64*.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn below(&mut self, n: usize) -> usize {
@@ -46,7 +46,7 @@ impl Rng {
     }
 }
 
-fn parse(args: &[String]) -> Result<Shape, String> {
+pub(crate) fn parse(args: &[String]) -> Result<Shape, String> {
     let mut s = Shape {
         nodes: 1000,
         pods: 30_000,
@@ -80,13 +80,13 @@ fn pod(r: &mut Rng, shape: &Shape, i: usize) -> Pod {
     let node = format!("n{}", r.below(shape.nodes));
     let ip = format!("10.{}.{}.{}", 64 + i / 65_536, (i / 256) % 256, i % 256);
     Pod {
-        namespace: ns,
+        namespace: ns.into(),
         name: format!("p{i}"),
         uid: format!("u{i}"),
         labels: Labels::from([("app".to_owned(), format!("a{}", r.below(10)))]),
-        node,
+        node: node.into(),
         ips: ip.parse().into_iter().collect(),
-        ports: Vec::new(),
+        ports: Default::default(),
     }
 }
 
@@ -122,10 +122,10 @@ fn namespace(i: usize) -> Namespace {
 }
 
 /// The cluster as the API holds it.
-struct Cluster {
-    pods: Vec<Pod>,
-    namespaces: Vec<Namespace>,
-    policies: Vec<Policy>,
+pub(crate) struct Cluster {
+    pub(crate) pods: Vec<Pod>,
+    pub(crate) namespaces: Vec<Namespace>,
+    pub(crate) policies: Vec<Policy>,
 }
 
 impl Cluster {
@@ -153,7 +153,7 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-const KINDS: [&str; 9] = [
+pub(crate) const KINDS: [&str; 9] = [
     "status write (nothing the compiler reads)",
     "remote pod relabelled",
     "local pod relabelled",
@@ -165,15 +165,16 @@ const KINDS: [&str; 9] = [
     "namespace relabelled",
 ];
 
-/// One change of `kind` made to the cluster and the engine; the engine's time, µs.
-fn change(
+/// One change of `kind` made to the cluster and the engine; the engine's time, µs, and the
+/// script its flush made.
+pub(crate) fn change(
     kind: usize,
     r: &mut Rng,
     shape: &Shape,
     c: &mut Cluster,
     e: &mut Engine,
     n: usize,
-) -> f64 {
+) -> (f64, String) {
     let start = Instant::now();
     match kind {
         0 => {
@@ -239,30 +240,27 @@ fn change(
             e.set_namespace(&ns.name, Some(&ns));
         }
     }
-    e.flush();
-    start.elapsed().as_secs_f64() * 1e6
+    let script = e.flush().script;
+    (start.elapsed().as_secs_f64() * 1e6, script)
 }
 
-/// Runs the bench; the exit status.
-pub fn main(args: &[String]) -> i32 {
-    let shape = match parse(args) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("tern-bench --netpol-compile: {e}");
-            return 2;
-        }
-    };
+/// The cluster of `shape`, the generator after it, and the RSS before any engine.
+pub(crate) fn cluster(shape: &Shape) -> (Rng, Cluster, u64) {
     let mut r = Rng(0x9e37_79b9_7f4a_7c15 ^ shape.seed);
-    let mut c = Cluster {
-        pods: (0..shape.pods).map(|i| pod(&mut r, &shape, i)).collect(),
+    let c = Cluster {
+        pods: (0..shape.pods).map(|i| pod(&mut r, shape, i)).collect(),
         namespaces: (0..shape.namespaces).map(namespace).collect(),
         policies: (0..shape.policies)
-            .filter_map(|i| policy(&mut r, &shape, i, 0))
+            .filter_map(|i| policy(&mut r, shape, i, 0))
             .collect(),
     };
     let rss0 = rss_kib();
+    (r, c, rss0)
+}
+
+/// An engine of node `n0` holding every object of `c`, and its first flush.
+pub(crate) fn engine(c: &Cluster) -> (Engine, tern_netpol::engine::Flush) {
     let mut e = Engine::new("n0");
-    let start = Instant::now();
     for n in &c.namespaces {
         e.set_namespace(&n.name, Some(n));
     }
@@ -276,6 +274,21 @@ pub fn main(args: &[String]) -> i32 {
         );
     }
     let first = e.flush();
+    (e, first)
+}
+
+/// Runs the bench; the exit status.
+pub fn main(args: &[String]) -> i32 {
+    let shape = match parse(args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("tern-bench --netpol-compile: {e}");
+            return 2;
+        }
+    };
+    let (mut r, mut c, rss0) = cluster(&shape);
+    let start = Instant::now();
+    let (mut e, first) = engine(&c);
     let build = start.elapsed().as_secs_f64();
     let size = e.size();
     println!(
@@ -308,7 +321,7 @@ pub fn main(args: &[String]) -> i32 {
     );
     for (kind, what) in KINDS.iter().enumerate() {
         let v: Vec<f64> = (0..shape.changes)
-            .map(|n| change(kind, &mut r, &shape, &mut c, &mut e, n))
+            .map(|n| change(kind, &mut r, &shape, &mut c, &mut e, n).0)
             .collect();
         let (p50, p99) = (pct(&v, 50.0), pct(&v, 99.0));
         let full: Vec<f64> = (0..shape.full).map(|_| full_once(&c)).collect();

@@ -142,19 +142,24 @@ impl Store {
     /// place while they are needed ([`AdmittedPod`]); true when that changed what the compiler
     /// reads. Does not touch the generation.
     pub fn put_pod(&mut self, key: &str, api: Option<&Arc<PodObject>>) -> bool {
-        let seen = match (api, self.admitted.get_mut(key)) {
+        self.put_pod_shared(&Arc::from(key), api)
+    }
+
+    /// [`Store::put_pod`] with the watch layer's own key (the engine shares its allocation).
+    pub fn put_pod_shared(&mut self, key: &Arc<str>, api: Option<&Arc<PodObject>>) -> bool {
+        let seen = match (api, self.admitted.get_mut(&**key)) {
             (Some(p), Some(a)) if !a.settled_by(&p.pod) => {
                 a.api_ips.clone_from(&p.pod.ips);
                 Some(Arc::new(with_ips(p, &a.ips)))
             }
             (p, a) => {
                 if a.is_some() {
-                    self.admitted.remove(key);
+                    self.admitted.remove(&**key);
                 }
                 p.cloned()
             }
         };
-        self.engine.set_pod(key, seen)
+        self.engine.set_pod_shared(key, seen)
     }
 
     /// Puts `ips`, admitted by tern's ADD, in place of the addresses the API shows for the pod

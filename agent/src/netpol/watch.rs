@@ -80,7 +80,7 @@ fn set_policy(store: &mut Store, key: &str, obj: Option<&PolicyRead>) -> Put {
     let read = unreadable.is_none();
     note_unreadable(store, key, unreadable);
     Put {
-        changed: store.engine.set_policy(key, policy.map(Arc::new)),
+        changed: store.engine.set_policy(key, policy),
         read,
     }
 }
@@ -91,7 +91,7 @@ pub(super) trait Watched: PartialEq + Send + Sync + 'static {
     const KIND: Kind;
 
     /// Puts one object into the store (`None`: removes it) without touching the generation.
-    fn set(store: &mut Store, key: &str, new: Option<&Arc<Self>>) -> Put;
+    fn set(store: &mut Store, key: &Arc<str>, new: Option<&Arc<Self>>) -> Put;
 }
 
 impl Watched for PodObject {
@@ -99,9 +99,9 @@ impl Watched for PodObject {
 
     /// The watch layer's object itself goes into the engine (one copy), admitted addresses
     /// aside; a change of its phase alone is no change.
-    fn set(store: &mut Store, key: &str, new: Option<&Arc<Self>>) -> Put {
+    fn set(store: &mut Store, key: &Arc<str>, new: Option<&Arc<Self>>) -> Put {
         Put {
-            changed: store.put_pod(key, new),
+            changed: store.put_pod_shared(key, new),
             read: true,
         }
     }
@@ -110,7 +110,7 @@ impl Watched for PodObject {
 impl Watched for Namespace {
     const KIND: Kind = Kind::Namespaces;
 
-    fn set(store: &mut Store, key: &str, new: Option<&Arc<Self>>) -> Put {
+    fn set(store: &mut Store, key: &Arc<str>, new: Option<&Arc<Self>>) -> Put {
         Put {
             changed: store.engine.set_namespace(key, new.map(|n| &**n)),
             read: true,
@@ -121,14 +121,14 @@ impl Watched for Namespace {
 impl Watched for PolicyRead {
     const KIND: Kind = Kind::Policies;
 
-    fn set(store: &mut Store, key: &str, new: Option<&Arc<Self>>) -> Put {
+    fn set(store: &mut Store, key: &Arc<str>, new: Option<&Arc<Self>>) -> Put {
         set_policy(store, key, new.map(|p| &**p))
     }
 }
 
 /// Puts one object into the store (`None`: removes it), bumping the generation only when
 /// something the compiler reads changed.
-pub(super) fn put<T: Watched>(store: &mut Store, key: &str, obj: Option<&Arc<T>>) -> Put {
+pub(super) fn put<T: Watched>(store: &mut Store, key: &Arc<str>, obj: Option<&Arc<T>>) -> Put {
     let p = T::set(store, key, obj);
     if p.changed {
         store.generation += 1;
@@ -146,39 +146,39 @@ pub(super) struct Relist {
 }
 
 /// Deletes every object of `T`'s kind not in `keep`; true when one was.
-fn keep_only<T: Watched>(store: &mut Store, keep: &BTreeSet<String>) -> bool {
+fn keep_only<T: Watched>(store: &mut Store, keep: &BTreeSet<&str>) -> bool {
     let e = &store.engine;
     let gone: Vec<String> = match T::KIND {
         Kind::Pods => e
             .pod_keys()
             .filter(|k| !keep.contains(*k))
-            .cloned()
+            .map(str::to_owned)
             .collect(),
         Kind::Namespaces => e
             .namespace_names()
-            .filter(|k| !keep.contains(*k))
+            .filter(|k| !keep.contains(k.as_str()))
             .cloned()
             .collect(),
         Kind::Policies => e
             .policy_keys()
-            .filter(|k| !keep.contains(*k))
+            .filter(|k| !keep.contains(k.as_str()))
             .cloned()
             .collect(),
         Kind::ClusterPolicies => e
             .cluster_policy_names()
-            .filter(|k| !keep.contains(*k))
+            .filter(|k| !keep.contains(k.as_str()))
             .cloned()
             .collect(),
         Kind::Nodes => store
             .nodes
             .iter()
-            .filter(|k| !keep.contains(*k))
+            .filter(|k| !keep.contains(k.as_str()))
             .cloned()
             .collect(),
     };
     let mut changed = false;
     for key in gone {
-        changed |= T::set(store, &key, None).changed;
+        changed |= T::set(store, &Arc::from(key), None).changed;
     }
     changed
 }
@@ -188,7 +188,7 @@ fn keep_only<T: Watched>(store: &mut Store, keep: &BTreeSet<String>) -> bool {
 /// been listed yet.
 pub(super) fn replace<'a, T: Watched>(
     store: &mut Store,
-    items: impl IntoIterator<Item = (&'a String, &'a Arc<T>)>,
+    items: impl IntoIterator<Item = (&'a Arc<str>, &'a Arc<T>)>,
 ) -> Relist {
     let kind = T::KIND;
     let mut r = Relist {
@@ -201,14 +201,14 @@ pub(super) fn replace<'a, T: Watched>(
         r.changed |= p.changed;
         r.unread += u64::from(!p.read);
         r.unchanged += u64::from(p.unchanged(kind));
-        keep.insert(key.clone());
+        keep.insert(&**key);
     }
     r.changed |= keep_only::<T>(store, &keep);
     if kind == Kind::Policies {
         let gone: Vec<String> = store
             .unreadable
             .keys()
-            .filter(|k| !keep.contains(*k))
+            .filter(|k| !keep.contains(k.as_str()))
             .cloned()
             .collect();
         for key in gone {

@@ -79,7 +79,7 @@ impl Consumer<NodeEntry> for Routes {
     }
 
     fn changed(&mut self, nodes: &Store<NodeEntry>, change: &Change<NodeEntry>) {
-        if change.key == self.s.cfg.node_name {
+        if *change.key == *self.s.cfg.node_name {
             self.path.own_node_changed();
         }
         if change.new.is_none() {

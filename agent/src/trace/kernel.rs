@@ -384,9 +384,8 @@ fn element_for(name: &str, end: &End) -> Option<String> {
 fn model_holds(elements: &Elements, end: &End, element: &str) -> bool {
     let addr = number(end.peer);
     match elements {
-        Elements::Ranges(r) | Elements::Addrs(r) => {
-            r.iter().any(|&(lo, hi)| lo <= addr && addr <= hi)
-        }
+        Elements::Ranges(r) => r.iter().any(|&(lo, hi)| lo <= addr && addr <= hi),
+        Elements::Addrs(a) => a.contains(&addr),
         Elements::Endpoints(e) => e
             .iter()
             .any(|(ip, proto, port)| format!("{ip} . {} . {port}", proto.nft()) == element),

@@ -21,7 +21,7 @@
 mod adds;
 mod changes;
 mod monitor;
-mod objects;
+pub(crate) mod objects;
 mod report;
 
 use std::path::PathBuf;

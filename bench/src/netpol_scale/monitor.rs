@@ -142,7 +142,10 @@ impl Monitor {
             }
         });
         let m = Monitor { child, state };
-        for _ in 0..200 {
+        // A deadline, not a count of probes: at a load average of 12 (a shape-B load beside other
+        // builds) `nft monitor` took longer than 200 probes to subscribe.
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        while std::time::Instant::now() < deadline {
             let _ = Command::new("ip")
                 .args([
                     "netns",
@@ -157,9 +160,7 @@ impl Monitor {
             }
             thread::sleep(Duration::from_millis(50));
         }
-        Err(format!(
-            "nft monitor in {ns} not subscribed after 200 probes"
-        ))
+        Err(format!("nft monitor in {ns} not subscribed within 120 s"))
     }
 
     /// The transactions of the agent's table that began at or after `t0`.

@@ -24,8 +24,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::compile::{policy_sets, selects};
-use crate::model::{ClusterPolicy, Labels, Namespace, NodeInfo, Pod, Policy};
+use crate::compile::selects;
+use crate::model::{ClusterPolicy, Labels, NodeInfo, Pod, Policy};
 use crate::ruleset::{Journal, LogDenied, Size, Table};
 use crate::sets::{namespace_labels, SetDef, SetId};
 
@@ -77,12 +77,14 @@ impl AsPod for Pod {
 #[derive(Debug)]
 pub struct Engine<P = Pod> {
     node: String,
-    /// Pods by key, with the id sets know them by.
-    pods: BTreeMap<String, (u32, Arc<P>)>,
+    /// Pods by key, with the id sets know them by; the key's allocation is the caller's when it
+    /// hands one ([`Engine::set_pod_shared`]: the watch layer's store keeps the same).
+    pods: BTreeMap<Arc<str>, (u32, Arc<P>)>,
     /// Pods by id (`None`: a free id).
     by_id: Vec<Option<Arc<P>>>,
     free_ids: Vec<u32>,
-    pods_by_ns: BTreeMap<String, BTreeSet<String>>,
+    /// Pods by namespace, as ids (4 bytes a pod, where a key would be its own allocation).
+    pods_by_ns: BTreeMap<String, BTreeSet<u32>>,
     local_by_ns: BTreeMap<String, BTreeSet<String>>,
     namespaces: BTreeMap<String, Labels>,
     policies: BTreeMap<String, Arc<Policy>>,
@@ -171,8 +173,14 @@ impl<P: AsPod> Engine<P> {
     }
 
     /// Every pod's key.
-    pub fn pod_keys(&self) -> impl Iterator<Item = &String> {
-        self.pods.keys()
+    pub fn pod_keys(&self) -> impl Iterator<Item = &str> {
+        self.pods.keys().map(|k| &**k)
+    }
+
+    /// The pods of `ns`, with their ids.
+    fn pods_of(&self, ns: &str) -> impl Iterator<Item = (u32, &Arc<P>)> {
+        let ids = self.pods_by_ns.get(ns).into_iter().flatten();
+        ids.filter_map(|id| Some((*id, self.by_id.get(*id as usize)?.as_ref()?)))
     }
 
     /// The NetworkPolicy `namespace/name`, as last set.
@@ -196,7 +204,7 @@ impl<P: AsPod> Engine<P> {
     /// sets) must be in the kernel before it starts (the admission).
     pub fn isolates(&self, pod: &Pod) -> bool {
         self.policies_by_ns
-            .get(&pod.namespace)
+            .get(pod.namespace.as_str())
             .into_iter()
             .flatten()
             .any(|k| self.policies.get(k).is_some_and(|p| p.isolates(pod)))
@@ -225,6 +233,16 @@ impl<P: AsPod> Engine<P> {
     /// Sets the pod `key` (`namespace/name`) to `pod` (`None`: deleted); true when that changed
     /// it.
     pub fn set_pod(&mut self, key: &str, pod: Option<Arc<P>>) -> bool {
+        self.put_pod(key, || Arc::from(key), pod)
+    }
+
+    /// [`Engine::set_pod`], keeping `key`'s own allocation (shared with the caller's store) when
+    /// the pod is new.
+    pub fn set_pod_shared(&mut self, key: &Arc<str>, pod: Option<Arc<P>>) -> bool {
+        self.put_pod(key, || Arc::clone(key), pod)
+    }
+
+    fn put_pod(&mut self, key: &str, own: impl FnOnce() -> Arc<str>, pod: Option<Arc<P>>) -> bool {
         let (id, old) = match self.pods.get(key) {
             Some((id, p)) => (*id, Some(Arc::clone(p))),
             None => (
@@ -239,7 +257,9 @@ impl<P: AsPod> Engine<P> {
             // Nothing the compiler reads: keep the newest object (the caller's one copy).
             if let Some(p) = pod {
                 self.by_id[id as usize] = Some(Arc::clone(&p));
-                self.pods.insert(key.to_owned(), (id, p));
+                if let Some(entry) = self.pods.get_mut(key) {
+                    entry.1 = p;
+                }
             }
             return false;
         }
@@ -253,13 +273,26 @@ impl<P: AsPod> Engine<P> {
                     self.by_id.push(None);
                 }
                 self.by_id[id as usize] = Some(Arc::clone(p));
-                self.pods.insert(key.to_owned(), (id, Arc::clone(p)));
+                match self.pods.get_mut(key) {
+                    Some(entry) => entry.1 = Arc::clone(p),
+                    None => {
+                        self.pods.insert(own(), (id, Arc::clone(p)));
+                    }
+                }
             }
             None => {
                 self.pods.remove(key);
             }
         }
-        index(&mut self.pods_by_ns, &ns, key, pod.is_some());
+        let in_ns = self.pods_by_ns.entry(ns.to_string()).or_default();
+        if pod.is_some() {
+            in_ns.insert(id);
+        } else {
+            in_ns.remove(&id);
+            if in_ns.is_empty() {
+                self.pods_by_ns.remove(ns.as_str());
+            }
+        }
         self.index_ips(id, old.as_deref(), pod.as_deref());
         let labels = namespace_labels(&self.namespaces, &ns);
         let moved = match (&old, &pod) {
@@ -286,7 +319,7 @@ impl<P: AsPod> Engine<P> {
         if was_local || is_local {
             let keys: Vec<String> = self
                 .policies_by_ns
-                .get(&ns)
+                .get(ns.as_str())
                 .into_iter()
                 .flatten()
                 .cloned()
@@ -305,88 +338,13 @@ impl<P: AsPod> Engine<P> {
         }
         true
     }
-
-    /// Sets the namespace `name` (`None`: deleted); true when that changed it.
-    pub fn set_namespace(&mut self, name: &str, ns: Option<&Namespace>) -> bool {
-        if self.namespaces.get(name) == ns.map(|n| &n.labels) {
-            return false;
-        }
-        match ns {
-            Some(n) => self.namespaces.insert(name.to_owned(), n.labels.clone()),
-            None => self.namespaces.remove(name),
-        };
-        if !self.cluster.is_empty() {
-            // A subject's namespace selector may apply to its local pods now, or no more.
-            let local = self.local_by_ns.get(name).cloned().unwrap_or_default();
-            for key in local {
-                self.reselect_cluster(&key);
-            }
-        }
-        let labels = namespace_labels(&self.namespaces, name);
-        let keys = self.pods_by_ns.get(name).cloned().unwrap_or_default();
-        for (id, st) in &mut self.sets {
-            if !st.def.reads_namespace_labels() {
-                continue;
-            }
-            for (pid, p) in keys.iter().filter_map(|k| self.pods.get(k)) {
-                let m = st.def.member(p.as_pod(), &labels);
-                if st.members.put(*pid, m, false) {
-                    self.dirty_sets.insert(*id);
-                }
-            }
-        }
-        true
-    }
-
-    /// Sets the NetworkPolicy `key` (`namespace/name`) to `policy` (`None`: deleted); true when
-    /// that changed it.
-    pub fn set_policy(&mut self, key: &str, policy: Option<Arc<Policy>>) -> bool {
-        let old = self.policies.get(key).cloned();
-        if old.as_deref() == policy.as_deref() {
-            return false;
-        }
-        if let Some(o) = &old {
-            index(&mut self.policies_by_ns, &o.namespace, key, false);
-        }
-        let selected: BTreeSet<String> = match &policy {
-            Some(p) => {
-                index(&mut self.policies_by_ns, &p.namespace, key, true);
-                self.policies.insert(key.to_owned(), Arc::clone(p));
-                let local = self.local_by_ns.get(&p.namespace).into_iter().flatten();
-                local
-                    .filter(|k| {
-                        self.pods
-                            .get(*k)
-                            .is_some_and(|(_, pod)| selects(p, pod.as_pod(), &self.node))
-                    })
-                    .cloned()
-                    .collect()
-            }
-            None => {
-                self.policies.remove(key);
-                BTreeSet::new()
-            }
-        };
-        let was = self.in_force.remove(key).unwrap_or_default();
-        // The new sets first: one the old version defines too keeps its members.
-        if let Some(p) = policy.as_deref().filter(|_| !selected.is_empty()) {
-            self.register(&policy_sets(p));
-        }
-        if let Some(o) = old.as_deref().filter(|_| !was.is_empty()) {
-            self.unregister(&policy_sets(o));
-        }
-        self.dirty_pods.extend(was.iter().chain(&selected).cloned());
-        if !selected.is_empty() {
-            self.in_force.insert(key.to_owned(), selected);
-        }
-        true
-    }
 }
 
 mod cluster;
 mod flush;
 mod lookup;
 mod members;
+mod objects;
 use members::Members;
 
 #[cfg(test)]

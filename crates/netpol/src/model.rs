@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -40,15 +41,31 @@ pub struct Requirement {
     pub values: Vec<String>,
 }
 
-/// Labels of an object, sorted by key in one allocation: a pod's few labels in a `BTreeMap`
-/// would cost a whole node (about half a KiB) per pod, at 150,000 pods 75 MiB.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Labels(Vec<(String, String)>);
+/// Labels of an object, sorted by key in one allocation, and that allocation shared by every
+/// object with the same labels ([`intern`]: the pods of a Deployment hold one copy): a pod's few
+/// labels in a `BTreeMap` would cost a whole node (about half a KiB) per pod, at 150,000 pods
+/// 75 MiB.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Labels(Arc<[(String, String)]>);
+
+/// Every distinct label set held.
+static LABEL_SETS: intern::Pool<[(String, String)]> = intern::Pool::new();
+
+impl Default for Labels {
+    fn default() -> Labels {
+        Labels::new()
+    }
+}
 
 impl Labels {
     /// No labels.
     pub fn new() -> Labels {
-        Labels(Vec::new())
+        Labels::shared(Vec::new())
+    }
+
+    /// `sorted` (by key, each key once), as the pool's copy.
+    fn shared(sorted: Vec<(String, String)>) -> Labels {
+        Labels(intern::slice(&LABEL_SETS, &sorted))
     }
 
     /// The value of `key`.
@@ -59,19 +76,25 @@ impl Labels {
 
     /// Sets `key` to `value`; the value it had.
     pub fn insert(&mut self, key: String, value: String) -> Option<String> {
-        match self.0.binary_search_by(|(k, _)| k.cmp(&key)) {
-            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+        let mut v = self.0.to_vec();
+        let old = match v.binary_search_by(|(k, _)| k.cmp(&key)) {
+            Ok(i) => Some(std::mem::replace(&mut v[i].1, value)),
             Err(i) => {
-                self.0.insert(i, (key, value));
+                v.insert(i, (key, value));
                 None
             }
-        }
+        };
+        *self = Labels::shared(v);
+        old
     }
 
     /// Removes `key`; the value it had.
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
-        Some(self.0.remove(i).1)
+        let mut v = self.0.to_vec();
+        let i = v.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
+        let old = v.remove(i).1;
+        *self = Labels::shared(v);
+        Some(old)
     }
 
     /// Every label, by key.
@@ -83,7 +106,7 @@ impl Labels {
 impl FromIterator<(String, String)> for Labels {
     fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> Labels {
         let map: BTreeMap<String, String> = iter.into_iter().collect();
-        Labels(map.into_iter().collect())
+        Labels::shared(map.into_iter().collect())
     }
 }
 
@@ -151,7 +174,7 @@ fn tcp() -> Protocol {
 }
 
 /// A named container port (`spec.containers[].ports[]` with a `name`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct NamedPort {
     /// `name` (an IANA_SVC_NAME).
     pub name: String,
@@ -164,8 +187,8 @@ pub struct NamedPort {
 /// A Pod as the compiler sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pod {
-    /// `metadata.namespace`.
-    pub namespace: String,
+    /// `metadata.namespace` (shared by the namespace's pods).
+    pub namespace: Name,
     /// `metadata.name`.
     pub name: String,
     /// The UID the kubelet knows the pod by (`K8S_POD_UID`): `metadata.uid`, or for a static
@@ -174,13 +197,24 @@ pub struct Pod {
     pub uid: String,
     /// `metadata.labels`.
     pub labels: Labels,
-    /// `spec.nodeName` (empty until scheduled).
-    pub node: String,
+    /// `spec.nodeName` (empty until scheduled; shared by the node's pods).
+    pub node: Name,
     /// `status.podIPs`, else `status.podIP`; empty for host-network pods and pods that have
     /// finished (`Succeeded`, `Failed`: their addresses may already be another pod's).
     pub ips: Vec<IpAddr>,
-    /// The named ports of its containers, init containers included (restartable sidecars).
-    pub ports: Vec<NamedPort>,
+    /// The named ports of its containers, init containers included (restartable sidecars);
+    /// shared by the pods with the same ones ([`Pod::shared_ports`]).
+    pub ports: Arc<[NamedPort]>,
+}
+
+/// Every distinct list of named ports held.
+static PORT_LISTS: intern::Pool<[NamedPort]> = intern::Pool::new();
+
+impl Pod {
+    /// `ports` as the copy shared by every pod with the same named ports.
+    pub fn shared_ports(ports: &[NamedPort]) -> Arc<[NamedPort]> {
+        intern::slice(&PORT_LISTS, ports)
+    }
 }
 
 /// A Namespace: its name and labels (`kubernetes.io/metadata.name` is set by the API server).
@@ -277,13 +311,13 @@ impl Policy {
 /// A NetworkPolicy as [`read_policy`] read it: whole, or failed closed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PolicyRead {
-    /// Read whole.
-    Read(Policy),
+    /// Read whole (shared with the engine, which keeps the same copy).
+    Read(Arc<Policy>),
     /// Not read whole, but its namespace and `spec.podSelector` were: `policy` isolates the pods
     /// it selects in the directions it names and allows nothing (`ingress` and `egress` empty).
     Closed {
         /// The deny-all stand-in.
-        policy: Policy,
+        policy: Arc<Policy>,
         /// Why the whole policy could not be read.
         error: String,
     },
@@ -296,9 +330,11 @@ pub enum PolicyRead {
 
 mod cluster;
 mod cluster_parse;
+mod intern;
 mod parse;
 pub use cluster::{Action, ClusterPolicy, ClusterPolicyRead, ClusterRule, NodeInfo, Subject, Tier};
 pub use cluster_parse::{node_from_json, read_cluster_policy};
+pub use intern::Name;
 pub use parse::{namespace_from_json, pod_from_json, policy_from_json, read_policy};
 
 #[cfg(test)]

@@ -231,7 +231,7 @@ impl SetDef {
                 };
                 let mut eps = Vec::new();
                 for ip in pod.ips.iter().filter(|ip| selected || in_block(ip)) {
-                    for cp in &pod.ports {
+                    for cp in pod.ports.iter() {
                         if named
                             .iter()
                             .any(|(n, p)| cp.name == *n && cp.protocol == *p)

@@ -7,7 +7,7 @@
 use serde_json::Value;
 use tern_kube::client::nodes::{node_from_json, NodeEntry};
 use tern_netpol::model::{namespace_from_json, pod_from_json, read_cluster_policy, read_policy};
-use tern_netpol::model::{ClusterPolicyRead, Namespace, NodeInfo, Pod, PolicyRead};
+use tern_netpol::model::{ClusterPolicyRead, Name, Namespace, NodeInfo, Pod, PolicyRead};
 
 /// A kind: its collection, a label for logs and metrics, and how one object is read.
 #[derive(Debug)]
@@ -34,8 +34,9 @@ impl<T> Copy for Kind<T> {}
 pub struct PodObject {
     /// The compiler's view (`tern_netpol::model::Pod`).
     pub pod: Pod,
-    /// `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`; empty when absent).
-    pub phase: String,
+    /// `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`; empty when absent), one
+    /// copy per distinct phase.
+    pub phase: Name,
     /// `metadata.deletionTimestamp` is set: the pod is terminating.
     pub deleting: bool,
 }
@@ -71,7 +72,7 @@ impl From<Pod> for PodObject {
 fn pod(v: &Value) -> Result<PodObject, String> {
     Ok(PodObject {
         pod: pod_from_json(v).map_err(|e| e.to_string())?,
-        phase: v["status"]["phase"].as_str().unwrap_or_default().to_owned(),
+        phase: v["status"]["phase"].as_str().unwrap_or_default().into(),
         deleting: v["metadata"]["deletionTimestamp"].is_string(),
     })
 }

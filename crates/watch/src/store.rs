@@ -12,8 +12,9 @@ use std::sync::Arc;
 /// `None`, never equal.
 #[derive(Debug)]
 pub struct Change<T> {
-    /// `namespace/name` (`name` for cluster-scoped kinds).
-    pub key: String,
+    /// `namespace/name` (`name` for cluster-scoped kinds): the store's own key (one allocation,
+    /// which a consumer that keeps the object by key may share).
+    pub key: Arc<str>,
     /// The value before the change.
     pub old: Option<Arc<T>>,
     /// The value after it.
@@ -34,7 +35,7 @@ impl<T> Clone for Change<T> {
 /// The objects of one kind, by key, in key order.
 #[derive(Debug)]
 pub struct Store<T> {
-    objects: BTreeMap<String, Arc<T>>,
+    objects: BTreeMap<Arc<str>, Arc<T>>,
 }
 
 impl<T> Default for Store<T> {
@@ -57,7 +58,7 @@ impl<T: PartialEq> Store<T> {
     }
 
     /// Every (key, object), in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Arc<T>)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<T>)> + '_ {
         self.objects.iter()
     }
 
@@ -71,6 +72,14 @@ impl<T: PartialEq> Store<T> {
         self.objects.is_empty()
     }
 
+    /// `key` as the store holds it (its one allocation), or a new one.
+    fn own_key(&self, key: &str) -> Arc<str> {
+        match self.objects.get_key_value(key) {
+            Some((k, _)) => Arc::clone(k),
+            None => Arc::from(key),
+        }
+    }
+
     /// Sets `key` to `new` (`None`: removes it); the change, or `None` when the store already
     /// held exactly that.
     pub fn apply(&mut self, key: &str, new: Option<T>) -> Option<Change<T>> {
@@ -78,15 +87,16 @@ impl<T: PartialEq> Store<T> {
             Some(v) if self.objects.get(key).is_some_and(|old| **old == v) => None,
             Some(v) => {
                 let new = Arc::new(v);
-                let old = self.objects.insert(key.to_owned(), Arc::clone(&new));
+                let key = self.own_key(key);
+                let old = self.objects.insert(Arc::clone(&key), Arc::clone(&new));
                 Some(Change {
-                    key: key.to_owned(),
+                    key,
                     old,
                     new: Some(new),
                 })
             }
-            None => self.objects.remove(key).map(|old| Change {
-                key: key.to_owned(),
+            None => self.objects.remove_entry(key).map(|(key, old)| Change {
+                key,
                 old: Some(old),
                 new: None,
             }),
@@ -96,18 +106,18 @@ impl<T: PartialEq> Store<T> {
     /// Replaces every object with `items` (a full list, in any order; a key twice keeps the
     /// last); the changes, in key order: values that differ, keys that appeared, keys that went.
     pub fn replace(&mut self, items: impl IntoIterator<Item = (String, T)>) -> Vec<Change<T>> {
-        let mut next: BTreeMap<String, Arc<T>> = BTreeMap::new();
+        let mut next: BTreeMap<Arc<str>, Arc<T>> = BTreeMap::new();
         let mut changes = Vec::new();
         for (key, v) in items {
             // The old `Arc` is kept when the value is the same: one copy, and no change.
-            let value = match self.objects.get(&key) {
+            let value = match self.objects.get(key.as_str()) {
                 Some(old) if **old == v => Arc::clone(old),
                 _ => Arc::new(v),
             };
-            next.insert(key, value);
+            next.insert(self.own_key(&key), value);
         }
         for (key, old) in &self.objects {
-            if !next.contains_key(key) {
+            if !next.contains_key(&**key) {
                 changes.push(Change {
                     key: key.clone(),
                     old: Some(Arc::clone(old)),
@@ -116,7 +126,7 @@ impl<T: PartialEq> Store<T> {
             }
         }
         for (key, new) in &next {
-            let old = self.objects.get(key);
+            let old = self.objects.get(&**key);
             if old.is_some_and(|o| Arc::ptr_eq(o, new)) {
                 continue;
             }
@@ -149,7 +159,7 @@ mod tests {
         let changes = s.replace([("c".to_owned(), 7), ("b".to_owned(), 5)]);
         let keys: Vec<_> = changes
             .iter()
-            .map(|c| (c.key.as_str(), c.old.is_some(), c.new.is_some()))
+            .map(|c| (&*c.key, c.old.is_some(), c.new.is_some()))
             .collect();
         assert_eq!(keys, [("a", true, false), ("c", false, true)]);
         assert!(Arc::ptr_eq(&kept, s.get("b").unwrap()), "one copy kept");

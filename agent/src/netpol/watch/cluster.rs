@@ -42,11 +42,11 @@ fn note_unreadable(store: &mut Store, name: &str, now: Option<(Unreadable, Strin
 }
 
 /// Forgets the unreadable ClusterNetworkPolicies a list no longer holds.
-pub(super) fn forget_unreadable(store: &mut Store, keep: &BTreeSet<String>) {
+pub(super) fn forget_unreadable(store: &mut Store, keep: &BTreeSet<&str>) {
     let gone: Vec<String> = store
         .unreadable_cluster
         .keys()
-        .filter(|k| !keep.contains(*k))
+        .filter(|k| !keep.contains(k.as_str()))
         .cloned()
         .collect();
     for name in gone {
@@ -57,7 +57,7 @@ pub(super) fn forget_unreadable(store: &mut Store, keep: &BTreeSet<String>) {
 impl Watched for ClusterPolicyRead {
     const KIND: Kind = Kind::ClusterPolicies;
 
-    fn set(store: &mut Store, name: &str, new: Option<&Arc<Self>>) -> Put {
+    fn set(store: &mut Store, name: &Arc<str>, new: Option<&Arc<Self>>) -> Put {
         let (policy, unreadable) = match new.map(|p| (**p).clone()) {
             None => (None, None),
             Some(ClusterPolicyRead::Ok(p)) => (Some(p), None),
@@ -71,8 +71,8 @@ impl Watched for ClusterPolicyRead {
         let read = unreadable.is_none();
         note_unreadable(store, name, unreadable);
         match &policy {
-            Some(p) => store.cluster_tiers.insert(name.to_owned(), p.tier),
-            None => store.cluster_tiers.remove(name),
+            Some(p) => store.cluster_tiers.insert(name.to_string(), p.tier),
+            None => store.cluster_tiers.remove(&**name),
         };
         Put {
             changed: store.engine.set_cluster_policy(name, policy.map(Arc::new)),
@@ -84,11 +84,11 @@ impl Watched for ClusterPolicyRead {
 impl Watched for NodeInfo {
     const KIND: Kind = Kind::Nodes;
 
-    fn set(store: &mut Store, name: &str, new: Option<&Arc<Self>>) -> Put {
+    fn set(store: &mut Store, name: &Arc<str>, new: Option<&Arc<Self>>) -> Put {
         if new.is_some() {
-            store.nodes.insert(name.to_owned());
+            store.nodes.insert(name.to_string());
         } else {
-            store.nodes.remove(name);
+            store.nodes.remove(&**name);
         }
         Put {
             changed: store.engine.set_node(name, new.map(|n| &**n)),

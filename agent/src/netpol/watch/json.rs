@@ -27,8 +27,8 @@ fn put_one<T: Watched>(
             changed: false,
             read: false,
         },
-        Some(Some(v)) => super::put(st, key, Some(&v)),
-        None => super::put::<T>(st, key, None),
+        Some(Some(v)) => super::put(st, &Arc::from(key), Some(&v)),
+        None => super::put::<T>(st, &Arc::from(key), None),
     }
 }
 
@@ -44,9 +44,9 @@ pub(crate) fn put(st: &mut Store, kind: Kind, key: String, obj: Option<&Value>) 
 }
 
 fn replace_all<T: Watched>(st: &mut Store, k: tern_watch::Kind<T>, items: &[Value]) -> Relist {
-    let read: Vec<(String, Arc<T>)> = items
+    let read: Vec<(Arc<str>, Arc<T>)> = items
         .iter()
-        .filter_map(|v| Some((key_of(v), decoded(k, v)?)))
+        .filter_map(|v| Some((Arc::from(key_of(v)), decoded(k, v)?)))
         .collect();
     let mut r = super::replace(st, read.iter().map(|(k, v)| (k, v)));
     r.unread += (items.len() - read.len()) as u64;

@@ -56,7 +56,7 @@ impl TableReader for Fake {
         _: Option<(Protocol, u16)>,
     ) -> anyhow::Result<Option<bool>> {
         Ok(self.0.sets.get(set).map(|s| match &s.elements {
-            Elements::Addrs(r) => r.iter().any(|&(lo, _)| as_u128(peer) == lo),
+            Elements::Addrs(r) => r.contains(&as_u128(peer)),
             _ => false,
         }))
     }
@@ -77,7 +77,7 @@ fn table() -> Table {
             "p4_1".to_owned(),
             NamedSet {
                 v4: true,
-                elements: Elements::Addrs(vec![(as_u128(cli), as_u128(cli))]),
+                elements: Elements::Addrs(vec![as_u128(cli)]),
             },
         )]),
         chains: BTreeMap::from([

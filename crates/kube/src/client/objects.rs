@@ -228,6 +228,21 @@ struct RawListMeta {
     cont: String,
 }
 
+/// One list page's body (`{"metadata": .., "items": [..]}`) decoded into an [`ObjectPage`];
+/// `collection` names it in a decode error.
+///
+/// # Errors
+/// [`KubeError::Decode`] for a body that is not such a list.
+pub fn page_from_body(body: &str, collection: &str) -> Result<ObjectPage, KubeError> {
+    let page: RawList<serde_json::Value> = serde_json::from_str(body)
+        .map_err(|e| KubeError::Decode(format!("{collection} list: {e}")))?;
+    Ok(ObjectPage {
+        items: page.items,
+        resource_version: page.metadata.resource_version,
+        cont: Some(page.metadata.cont).filter(|c| !c.is_empty()),
+    })
+}
+
 impl Client {
     /// Lists every item of `collection` (a path such as `/api/v1/pods`), page by page
     /// (`limit=500`, following `metadata.continue`), each page under `timeout`, each item
@@ -283,14 +298,7 @@ impl Client {
             path.push_str(&format!("&continue={c}"));
         }
         let body = self.get_body(&path, timeout, MAX_PAGE)?;
-        let page: RawList<serde_json::Value> = serde_json::from_str(&body)
-            .map_err(|e| KubeError::Decode(format!("{collection} list: {e}")))?;
-        drop(body);
-        Ok(ObjectPage {
-            items: page.items,
-            resource_version: page.metadata.resource_version,
-            cont: Some(page.metadata.cont).filter(|c| !c.is_empty()),
-        })
+        page_from_body(&body, collection)
     }
 
     /// Lists every object of `collection` (a path such as `/api/v1/pods`), page by page

@@ -198,12 +198,14 @@ fn ports_ranges_and_named_ports() {
             protocol: Protocol::Udp,
             port: 5353,
         },
-    ];
+    ]
+    .into();
     pods[3].ports = vec![NamedPort {
         name: "http".into(),
         protocol: Protocol::Tcp,
         port: 9090,
-    }];
+    }]
+    .into();
     let plan = run(
         &pods,
         &nss,
@@ -319,7 +321,7 @@ fn a_policy_whose_rules_cannot_be_read_isolates_what_it_selects_and_allows_nothi
     let PolicyRead::Closed { policy, .. } = read_policy(&v) else {
         panic!("not closed");
     };
-    let plan = run(&pods, &nss, &[policy]);
+    let plan = run(&pods, &nss, &[(*policy).clone()]);
     assert_eq!(plan.policies, 1);
     assert_eq!(plan.pods.len(), 1, "db is not selected: {plan:?}");
     assert_eq!(plan.pods[0].key, "x/web");

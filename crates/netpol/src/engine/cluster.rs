@@ -81,7 +81,9 @@ impl<P: AsPod> Engine<P> {
                     if !p.has_rules() || !p.subject.namespaces.matches(&labels) {
                         continue;
                     }
-                    let pods = keys.iter().filter_map(|k| Some((k, self.pods.get(k)?)));
+                    let pods = keys
+                        .iter()
+                        .filter_map(|k| Some((k, self.pods.get(k.as_str())?)));
                     for (k, (_, pod)) in pods {
                         if self.cluster_selects(p, pod.as_pod(), &labels) {
                             selected.insert(k.clone());

@@ -75,7 +75,7 @@ impl<P: AsPod> Engine<P> {
         {
             let pols = self
                 .policies_by_ns
-                .get(&pod.namespace)
+                .get(pod.namespace.as_str())
                 .into_iter()
                 .flatten();
             let pols: Vec<&Policy> = pols

@@ -44,7 +44,7 @@ impl<P: AsPod> Engine<P> {
         let p = pod.as_pod();
         let policies = self
             .policies_by_ns
-            .get(&p.namespace)
+            .get(p.namespace.as_str())
             .into_iter()
             .flatten()
             .filter(|k| {

@@ -9,13 +9,18 @@ use crate::compile::policy_sets;
 use crate::model::Protocol;
 use crate::sets::{namespace_labels, Member, SetDef};
 
+/// One pod's endpoints in an endpoint set: (address, protocol, port).
+pub(super) type PodEndpoints = Box<[(IpAddr, Protocol, u16)]>;
+
 /// A set's member pods by the engine's pod id (4 bytes a member: a set that selects by
 /// namespace may hold most of the cluster's pods): a peer set keeps only which pods (their
 /// addresses are the pods' own), an endpoint set each one's endpoints.
 #[derive(Debug)]
 pub(super) enum Members {
     Peers(BTreeSet<u32>),
-    Endpoints(BTreeMap<u32, Vec<(IpAddr, Protocol, u16)>>),
+    /// Boxed, not a `Vec`: a pod's one or two endpoints in a `Vec` took 80 bytes (its least
+    /// capacity is four), tens of MiB in sets of every pod with a named port.
+    Endpoints(BTreeMap<u32, PodEndpoints>),
 }
 
 impl Members {
@@ -36,7 +41,7 @@ impl Members {
             },
             Members::Endpoints(map) => {
                 let new = match m {
-                    Some(Member::Endpoints(e)) => Some(e),
+                    Some(Member::Endpoints(e)) => Some(e.into_boxed_slice()),
                     _ => None,
                 };
                 if map.get(&id) == new.as_ref() {
@@ -88,19 +93,24 @@ impl<P: AsPod> Engine<P> {
             }
             // Only the namespaces whose pods may be members: one selector check per namespace,
             // then their pods.
-            let namespaces: Vec<(&String, &BTreeSet<String>)> = match def.scope() {
-                Some(ns) => self.pods_by_ns.get_key_value(ns).into_iter().collect(),
-                None => self.pods_by_ns.iter().collect(),
+            let namespaces: Vec<&String> = match def.scope() {
+                Some(ns) => self
+                    .pods_by_ns
+                    .get_key_value(ns)
+                    .map(|(k, _)| k)
+                    .into_iter()
+                    .collect(),
+                None => self.pods_by_ns.keys().collect(),
             };
             let mut members = Members::new(&def);
-            for (ns, keys) in namespaces {
+            for ns in namespaces {
                 let labels = namespace_labels(&self.namespaces, ns);
                 if !def.may_hold_namespace(ns, &labels) {
                     continue;
                 }
-                for (id, p) in keys.iter().filter_map(|k| self.pods.get(k)) {
+                for (id, p) in self.pods_of(ns) {
                     if let Some(m) = def.member(p.as_pod(), &labels) {
-                        members.put(*id, Some(m), false);
+                        members.put(id, Some(m), false);
                     }
                 }
             }

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::*;
 use crate::compile::{compile, Dir, World};
-use crate::model::{policy_from_json, ClusterPolicy, NodeInfo};
+use crate::model::{policy_from_json, ClusterPolicy, Namespace, NodeInfo};
 use crate::ruleset::{render_logging, LogDenied};
 
 mod cluster;
@@ -235,7 +235,7 @@ fn web(ns: &str, name: &str, node: &str, ip: &str) -> Pod {
         labels: Labels::from([("app".into(), "web".into())]),
         node: node.into(),
         ips: vec![ip.parse().unwrap_or(IpAddr::from([0; 4]))],
-        ports: Vec::new(),
+        ports: Default::default(),
     }
 }
 

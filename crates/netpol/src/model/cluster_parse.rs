@@ -182,7 +182,7 @@ fn failed(name: String, action: Option<Action>, why: String) -> ClusterRule {
         name,
         action,
         peers,
-        ports: Vec::new(),
+        ports: Default::default(),
         note: Some(format!("failed closed: {why}")),
     }
 }

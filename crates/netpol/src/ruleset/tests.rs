@@ -23,11 +23,12 @@ fn three_pods() -> Vec<crate::model::Pod> {
         pod("b", "web", "n1", &["10.0.1.3", "fd00:1::3"]),
         pod("c", "cli", "n2", &["10.0.2.2", "fd00:2::2"]),
     ];
-    pods[2].ports.push(NamedPort {
+    pods[2].ports = [NamedPort {
         name: "h".into(),
         protocol: Protocol::Tcp,
         port: 8080,
-    });
+    }]
+    .into();
     pods
 }
 

@@ -37,7 +37,8 @@ fn pod(ns: &str, app: &str, node: &str, ips: &[&str]) -> Pod {
         ports: vec![
             named("web", Protocol::Tcp, web),
             named("dns", Protocol::Udp, 53),
-        ],
+        ]
+        .into(),
     }
 }
 
@@ -177,8 +178,7 @@ fn an_allowing_rule_is_named_with_its_peer_and_port() {
     pods.iter_mut()
         .find(|p| p.namespace == "y" && p.name == "a")
         .unwrap()
-        .node
-        .clear();
+        .node = "".into();
     let w = world(&pods, &nss, &pols);
     let t = trace(&w, &none, &query(from_pod("x/a"), "y/a", Protocol::Tcp, 80)).unwrap();
     assert_eq!(t.paths[0].ingress, Judgement::NotIsolated);
@@ -203,7 +203,7 @@ fn a_fail_closed_stand_in_is_named_and_allows_nothing() {
     let PolicyRead::Closed { policy, error } = read_policy(&v) else {
         panic!("not closed");
     };
-    let pols = [policy];
+    let pols = [(*policy).clone()];
     let closed = BTreeMap::from([("z/broken".to_owned(), error.clone())]);
     let w = world(&pods, &nss, &pols);
     let t = trace(

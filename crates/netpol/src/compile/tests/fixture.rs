@@ -23,7 +23,7 @@ pub(super) fn pod(ns: &str, name: &str, l: &[(&str, &str)], node: &str, ips: &[&
         labels: labels(l),
         node: node.into(),
         ips: ips.iter().map(|s| s.parse().unwrap()).collect(),
-        ports: Vec::new(),
+        ports: Default::default(),
     }
 }
 

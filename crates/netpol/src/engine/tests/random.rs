@@ -68,7 +68,7 @@ pub(super) fn random_pod(r: &mut Rng, ns: &str, name: &str) -> Pod {
         labels,
         node: (*r.pick(&NODES)).into(),
         ips,
-        ports,
+        ports: ports.into(),
     }
 }
 

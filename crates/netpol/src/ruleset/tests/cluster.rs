@@ -131,7 +131,10 @@ fn node_peers_hold_the_selected_nodes_addresses() {
     let Elements::Addrs(r) = &t.sets[set].elements else {
         panic!("{set}");
     };
-    let shown: Vec<String> = r.iter().map(|x| crate::addrs::element(true, *x)).collect();
+    let shown: Vec<String> = r
+        .iter()
+        .map(|x| crate::addrs::element(true, (*x, *x)))
+        .collect();
     assert_eq!(shown, ["192.168.0.1", "192.168.0.2"]);
     let v6 = set.replace("p4_", "p6_");
     assert!(matches!(&t.sets[&v6].elements, Elements::Addrs(r) if r.len() == 1));

@@ -28,7 +28,7 @@ impl End {
 
 fn end(p: &Pod) -> End {
     End {
-        ns: p.namespace.clone(),
+        ns: p.namespace.to_string(),
         app: p.name.clone(),
         ip: p.ips[0],
     }
@@ -297,7 +297,7 @@ fn egress_cases() -> Vec<Case> {
         (
             case(
                 "a fail-closed stand-in on z/c",
-                vec![policy],
+                vec![(*policy).clone()],
                 |s, d, _, _| !s.is("z/c") && !d.is("z/c"),
             ),
             error,
