@@ -77,11 +77,14 @@ pub fn node2_reregistered(node: &Node) -> Res {
         node2_conflist_ranges(node).is_ok_and(|r| r == new)
     })?;
     rollout_status(node)?;
-    node.note(&format!(
-        "routes to {cidrs:?} gone {} ms after the delete; to {new:?} back {} ms after the restart",
+    let msg = format!(
+        "node 1's routes to {cidrs:?} gone {} ms after the delete; to {new:?} back {} ms after \
+         the kubelet's restart",
         gone.as_millis(),
         back.as_millis()
-    ));
+    );
+    node.note(&msg);
+    eprintln!("[cluster] {msg}");
     pods_on_both(node)?;
     let r = ping_across(node, "pod-n1", "pod-n2", true)
         .and_then(|()| ping_across(node, "pod-n2", "pod-n1", true));
@@ -131,10 +134,12 @@ pub fn node2_readdressed(node: &Node) -> Res {
     node.wait_for(60, "node 1 through node 2's new address", || {
         node1_follows(node, next)
     })?;
-    node.note(&format!(
-        "node 1 follows in {} ms",
+    let msg = format!(
+        "node 1 follows node 2's new address {next} in {} ms",
         t0.elapsed().as_millis()
-    ));
+    );
+    node.note(&msg);
+    eprintln!("[cluster] {msg}");
     node.wait_for(120, "node 2 Ready", || node.ready_of(node2))?;
     pods_on_both(node)?;
     let r = ping_across(node, "pod-n1", "pod-n2", false);
