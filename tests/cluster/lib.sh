@@ -39,7 +39,11 @@ K8S_BIN="${TERN_K8S_BIN:-$GOBIN_DIR/kubernetes}"
 # nodes, as the 2-node specs compare what a hostNetwork pod on node 1 answers with its Node's name).
 NODE="${TERN_CLUSTER_NODE_NAME:-tern-node}"
 API_PORT=16443
-API_ADDR="${TERN_CLUSTER_API_ADDR:-127.0.0.1}"
+# Two nodes (TERN_CLUSTER_NODES=2): node 2 reaches the API server at node 1's address, so it
+# binds that address unless told otherwise.
+API_ADDR=127.0.0.1
+[ "${TERN_CLUSTER_NODES:-1}" != 2 ] || API_ADDR=10.99.219.1
+API_ADDR="${TERN_CLUSTER_API_ADDR:-$API_ADDR}"
 # The kubelet's port on the node's address (TERN_CLUSTER_KUBELET_PORT; scripts/conformance sets the
 # standard 10250, which "Proxy ... on node with explicit kubelet port" hard-codes).
 KUBELET_PORT="${TERN_CLUSTER_KUBELET_PORT:-10350}"

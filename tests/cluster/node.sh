@@ -4,11 +4,13 @@
 #
 # Usage (root): bash tests/cluster/node.sh up | down | vars | FUNCTION [ARG ...]
 #   up       tears down a previous instance under $KT, refuses to run over another tern install
-#            (check_node_clean), then brings up the control plane and the node (cluster_up)
+#            (check_node_clean), then brings up the control plane and the node (cluster_up), or,
+#            with TERN_CLUSTER_NODES=2, both nodes (two_nodes_up)
 #   down     tears everything down (lib.sh's `down`) when $KT exists
 #   vars     prints the layout as KEY=VALUE lines (what the cases in tests/cluster/tests read)
-#   FUNCTION a function of lib.sh, pki.sh or crio.sh with its arguments (e.g. start_apiserver
-#            --service-account-max-token-expiration 1h)
+#   FUNCTION a function of lib.sh, pki.sh, crio.sh or node2.sh (with two nodes also
+#            tests/conformance/lib.sh's) with its arguments (e.g. start_apiserver
+#            --service-account-max-token-expiration 1h, node2_crictl pods -q, install_tern)
 # The Rust cases (tests/cluster/tests/cluster) run it; nothing else in this tier is shell.
 #
 # Every command runs under errexit, and nothing here calls a function behind `||`, `&&`, `!` or
@@ -35,6 +37,35 @@ cluster_up() {
     wait_for_pod_cidrs
 }
 
+# two_nodes_up: TERN_CLUSTER_NODES=2 (the two-node cases, `cluster-2node::NAME`): node 1 as
+# conformance_up brings it up (its address, a /24 on kt-node0, before the API server that binds
+# it), without kube-proxy and CoreDNS; the guard on both nodes (tests/conformance/lib.sh
+# guard_up, node2.sh node2_guard_rules); then node 2 (node2.sh node2_up). tern is installed by
+# the first case (`install_tern`, as scripts/conformance installs it).
+two_nodes_up() {
+    make_pki
+    node2_pki
+    node_address
+    start_etcd
+    start_apiserver
+    start_controller_manager
+    start_scheduler
+    start_runtime
+    import_images
+    guard_up
+    node2_guard_rules
+    start_kubelet
+    wait_for 120 "node $NODE registered" kubectl get node "$NODE"
+    wait_for_pod_cidrs
+    node2_up
+}
+
+# the guard and install_tern, for two nodes
+if [ "$TWO_NODES" = 1 ]; then
+    # shellcheck source=../conformance/lib.sh
+    . "$ROOT/tests/conformance/lib.sh"
+fi
+
 [ "$#" -gt 0 ] || { echo "usage: node.sh up | down | vars | FUNCTION [ARG ...]" >&2; exit 2; }
 cmd=$1
 shift
@@ -43,7 +74,7 @@ case "$cmd" in
         if [ -d "$KT" ]; then down; fi
         check_node_clean
         mkdir -p "$KT"
-        cluster_up
+        if [ "$TWO_NODES" = 1 ]; then two_nodes_up; else cluster_up; fi
         ;;
     down)
         # nothing under $KT: nothing of this instance to remove (down would also take tern's
@@ -52,8 +83,10 @@ case "$cmd" in
         ;;
     vars)
         for v in ROOT KT GOBIN_DIR K8S_BIN NODE NODE_IP API_PORT API CLUSTER_CIDR SERVICE_CIDR \
-            IP_FAMILY NODE_IP6 CLUSTER_CIDR6 SERVICE_CIDR6 PAUSE_IMAGE TERN_IMAGE CRITEST_REGISTRY RUNTIME CRI_SOCK CNI_BIN CNI_NET NR_LINK; do
-            printf '%s=%s\n' "$v" "${!v}"
+            IP_FAMILY NODE_IP6 CLUSTER_CIDR6 SERVICE_CIDR6 PAUSE_IMAGE TERN_IMAGE CRITEST_REGISTRY RUNTIME CRI_SOCK CNI_BIN CNI_NET NR_LINK \
+            API_ADDR TWO_NODES NODE_ROUTES NODE2 NODE2_IP NODE2_IP6 NODE2_IP_NEXT NODE2_CTR NODE2_CGROUP \
+            NODE2_REGISTRY ROUTER_IP1; do
+            printf '%s=%s\n' "$v" "${!v-}"
         done
         ;;
     *) "$cmd" "$@" ;;

@@ -1,7 +1,9 @@
 # shellcheck shell=bash disable=SC2153
 # (SC2153: NODE_IP, CLUSTER_CIDR and the rest are lib.sh's)
 # tests/cluster/node2.sh — a second kubelet node on this machine for the real-cluster tier
-# (TERN_CLUSTER_NODES=2; scripts/two-nodes brings the tier up with it and checks it).
+# (TERN_CLUSTER_NODES=2: node.sh two_nodes_up for the Rust tier's two-node cases,
+# tests/cluster/tests/cluster/two_nodes/; tests/conformance/lib.sh conformance_up for
+# `scripts/conformance multinode`).
 #
 # Sourced by tests/cluster/lib.sh (always: `down` removes a node 2 whatever the variable says);
 # uses its KT, GOBIN_DIR, K8S_BIN, API, PAUSE_IMAGE, TERN_IMAGE, CLUSTER_CIDR*, SERVICE_CIDR*,
@@ -83,7 +85,7 @@ else
     NODE_NETS6=$NODE_NET6
 fi
 NODE2_IPS="$NODE2_IP${NODE2_IP6:+,$NODE2_IP6}"
-# the address node 2 moves to in scripts/two-nodes' readdress case (in its serving certificate)
+# the address node 2 moves to in the two-node tier's `node2_readdressed` case (in its serving certificate)
 NODE2_IP_NEXT="${NODE2_IP%.*}.3"
 BRIDGE=kt-br0
 NODE2_VETH=kt-n2h

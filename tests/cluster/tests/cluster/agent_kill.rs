@@ -15,7 +15,7 @@ use crate::day2::rollout_status;
 const PODS: usize = 30;
 
 /// `PODS` pods `PREFIX-0`.. in one apply.
-fn create_batch(node: &Node, prefix: &str) -> Res<Vec<String>> {
+pub(crate) fn create_batch(node: &Node, prefix: &str) -> Res<Vec<String>> {
     let names: Vec<String> = (0..PODS).map(|i| format!("{prefix}-{i}")).collect();
     let docs: Vec<String> = names.iter().map(|n| node.pod_manifest(n)).collect();
     node.kubectl_in(&["apply", "-f", "-"], &docs.join("---\n"))?;
@@ -23,7 +23,11 @@ fn create_batch(node: &Node, prefix: &str) -> Res<Vec<String>> {
 }
 
 /// Each of `names`' time from `t0` to its Ready condition, polled every 200 ms (120 s at most).
-fn ready_times(node: &Node, names: &[String], t0: Instant) -> Res<BTreeMap<String, Duration>> {
+pub(crate) fn ready_times(
+    node: &Node,
+    names: &[String],
+    t0: Instant,
+) -> Res<BTreeMap<String, Duration>> {
     let mut ready = BTreeMap::new();
     let tpl = "jsonpath={range .items[*]}{.metadata.name} \
                {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}";
@@ -50,7 +54,7 @@ fn ready_times(node: &Node, names: &[String], t0: Instant) -> Res<BTreeMap<Strin
 }
 
 /// Sandboxes the runtime holds for each of `names`, summed beyond the first of each.
-fn extra_sandboxes(node: &Node, names: &[String]) -> Res<usize> {
+pub(crate) fn extra_sandboxes(node: &Node, names: &[String]) -> Res<usize> {
     let mut extra = 0;
     for n in names {
         let ids = node.crictl(&["pods", "--name", &format!("^{n}$"), "-q"])?;
@@ -76,12 +80,12 @@ pub(crate) fn agent_pid(node: &Node) -> Res<String> {
     Ok(pid.trim().to_owned())
 }
 
-fn max(t: &BTreeMap<String, Duration>) -> Duration {
+pub(crate) fn max(t: &BTreeMap<String, Duration>) -> Duration {
     t.values().copied().max().unwrap_or_default()
 }
 
 /// Deletes `names` and waits for them to go.
-fn delete(node: &Node, names: &[String]) -> Res {
+pub(crate) fn delete(node: &Node, names: &[String]) -> Res {
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     node.delete_pods(&refs)
 }

@@ -13,11 +13,15 @@
 //! node on CRI-O: names `cluster-crio::NAME`, only `install` and `pods` unless `--include-ignored`.
 //! The cluster is dual stack unless TERN_CLUSTER_IP_FAMILY=ipv4 (then `dual_stack` is ignored).
 //! TERN_CLUSTER_KEEP=1 leaves the cluster running (tear down: `bash tests/cluster/node.sh down`).
+//! TERN_CLUSTER_NODES=2 brings up two nodes (node 2 a podman container, tests/cluster/node2.sh;
+//! VXLAN node routes unless TERN_CLUSTER_NODE_ROUTES=host-gw) and runs the two-node cases
+//! instead: names `cluster-2node::NAME` (two_nodes/, and faults/ with the probes across).
 //!
 //! Bring-up and teardown are tests/cluster/node.sh (`up`, `down`); each case's commands and their
 //! output go to `$KT/cases/NAME.log`, whose tail is the failure message.
 
 mod agent_kill;
+mod agent_rollout;
 mod cases;
 mod chain;
 mod cnp;
@@ -36,6 +40,7 @@ mod pod_cidrs;
 mod rbac;
 mod tokens;
 mod trace;
+mod two_nodes;
 mod uninstall_idle;
 
 use std::path::Path;
@@ -74,6 +79,10 @@ const CASES: &[Case] = &[
     ("max_token_expiration", tokens::max_token_expiration),
     ("agent_pod_deleted", day2::agent_pod_deleted),
     ("agent_restart", agent_kill::agent_restart),
+    (
+        "agent_rollout_pod_start",
+        agent_rollout::agent_rollout_pod_start,
+    ),
     ("fault_agent_sigkill", faults::agent_sigkill),
     ("fault_nft_fails", faults::nft::nft_fails),
     ("fault_apiserver_restart", faults::api::apiserver_restart),
@@ -89,6 +98,29 @@ const CASES: &[Case] = &[
     ("uninstall", lifecycle::uninstall),
     ("helm", helm::helm),
     ("uninstall_no_pods", uninstall_idle::uninstall_no_pods),
+];
+
+/// The two-node cases (TERN_CLUSTER_NODES=2, names `cluster-2node::NAME`), in the order they
+/// run: the faults that cross nodes before node 2's Node is deleted and readdressed.
+const TWO_NODE_CASES: &[Case] = &[
+    ("install", two_nodes::install),
+    ("pods_across", two_nodes::pods_across),
+    ("guard", two_nodes::guard),
+    ("fault_agent_sigkill_node2", faults::agent_sigkill_node2),
+    ("fault_daemonset_rollout", faults::daemonset_rollout),
+    (
+        "fault_apiserver_unreachable_node2",
+        faults::api::apiserver_unreachable_node2,
+    ),
+    (
+        "node2_reregistered",
+        two_nodes::reregister::node2_reregistered,
+    ),
+    (
+        "node2_readdressed",
+        two_nodes::reregister::node2_readdressed,
+    ),
+    ("teardown", two_nodes::teardown::teardown),
 ];
 
 /// The cases the CRI-O node runs by default: deploy/ applied, pods wired, ping, nothing left.
@@ -116,6 +148,11 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 
 fn main() {
     let mut args = Arguments::from_args();
+    let two_nodes = std::env::var("TERN_CLUSTER_NODES").as_deref() == Ok("2");
+    if two_nodes && std::env::var_os("TERN_CLUSTER_NODE_ROUTES").is_none() {
+        // VXLAN node routes, as CI's two-node conformance run has them
+        std::env::set_var("TERN_CLUSTER_NODE_ROUTES", "vxlan");
+    }
     // In order, one after another: the cases share one cluster and build on each other.
     args.test_threads = Some(1);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -127,19 +164,21 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let tier = if node.runtime == "crio" {
-        "cluster-crio"
-    } else {
-        "cluster"
+    let (tier, cases) = match (two_nodes, node.runtime.as_str()) {
+        (true, _) => ("cluster-2node", TWO_NODE_CASES),
+        (false, "crio") => ("cluster-crio", CASES),
+        (false, _) => ("cluster", CASES),
     };
+    let keep = std::env::var("TERN_CLUSTER_KEEP").as_deref() == Ok("1");
     let up: Arc<std::sync::OnceLock<Res>> = Arc::default();
-    let trials: Vec<Trial> = CASES
+    let trials: Vec<Trial> = cases
         .iter()
         .map(|&(name, body)| {
             let (node, up) = (Arc::clone(&node), Arc::clone(&up));
             // dual_stack needs the dual-stack cluster (TERN_CLUSTER_IP_FAMILY=ipv4 has none)
-            let ignored = (node.runtime == "crio" && !CRIO_CASES.contains(&name))
-                || (name == "dual_stack" && node.var("IP_FAMILY") != "dual");
+            let ignored = (!two_nodes && node.runtime == "crio" && !CRIO_CASES.contains(&name))
+                || (name == "dual_stack" && node.var("IP_FAMILY") != "dual")
+                || (two_nodes && name == "teardown" && keep);
             Trial::test(format!("{tier}::{name}"), move || {
                 let mut first = false;
                 let up = up.get_or_init(|| {
@@ -159,7 +198,7 @@ fn main() {
         })
         .collect();
     let conclusion = libtest_mimic::run(&args, trials);
-    if STARTED.load(Ordering::SeqCst) && std::env::var("TERN_CLUSTER_KEEP").as_deref() != Ok("1") {
+    if STARTED.load(Ordering::SeqCst) && !keep {
         eprintln!("[cluster] tearing down {}", node.kt.display());
         if let Err(e) = node.sh(&["down"], &[]) {
             eprintln!("[cluster] teardown: {e}");
@@ -174,6 +213,9 @@ fn main() {
 fn bring_up(node: &Node) -> Res {
     if !is_root() {
         return Err("needs root (the node is this machine)".into());
+    }
+    if node.two_nodes() && node.runtime != "containerd" {
+        return Err("two nodes: containerd only (node 2 runs containerd)".into());
     }
     let gobin = Path::new(node.var("GOBIN_DIR"));
     for b in GO_BINS {

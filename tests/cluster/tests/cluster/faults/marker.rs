@@ -1,10 +1,12 @@
 //! A change the churn never makes, to time how soon the agent brings one to the kernel around a
 //! fault: a policy that isolates `probe-deny`'s ingress (no probed verdict changes: `probe-deny`
-//! only sends), seen in the kernel as its address in the ingress map (the host's `nft`).
+//! only sends), seen in the kernel of its node as its address in the ingress map (that node's
+//! `nft`).
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use tern_cluster::node2::Host;
 use tern_cluster::{fail, Node, Res};
 
 /// The marker policy.
@@ -31,20 +33,20 @@ pub fn delete(node: &Node) -> Res {
     .map(drop)
 }
 
-/// Whether the kernel's ingress map sends `ip` to a policy chain.
-pub fn isolated_in_kernel(node: &Node, ip: IpAddr) -> bool {
+/// Whether the ingress map of `host`'s kernel sends `ip` to a policy chain.
+pub fn isolated_in_kernel(node: &Node, host: &Host, ip: IpAddr) -> bool {
     let map = if ip.is_ipv4() { "ingress4" } else { "ingress6" };
     node.run(
-        &mut Node::cmd("nft", &["list", "map", "inet", "tern_netpol", map]),
+        &mut host.cmd("nft", &["list", "map", "inet", "tern_netpol", map]),
         None,
     )
     .is_ok_and(|out| out.contains(&format!("{ip} :")))
 }
 
-/// Polls every 50 ms until `ip` is isolated in the kernel; returns how long it took.
-pub fn wait_in_kernel(node: &Node, ip: IpAddr) -> Res<Duration> {
+/// Polls every 50 ms until `ip` is isolated in `host`'s kernel; returns how long it took.
+pub fn wait_in_kernel(node: &Node, host: &Host, ip: IpAddr) -> Res<Duration> {
     let t0 = Instant::now();
-    while !isolated_in_kernel(node, ip) {
+    while !isolated_in_kernel(node, host, ip) {
         if t0.elapsed() > WAIT {
             return fail(format!(
                 "the marker policy is not in the kernel {WAIT:?} after it was due"
@@ -59,9 +61,11 @@ pub fn wait_in_kernel(node: &Node, ip: IpAddr) -> Res<Duration> {
 /// agent's watches and syncer back), then the churn resumed; returns the time.
 pub fn time_a_change(node: &Node, churn: &super::churn::Control) -> Res<Duration> {
     let ip = node.pod_ips("probe-deny")?[0];
+    // the kernel of the node the pod is on (node 2 with two nodes)
+    let host = node.host_of("probe-deny")?;
     churn.pause();
     create(node)?;
-    let took = wait_in_kernel(node, ip);
+    let took = wait_in_kernel(node, &host, ip);
     churn.resume();
     let took = took?;
     let msg = format!(

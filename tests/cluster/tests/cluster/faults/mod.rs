@@ -17,19 +17,26 @@ pub mod churn;
 mod marker;
 pub mod nft;
 pub mod probes;
-mod render;
+pub(crate) mod render;
 
 use std::time::{Duration, Instant};
 
+use tern_cluster::node2::Host;
 use tern_cluster::{fail, Node, Res};
 
 use crate::day2::rollout_status;
 use probes::Probes;
 
 /// The probe pods' manifests and the policy that allows `probe-ok` alone into `probe-srv`.
+/// With two nodes the server is on node 1 and the clients on node 2, so every probe crosses.
 fn fixture_objects(node: &Node) -> String {
     let pod = |name: &str, labels: &str| {
-        node.pod_manifest(name).replace(
+        let manifest = match (node.two_nodes(), name) {
+            (false, _) => node.pod_manifest(name),
+            (true, "probe-srv") => node.pod_manifest_on(name, &node.name),
+            (true, _) => node.pod_manifest_on(name, node.var("NODE2")),
+        };
+        manifest.replace(
             "labels: {app: tern-test}",
             &format!("labels: {{app: tern-test, {labels}}}"),
         )
@@ -152,25 +159,37 @@ pub fn under_churn(node: &Node, fault: &Fault) -> Res {
 
 /// `fault_agent_sigkill`: tern-agent's container SIGKILLed during churn, back by the kubelet.
 pub fn agent_sigkill(node: &Node) -> Res {
+    agent_sigkill_on(node, &node.node1())
+}
+
+/// `fault_agent_sigkill_node2` (two nodes): node 2's tern-agent SIGKILLed, the clients' node.
+pub fn agent_sigkill_node2(node: &Node) -> Res {
+    agent_sigkill_on(node, &node.node2()?)
+}
+
+/// tern-agent's container on `host` SIGKILLed during churn (by its host PID), back by the
+/// kubelet.
+fn agent_sigkill_on(node: &Node, host: &Host) -> Res {
     let bring = |node: &Node, _: &churn::Control| -> Res {
-        let agent = node.agent_pod()?;
+        let agent = node.agent_pod_of(&host.name)?;
         let restarts = |node: &Node| {
             node.kubectl(&["-n", "tern", "get", "pod", &agent, "-o",
                 "jsonpath={.status.containerStatuses[0].restartCount} {.status.containerStatuses[0].ready}"])
                 .unwrap_or_default()
         };
         let was = restarts(node);
-        let pid = crate::agent_kill::agent_pid(node)?;
-        node.run(&mut Node::cmd("kill", &["-9", &pid]), None)?;
+        let pid = node.container_pid(host, &agent, "agent")?;
+        node.run(&mut Node::cmd("kill", &["-9", &pid.to_string()]), None)?;
         node.wait_for(60, "the agent restarted and ready", || {
             let now = restarts(node);
             now != was && now.trim_end().ends_with("true")
         })
     };
+    let name = format!("agent SIGKILL on {}", host.name);
     under_churn(
         node,
         &Fault {
-            name: "agent SIGKILL",
+            name: &name,
             gap_bound: Duration::from_secs(1),
             bring: &bring,
         },

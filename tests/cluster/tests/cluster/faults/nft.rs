@@ -42,7 +42,7 @@ fn bring(node: &Node, churn: &churn::Control) -> Res {
     churn.pause();
     let marked = marker::create(node);
     std::thread::sleep(Duration::from_secs(2));
-    let applied_meanwhile = isolated_in_kernel(node, deny_ip);
+    let applied_meanwhile = isolated_in_kernel(node, &node.node1(), deny_ip);
     in_agent(&["umount", "/usr/sbin/nft"])?;
     marked?;
     if applied_meanwhile {
@@ -50,7 +50,7 @@ fn bring(node: &Node, churn: &churn::Control) -> Res {
             "the policy created while nft failed reached the kernel: the fault did not bite",
         );
     }
-    let took = marker::wait_in_kernel(node, deny_ip)?;
+    let took = marker::wait_in_kernel(node, &node.node1(), deny_ip)?;
     let msg = format!(
         "nft back: the policy refused meanwhile in the kernel after {} ms",
         took.as_millis()

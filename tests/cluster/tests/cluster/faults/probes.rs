@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nix::sched::{setns, CloneFlags};
-use tern_cluster::{fail, Node, Res};
+use tern_cluster::{Node, Res};
 
 /// Time between two probes of one pair (4 a second).
 pub const PERIOD: Duration = Duration::from_millis(250);
@@ -24,32 +24,12 @@ pub const TCP_PORT: u16 = 7000;
 /// The server's UDP (echo) port.
 pub const UDP_PORT: u16 = 7001;
 
-/// A pod's network namespace, opened through its container's PID.
+/// A pod's network namespace, opened through its container's host PID, on whichever node it
+/// is (node 2's pods too: their netns is reached from this machine the same way).
 pub fn pod_netns(node: &Node, pod: &str) -> Res<File> {
-    let sandbox = node.crictl(&[
-        "pods",
-        "--name",
-        &format!("^{pod}$"),
-        "--state",
-        "ready",
-        "-q",
-    ])?;
-    let Some(sandbox) = sandbox.lines().next() else {
-        return fail(format!("no ready sandbox of {pod}"));
-    };
-    let ctr = node.crictl(&["ps", "--pod", sandbox, "-q"])?;
-    let Some(ctr) = ctr.lines().next() else {
-        return fail(format!("no running container in {pod}"));
-    };
-    let pid = node.crictl(&[
-        "inspect",
-        "-o",
-        "go-template",
-        "--template",
-        "{{.info.pid}}",
-        ctr,
-    ])?;
-    let path = format!("/proc/{}/ns/net", pid.trim());
+    let host = node.host_of(pod)?;
+    let pid = node.container_pid(&host, pod, "main")?;
+    let path = format!("/proc/{pid}/ns/net");
     File::open(&path).map_err(|e| format!("open {path}: {e}"))
 }
 

@@ -1,9 +1,11 @@
-//! After a fault: the table against a full render, and tern's files on the node.
+//! After a fault: the table against a full render, and tern's files, on each node of the tier
+//! (both with two nodes).
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::Path;
 
+use tern_cluster::node2::Host;
 use tern_cluster::{fail, Node, Res};
 
 use crate::day2::rollout_status;
@@ -11,8 +13,8 @@ use crate::day2::rollout_status;
 /// `nft list table inet tern_netpol` without handles, each set's elements sorted and the
 /// table's sets, maps and chains sorted (an update adds a chain or set after the others, a
 /// replace writes them in the render's order; the kernel lists them in the order they came).
-fn listing(node: &Node) -> Res<String> {
-    Ok(sorted_blocks(&normalized(node)?))
+fn listing(node: &Node, host: &Host) -> Res<String> {
+    Ok(sorted_blocks(&normalized(node, host)?))
 }
 
 /// The table's blocks (`\tset|map|chain NAME {` to `\t}`) sorted, the rest in place.
@@ -43,9 +45,9 @@ fn sorted_blocks(text: &str) -> String {
 }
 
 /// The listing with handles dropped and each set's elements sorted.
-fn normalized(node: &Node) -> Res<String> {
+fn normalized(node: &Node, host: &Host) -> Res<String> {
     let text = node.run(
-        &mut Node::cmd("nft", &["list", "table", "inet", "tern_netpol"]),
+        &mut host.cmd("nft", &["list", "table", "inet", "tern_netpol"]),
         None,
     )?;
     let mut out = String::new();
@@ -94,79 +96,100 @@ fn normalized(node: &Node) -> Res<String> {
     Ok(out)
 }
 
-/// The table now against the one a fresh agent renders: the agent pod replaced (the DaemonSet
-/// kept, so its preStop uninstalls nothing), its first transaction a whole replace.
+/// The table now against the one a fresh agent renders, on every node: the agent pods replaced
+/// (the DaemonSet kept, so their preStop uninstalls nothing), their first transaction a whole
+/// replace. False when a node's differs (the difference in the case's log).
 pub fn table_is_a_full_render(node: &Node) -> Res<bool> {
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let now = listing(node)?;
-    let agent = node.agent_pod()?;
-    node.kubectl(&[
-        "-n",
-        "tern",
-        "delete",
-        "pod",
-        &agent,
-        "--wait=true",
-        "--timeout=60s",
-    ])?;
+    let hosts = node.hosts()?;
+    let mut now = Vec::new();
+    for h in &hosts {
+        now.push(listing(node, h)?);
+    }
+    let mut agents = vec!["-n", "tern", "delete", "pod"];
+    let names: Vec<String> = hosts
+        .iter()
+        .map(|h| node.agent_pod_of(&h.name))
+        .collect::<Res<_>>()?;
+    agents.extend(names.iter().map(String::as_str));
+    agents.extend(["--wait=true", "--timeout=60s"]);
+    node.kubectl(&agents)?;
     rollout_status(node)?;
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let fresh = listing(node)?;
-    if now != fresh {
-        node.note(&format!(
-            "--- the table after the fault:\n{now}--- a fresh agent's:\n{fresh}"
-        ));
+    let mut same = true;
+    for (h, now) in hosts.iter().zip(&now) {
+        let fresh = listing(node, h)?;
+        if *now != fresh {
+            node.note(&format!(
+                "--- {}'s table after the fault:\n{now}--- a fresh agent's:\n{fresh}",
+                h.name
+            ));
+            same = false;
+        }
     }
-    Ok(now == fresh)
+    Ok(same)
 }
 
-/// The conflist's and kubeconfig's bytes.
+/// Each node's conflist bytes.
 pub struct TernFiles {
-    conflist: Vec<u8>,
+    conflists: Vec<(Host, Vec<u8>)>,
 }
 
 /// What [`nothing_left_or_lost`] compares against.
 pub fn tern_files(node: &Node) -> Res<TernFiles> {
-    let p = node.cni_net.join("10-tern.conflist");
-    let conflist = std::fs::read(&p).map_err(|e| format!("read {}: {e}", p.display()))?;
-    Ok(TernFiles { conflist })
+    let mut conflists = Vec::new();
+    for h in node.hosts()? {
+        let p = h.path(&format!("{}/10-tern.conflist", node.cni_net.display()));
+        let bytes = std::fs::read(&p).map_err(|e| format!("read {}: {e}", p.display()))?;
+        conflists.push((h, bytes));
+    }
+    Ok(TernFiles { conflists })
 }
 
-fn ips_in(out: &str) -> BTreeSet<IpAddr> {
-    out.split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect()
+fn ips_in(addresses: &[IpAddr]) -> BTreeSet<IpAddr> {
+    addresses.iter().copied().collect()
 }
 
-/// Every pod on the node that tern wired has its lease and its state, and no other lease or
+/// On every node: each pod tern wired there has its lease and its state, and no other lease or
 /// state is left; the conflist is as before and the kubeconfig there.
 pub fn nothing_left_or_lost(node: &Node, before: &TernFiles) -> Res {
-    let pods = node.kubectl(&[
-        "get", "pods", "-A", "-o",
-        "jsonpath={range .items[*]}{.spec.hostNetwork} {range .status.podIPs[*]}{.ip} {end}{\"\\n\"}{end}",
-    ])?;
-    // the agent's pod is on the host network: its address is the node's, not tern's
-    let tern_pods: Vec<&str> = pods.lines().filter(|l| !l.starts_with("true")).collect();
-    let want = ips_in(&tern_pods.join(" "));
-    let leases: BTreeSet<IpAddr> = std::fs::read_dir("/var/lib/cni/networks/tern")
-        .map_err(|e| format!("read the lease dir: {e}"))?
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
-        .collect();
-    if leases != want {
-        return fail(format!("leases {leases:?}, pods' addresses {want:?}"));
-    }
-    let states = files(Path::new("/run/cni/tern"));
-    let per_pod = want.iter().filter(|ip| ip.is_ipv4()).count();
-    if states != per_pod {
-        return fail(format!("{states} tern state files for {per_pod} pods"));
-    }
-    let p = node.cni_net.join("10-tern.conflist");
-    if std::fs::read(&p).ok().as_ref() != Some(&before.conflist) {
-        return fail("the conflist changed through the fault");
-    }
-    if !node.cni_net.join("tern-kubeconfig").exists() {
-        return fail("the kubeconfig is gone after the fault");
+    for (h, conflist) in &before.conflists {
+        // the agent's pod is on the host network: its address is the node's, not tern's
+        let want = ips_in(&node.pod_addresses_on(&h.name)?);
+        let dir = h.path("/var/lib/cni/networks/tern");
+        let leases: BTreeSet<IpAddr> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("read {}: {e}", dir.display()))?
+            .flatten()
+            .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+            .collect();
+        if leases != want {
+            return fail(format!(
+                "{}: leases {leases:?}, pods' addresses {want:?}",
+                h.name
+            ));
+        }
+        let states = files(&h.path("/run/cni/tern"));
+        let per_pod = want.iter().filter(|ip| ip.is_ipv4()).count();
+        if states != per_pod {
+            return fail(format!(
+                "{}: {states} tern state files for {per_pod} pods",
+                h.name
+            ));
+        }
+        let net = node.cni_net.display();
+        let p = h.path(&format!("{net}/10-tern.conflist"));
+        if std::fs::read(&p).ok().as_ref() != Some(conflist) {
+            return fail(format!(
+                "{}: the conflist changed through the fault",
+                h.name
+            ));
+        }
+        if !h.path(&format!("{net}/tern-kubeconfig")).exists() {
+            return fail(format!(
+                "{}: the kubeconfig is gone after the fault",
+                h.name
+            ));
+        }
     }
     Ok(())
 }
