@@ -109,6 +109,10 @@ const TWO_NODE_CASES: &[Case] = &[
     ("fault_agent_sigkill_node2", faults::agent_sigkill_node2),
     ("fault_daemonset_rollout", faults::daemonset_rollout),
     (
+        "network_policy_enforcement_latency",
+        netpol_latency::enforcement_latency_across,
+    ),
+    (
         "fault_apiserver_unreachable_node2",
         faults::api::apiserver_unreachable_node2,
     ),

@@ -132,10 +132,28 @@ fn figures(v: &mut [Duration]) -> String {
     )
 }
 
-/// ROUNDS rounds of deny-all then allow, each timed from `kubectl create`'s return.
+/// ROUNDS rounds of deny-all then allow, each timed from `kubectl create`'s return, both pods on
+/// the tier's node.
 pub fn enforcement_latency(node: &Node) -> Res {
+    node.create_pods(&["lat-server", "lat-client"])?;
+    measure(node, "")
+}
+
+/// The same on two nodes, as ClusterLoader2 runs it across a cluster: the server on node 1 (its
+/// agent judges the ingress, and its table is the one the trace checks), the client on node 2.
+pub fn enforcement_latency_across(node: &Node) -> Res {
+    let on = [
+        ("lat-server", node.name.as_str()),
+        ("lat-client", node.var("NODE2")),
+    ];
+    for (pod, host) in on {
+        node.kubectl_in(&["apply", "-f", "-"], &node.pod_manifest_on(pod, host))?;
+    }
+    measure(node, " (client on node 2, server on node 1)")
+}
+
+fn measure(node: &Node, placement: &str) -> Res {
     let pods = ["lat-server", "lat-client"];
-    node.create_pods(&pods)?;
     node.wait_ready(&pods, 90)?;
     node.kubectl(&["label", "pod", "lat-server", "role=lat-server"])?;
     node.kubectl(&["label", "pod", "lat-client", "role=lat-client"])?;
@@ -153,8 +171,8 @@ pub fn enforcement_latency(node: &Node) -> Res {
     ]);
     let (mut deny, mut allow) = result?;
     let line = format!(
-        "enforcement latency over {ROUNDS} rounds (policy created → the probe shows it): \
-         deny-all {}; allow {}",
+        "enforcement latency over {ROUNDS} rounds{placement} (policy created → the probe shows \
+         it): deny-all {}; allow {}",
         figures(&mut deny),
         figures(&mut allow)
     );
