@@ -83,13 +83,22 @@ const KINDS: [&str; 8] = [
     "namespace relabelled (another team)",
 ];
 
-/// One change of `kind` made to the cluster and the engine; the flush's script.
-fn change(kind: usize, r: &mut Rng, shape: &Shape, c: &mut Cluster, e: &mut Engine, n: usize) {
+/// One change of `kind` made to the cluster and the engine; false when there is nothing to
+/// change (a kind of cluster-policy change without cluster policies).
+fn change(
+    kind: usize,
+    r: &mut Rng,
+    shape: &Shape,
+    c: &mut Cluster,
+    e: &mut Engine,
+    n: usize,
+) -> bool {
     let cnp = |e: &mut Engine, p: &ClusterPolicy| {
         e.set_cluster_policy(&p.name, Some(Arc::new(p.clone())));
     };
     match kind {
-        0 | 1 if !c.cluster.is_empty() => {
+        0 | 1 | 3 if c.cluster.is_empty() => return false,
+        0 | 1 => {
             let i = r.below(c.cluster.len());
             let idx: usize = c.cluster[i].name[3..].parse().unwrap_or(0);
             let (port, prio) = match kind {
@@ -110,7 +119,7 @@ fn change(kind: usize, r: &mut Rng, shape: &Shape, c: &mut Cluster, e: &mut Engi
                 c.cluster.push(p);
             }
         }
-        3 if !c.cluster.is_empty() => {
+        3 => {
             let p = c.cluster.swap_remove(r.below(c.cluster.len()));
             e.set_cluster_policy(&p.name, None);
         }
@@ -136,6 +145,7 @@ fn change(kind: usize, r: &mut Rng, shape: &Shape, c: &mut Cluster, e: &mut Engi
             e.set_namespace(&ns.name, Some(&ns));
         }
     }
+    true
 }
 
 /// Runs the bench; the exit status.
@@ -241,7 +251,9 @@ pub fn main(args: &[String]) -> i32 {
         let (mut cpu, mut kern, mut total) = (Vec::new(), Vec::new(), Vec::new());
         for n in 0..shape.changes {
             let t = Instant::now();
-            change(kind, &mut r, &shape, &mut c, &mut e, n);
+            if !change(kind, &mut r, &shape, &mut c, &mut e, n) {
+                break;
+            }
             let script = e.flush().script;
             let engine = t.elapsed().as_secs_f64() * 1e3;
             cpu.push(engine * 1e3);
@@ -256,6 +268,10 @@ pub fn main(args: &[String]) -> i32 {
             let applied = t.elapsed().as_secs_f64() * 1e3;
             kern.push(applied);
             total.push(engine + applied);
+        }
+        if cpu.is_empty() {
+            println!("{what:<46} (no cluster policy to change)");
+            continue;
         }
         println!(
             "{what:<46} {:>13.1} {:>10.1} {:>9} {:>11.2} {:>11.2} {:>13.2}",
