@@ -103,10 +103,7 @@ fn change(
             let idx: usize = c.cluster[i].name[3..].parse().unwrap_or(0);
             let (port, prio) = match kind {
                 0 => (idx, 1 + r.below(1000)),
-                _ => (
-                    idx + 1 + n,
-                    usize::try_from(c.cluster[i].priority).unwrap_or(0),
-                ),
+                _ => (idx + 1 + n, usize::from(c.cluster[i].priority)),
             };
             if let Some(p) = cluster_policy(idx, port, prio) {
                 cnp(e, &p);
