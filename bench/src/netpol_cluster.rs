@@ -146,7 +146,78 @@ fn change(
 }
 
 /// Runs the bench; the exit status.
-pub fn main(args: &[String]) -> i32 {
+/// Every object set in a new engine, one flush: the engine and its build time (s).
+fn first_build(c: &Cluster) -> (Engine, f64) {
+    let mut e = Engine::new("n0");
+    let start = Instant::now();
+    for n in &c.namespaces {
+        e.set_namespace(&n.name, Some(n));
+    }
+    for p in &c.pods {
+        e.set_pod(&key(p), Some(Arc::new(p.clone())));
+    }
+    for p in &c.policies {
+        e.set_policy(
+            &format!("{}/{}", p.namespace, p.name),
+            Some(Arc::new(p.clone())),
+        );
+    }
+    for p in &c.cluster {
+        e.set_cluster_policy(&p.name, Some(Arc::new(p.clone())));
+    }
+    e.flush();
+    (e, start.elapsed().as_secs_f64())
+}
+
+/// `changes` changes of `kind` (`what`), each flushed and its script applied by `nft`; prints
+/// the kind's line. Err: nft refused a script.
+fn measure(
+    (kind, what): (usize, &str),
+    r: &mut Rng,
+    shape: &Shape,
+    c: &mut Cluster,
+    e: &mut Engine,
+    nft: Option<&Nft>,
+) -> Result<(), String> {
+    // the engine's time of every change; nft's and the sum of both only of those whose
+    // script was not empty (a change the table does not show sends nothing)
+    let (mut cpu, mut kern, mut total) = (Vec::new(), Vec::new(), Vec::new());
+    for n in 0..shape.changes {
+        let t = Instant::now();
+        if !change(kind, r, shape, c, e, n) {
+            break;
+        }
+        let script = e.flush().script;
+        let engine = t.elapsed().as_secs_f64() * 1e3;
+        cpu.push(engine * 1e3);
+        let (Some(nft), false) = (nft, script.is_empty()) else {
+            continue;
+        };
+        let t = Instant::now();
+        nft.apply(&script).map_err(|err| format!("{what}: {err}"))?;
+        let applied = t.elapsed().as_secs_f64() * 1e3;
+        kern.push(applied);
+        total.push(engine + applied);
+    }
+    if cpu.is_empty() {
+        println!("{what:<46} (no cluster policy to change)");
+        return Ok(());
+    }
+    println!(
+        "{what:<46} {:>13.1} {:>10.1} {:>9} {:>11.2} {:>11.2} {:>13.2}",
+        pct(&cpu, 50.0),
+        pct(&cpu, 99.0),
+        format!("{}/{}", kern.len(), cpu.len()),
+        pct(&kern, 50.0),
+        pct(&kern, 99.0),
+        pct(&total, 99.0)
+    );
+    Ok(())
+}
+
+/// `--cluster N` and `--kernel 0|1` taken out of `args`: (N, kernel, the rest for
+/// `--netpol-compile`'s parser).
+fn own_flags(args: &[String]) -> (usize, bool, Vec<String>) {
     let (mut count, mut kernel, mut rest) = (100usize, true, Vec::new());
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -161,6 +232,12 @@ pub fn main(args: &[String]) -> i32 {
         it.next();
     }
     rest.extend(["--full".to_owned(), "0".to_owned()]);
+    (count, kernel, rest)
+}
+
+/// Runs the bench; the exit status.
+pub fn main(args: &[String]) -> i32 {
+    let (count, kernel, rest) = own_flags(args);
     let shape = match parse(&rest) {
         Ok(s) => s,
         Err(e) => {
@@ -185,25 +262,7 @@ pub fn main(args: &[String]) -> i32 {
         cluster: (0..count).filter_map(|i| cluster_policy(i, i, i)).collect(),
     };
     let rss0 = rss_kib();
-    let mut e = Engine::new("n0");
-    let start = Instant::now();
-    for n in &c.namespaces {
-        e.set_namespace(&n.name, Some(n));
-    }
-    for p in &c.pods {
-        e.set_pod(&key(p), Some(Arc::new(p.clone())));
-    }
-    for p in &c.policies {
-        e.set_policy(
-            &format!("{}/{}", p.namespace, p.name),
-            Some(Arc::new(p.clone())),
-        );
-    }
-    for p in &c.cluster {
-        e.set_cluster_policy(&p.name, Some(Arc::new(p.clone())));
-    }
-    e.flush();
-    let build = start.elapsed().as_secs_f64();
+    let (mut e, build) = first_build(&c);
     let first = e.table().replace_script();
     let t = Instant::now();
     if let Some(Err(err)) = nft.as_ref().map(|n| n.apply(&first)) {
@@ -242,43 +301,11 @@ pub fn main(args: &[String]) -> i32 {
         "nft p99 ms",
         "total p99 ms"
     );
-    for (kind, what) in KINDS.iter().enumerate() {
-        // the engine's time of every change; nft's and the sum of both only of those whose
-        // script was not empty (a change the table does not show sends nothing)
-        let (mut cpu, mut kern, mut total) = (Vec::new(), Vec::new(), Vec::new());
-        for n in 0..shape.changes {
-            let t = Instant::now();
-            if !change(kind, &mut r, &shape, &mut c, &mut e, n) {
-                break;
-            }
-            let script = e.flush().script;
-            let engine = t.elapsed().as_secs_f64() * 1e3;
-            cpu.push(engine * 1e3);
-            let (Some(nft), false) = (&nft, script.is_empty()) else {
-                continue;
-            };
-            let t = Instant::now();
-            if let Err(err) = nft.apply(&script) {
-                eprintln!("tern-bench --netpol-cluster: {what}: {err}");
-                return 1;
-            }
-            let applied = t.elapsed().as_secs_f64() * 1e3;
-            kern.push(applied);
-            total.push(engine + applied);
+    for kind in KINDS.iter().copied().enumerate() {
+        if let Err(err) = measure(kind, &mut r, &shape, &mut c, &mut e, nft.as_ref()) {
+            eprintln!("tern-bench --netpol-cluster: {err}");
+            return 1;
         }
-        if cpu.is_empty() {
-            println!("{what:<46} (no cluster policy to change)");
-            continue;
-        }
-        println!(
-            "{what:<46} {:>13.1} {:>10.1} {:>9} {:>11.2} {:>11.2} {:>13.2}",
-            pct(&cpu, 50.0),
-            pct(&cpu, 99.0),
-            format!("{}/{}", kern.len(), cpu.len()),
-            pct(&kern, 50.0),
-            pct(&kern, 99.0),
-            pct(&total, 99.0)
-        );
     }
     let full = render(&compile(&World {
         node: "n0",
