@@ -5,13 +5,17 @@
 //! families say what passes: the Admin tier's Deny over a NetworkPolicy's allow, Pass handing
 //! on to NetworkPolicy, the Baseline tier's Deny opened by a NetworkPolicy, priorities, a
 //! Baseline Pass, egress to networks per family, a `nodes` Deny of a pod's traffic to its own
-//! node. Needs root and nft.
+//! node; a priority change that puts a Deny first refuses new connections and leaves one already
+//! open delivering (the table accepts established traffic first). Needs root and nft.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
 
 use serde_json::{json, Value};
+use tern_net::netns::NetNs;
 use tern_netpol::model::{read_cluster_policy, ClusterPolicyRead, NodeInfo, Pod};
 use tern_netpol::{compile, ruleset, World};
 use tern_testkit::netns::TestNetns;
@@ -258,4 +262,55 @@ fn the_tiers_decide_as_the_api_says() {
     n.expect_node("peer", true);
     n.expect_node("cli", true);
     n.expect("web", "peer", 80, NEITHER);
+}
+
+/// A TCP connection from pod `from` to pod `to` (IPv4, `port`), set up now and kept: (the
+/// client's end, the server's end).
+fn open(n: &Node, from: &str, to: &str, port: u16) -> (TcpStream, TcpStream) {
+    let addr = SocketAddr::new(n.pod(to).ips[0], port);
+    let server = NetNs::open(n.pod(to).ns.path()).unwrap();
+    let listener = server.run_in(|| TcpListener::bind(addr)).unwrap().unwrap();
+    let client = NetNs::open(n.pod(from).ns.path()).unwrap();
+    let c = client
+        .run_in(|| TcpStream::connect_timeout(&addr, OPEN))
+        .unwrap()
+        .unwrap();
+    let (s, _) = listener.accept().unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    (c, s)
+}
+
+/// Whether a line written at the client's end arrives at the server's within 2 s.
+fn delivers((c, s): &mut (TcpStream, TcpStream)) -> bool {
+    let mut line = [0u8; 5];
+    c.write_all(b"tick\n").is_ok() && s.read_exact(&mut line).is_ok() && &line == b"tick\n"
+}
+
+#[test]
+fn a_priority_change_decides_new_connections_and_leaves_open_ones() {
+    if tern_testkit::root::skip() {
+        return;
+    }
+    let n = Node::new();
+    let admin = |priority: u16, action: &str| {
+        json!({"tier": "Admin", "priority": priority, "subject": app("web"),
+            "ingress": [{"action": action, "from": [{"namespaces": {}}]}]})
+    };
+    n.apply(
+        &[],
+        &[("accept", admin(20, "Accept")), ("deny", admin(30, "Deny"))],
+    );
+    n.expect("cli", "web", 80, BOTH);
+    let mut open_before = open(&n, "cli", "web", 9090);
+    assert!(delivers(&mut open_before), "no delivery before the change");
+    // The Deny moved before the Accept, as a patch of its priority would.
+    n.apply(
+        &[],
+        &[("accept", admin(20, "Accept")), ("deny", admin(10, "Deny"))],
+    );
+    n.expect("cli", "web", 80, NEITHER);
+    assert!(
+        delivers(&mut open_before),
+        "the connection open before the priority change stopped"
+    );
 }

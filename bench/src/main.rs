@@ -57,6 +57,8 @@
 //! the node-routes bench ([`node_routes`]: agents with thousands of Nodes against the stand-in;
 //! `scripts/bench --node-routes`); `tern-bench --netpol-compile ...` the NetworkPolicy
 //! compiler of one node at fleet scale, incremental beside full ([`netpol_compile`]);
+//! `tern-bench --netpol-cluster ...` ClusterNetworkPolicy beside it, change → kernel
+//! ([`netpol_cluster`]);
 //! `tern-bench --netpol-log ...` what logging denied connections costs ([`netpol_log`]);
 //! `tern-bench netpol-scale ...` NetworkPolicy on the real API server with kwok Nodes and many
 //! agents ([`netpol_scale`]); `tern-bench scale ...` token refresh and node routes there
@@ -68,6 +70,7 @@ mod churn;
 mod cluster;
 mod floor;
 mod netpol_change_cost;
+mod netpol_cluster;
 mod netpol_compile;
 mod netpol_log;
 mod netpol_memory;
@@ -195,6 +198,9 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("--reports") {
         std::process::exit(reports::main(&args[1..]));
+    }
+    if args.first().map(String::as_str) == Some("--netpol-cluster") {
+        std::process::exit(netpol_cluster::main(&args[1..]));
     }
     if args.first().map(String::as_str) == Some("--netpol-compile") {
         std::process::exit(netpol_compile::main(&args[1..]));

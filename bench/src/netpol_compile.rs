@@ -25,20 +25,20 @@ use tern_netpol::ruleset::{render, update_script};
 use tern_netpol::{compile, Engine, World};
 
 pub(crate) struct Shape {
-    nodes: usize,
-    pods: usize,
-    policies: usize,
-    namespaces: usize,
+    pub(crate) nodes: usize,
+    pub(crate) pods: usize,
+    pub(crate) policies: usize,
+    pub(crate) namespaces: usize,
     pub(crate) changes: usize,
-    full: usize,
-    seed: u64,
+    pub(crate) full: usize,
+    pub(crate) seed: u64,
 }
 
 /// xorshift64*.
 pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -75,7 +75,7 @@ pub(crate) fn parse(args: &[String]) -> Result<Shape, String> {
     Ok(s)
 }
 
-fn pod(r: &mut Rng, shape: &Shape, i: usize) -> Pod {
+pub(crate) fn pod(r: &mut Rng, shape: &Shape, i: usize) -> Pod {
     let ns = format!("ns{}", i % shape.namespaces);
     let node = format!("n{}", r.below(shape.nodes));
     let ip = format!("10.{}.{}.{}", 64 + i / 65_536, (i / 256) % 256, i % 256);
@@ -90,7 +90,7 @@ fn pod(r: &mut Rng, shape: &Shape, i: usize) -> Pod {
     }
 }
 
-fn policy(r: &mut Rng, shape: &Shape, i: usize, version: usize) -> Option<Policy> {
+pub(crate) fn policy(r: &mut Rng, shape: &Shape, i: usize, version: usize) -> Option<Policy> {
     let ns = format!("ns{}", i % shape.namespaces);
     let (sel, from) = (r.below(10), r.below(10));
     let mut peers = vec![json!({"podSelector": {"matchLabels": {"app": format!("a{from}")}}})];
@@ -110,7 +110,7 @@ fn policy(r: &mut Rng, shape: &Shape, i: usize, version: usize) -> Option<Policy
     .ok()
 }
 
-fn namespace(i: usize) -> Namespace {
+pub(crate) fn namespace(i: usize) -> Namespace {
     let name = format!("ns{i}");
     Namespace {
         labels: Labels::from([
@@ -141,11 +141,11 @@ impl Cluster {
     }
 }
 
-fn key(p: &Pod) -> String {
+pub(crate) fn key(p: &Pod) -> String {
     format!("{}/{}", p.namespace, p.name)
 }
 
-fn rss_kib() -> u64 {
+pub(crate) fn rss_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     s.lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))

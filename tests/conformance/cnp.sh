@@ -85,3 +85,36 @@ cnp_install() {
     kubectl apply --server-side -f "$KT/deploy/cluster-network-policy/"
     kubectl wait --for condition=established --timeout=60s crd/clusternetworkpolicies.policy.networking.k8s.io
 }
+
+# cnp_baseline_deny: with TERN_CNP_BASELINE_DENY=1 (and TERN_CLUSTER_CNP=1), a Baseline
+# ClusterNetworkPolicy that denies every pod outside kube-system (the cluster's DNS) all ingress
+# from pods and all egress to pods and to any address, applied after the smoke check and before the
+# specs (scripts/conformance): what the Netpol specs say of a cluster whose default is deny
+# (README, "ClusterNetworkPolicy conformance"). Waits until a pod of a fresh namespace cannot reach
+# another, so the specs start under it.
+cnp_baseline_deny() {
+    kubectl apply -f - <<'YAML'
+apiVersion: policy.networking.k8s.io/v1alpha2
+kind: ClusterNetworkPolicy
+metadata: {name: tern-conformance-baseline-deny}
+spec:
+  tier: Baseline
+  priority: 1000
+  subject:
+    namespaces:
+      matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]
+  ingress:
+  - {name: deny-all-from-pods, action: Deny, from: [{namespaces: {}}]}
+  egress:
+  - {name: deny-all, action: Deny, to: [{namespaces: {}}, {networks: [0.0.0.0/0, "::/0"]}]}
+YAML
+    local ns=tern-baseline-check ip
+    kubectl create namespace "$ns"
+    kubectl -n "$ns" run server --image="$AGNHOST_IMAGE" --restart=Never -- netexec --http-port=80
+    kubectl -n "$ns" run client --image="$AGNHOST_IMAGE" --restart=Never -- pause
+    kubectl -n "$ns" wait --for=condition=Ready pod/server pod/client --timeout=120s
+    ip=$(kubectl -n "$ns" get pod server -o jsonpath='{.status.podIP}')
+    wait_for 30 "the Baseline deny in force (client cannot reach server)" bash -c \
+        "! $K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig -n $ns exec client -- /agnhost connect --timeout=2s $ip:80"
+    kubectl delete namespace "$ns" --wait=false
+}

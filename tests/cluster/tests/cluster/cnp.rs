@@ -5,10 +5,13 @@
 //! (sigs.k8s.io/network-policy-api v0.3.0, apis/v1alpha2): an Admin `Deny` that a NetworkPolicy
 //! allowing everything cannot open; an Admin `Pass` of higher precedence that hands the same
 //! traffic to NetworkPolicy (open while it allows, closed once it allows only another port); a
-//! Baseline `Deny` that applies while no NetworkPolicy isolates the pod and that one opens.
+//! Baseline `Deny` that applies while no NetworkPolicy isolates the pod and that one opens; a
+//! priority change that puts a `Deny` before an `Accept`: new connections refused, one already
+//! open keeps flowing (the API decides connections and says nothing of open ones; tern accepts
+//! established traffic first, as for NetworkPolicy: DESIGN, "ClusterNetworkPolicy").
 //! `tern-agent trace` in the agent's pod names the Admin `Deny` rule, and the node's table
 //! agrees with it. The same rollout turns on the denied-flow log (TERN_NETWORK_POLICY_LOG_DENIED)
-//! for `denied_log.rs`'s checks, run here on the same pods at the end.
+//! for `denied_log.rs`'s checks, run here on the same pods before the priority change.
 
 use std::net::IpAddr;
 
@@ -16,7 +19,7 @@ use tern_cluster::{fail, Node, Res};
 
 use crate::day2::rollout_status;
 use crate::denied_log::denied_flows;
-use crate::netpol::connects;
+use crate::netpol::{connects, open_stream, streamed};
 use crate::trace::agreed;
 
 /// An Admin policy `name` at `priority` on cnp-server's ingress: `action` from every pod on TCP
@@ -34,6 +37,17 @@ fn admin(name: &str, priority: u16, action: &str) -> String {
 const SUBJECT: &str =
     "{pods: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: default}}, \
 podSelector: {matchLabels: {role: cnp-server}}}}";
+
+/// An Admin policy `name` at `priority` on cnp-server's ingress: `action` on everything from
+/// every pod.
+fn admin_all(name: &str, priority: u16, action: &str) -> String {
+    format!(
+        "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
+         metadata: {{name: {name}}}\n\
+         spec:\n  tier: Admin\n  priority: {priority}\n  subject: {SUBJECT}\n  ingress:\n  \
+         - {{action: {action}, from: [{{namespaces: {{}}}}]}}\n"
+    )
+}
 
 const BASELINE_DENY: &str =
     "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
@@ -198,6 +212,55 @@ pub fn cluster_network_policy(node: &Node) -> Res {
     node.kubectl(&["delete", "networkpolicy", "cnp-np"])?;
     node.kubectl(&["delete", "clusternetworkpolicy", "cnp-baseline-deny"])?;
     denied_flows(node, &ips)?;
+    priority_change(node, &ips)?;
     node.delete_pods(&pods)?;
     turn_off(node)
+}
+
+/// An Admin `Accept` at priority 20 and a `Deny` at 30, a connection opened to port 82, then the
+/// `Deny` moved to 10: new connections are refused, the open one keeps flowing.
+fn priority_change(node: &Node, ips: &[IpAddr]) -> Res {
+    node.kubectl_in(
+        &["apply", "-f", "-"],
+        &admin_all("cnp-prio-accept", 20, "Accept"),
+    )?;
+    node.kubectl_in(
+        &["apply", "-f", "-"],
+        &admin_all("cnp-prio-deny", 30, "Deny"),
+    )?;
+    until(node, ips, 80, true, "Admin Accept (20) before a Deny (30)")?;
+    open_stream(node, "cnp-client", "cnp-server", ips[0])?;
+    node.kubectl(&[
+        "patch",
+        "clusternetworkpolicy",
+        "cnp-prio-deny",
+        "--type=merge",
+        "-p",
+        "{\"spec\": {\"priority\": 10}}",
+    ])?;
+    until(
+        node,
+        ips,
+        80,
+        false,
+        "the Deny moved to 10, before the Accept",
+    )?;
+    let before = streamed(node, "cnp-server")?;
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let after = streamed(node, "cnp-server")?;
+    if after <= before {
+        return fail(format!(
+            "the connection open before the priority change stopped: {before} then {after} bytes"
+        ));
+    }
+    node.note(&format!(
+        "connection open before the priority change: {before} -> {after} bytes in 2 s after it"
+    ));
+    node.kubectl(&[
+        "delete",
+        "clusternetworkpolicy",
+        "cnp-prio-accept",
+        "cnp-prio-deny",
+    ])
+    .map(drop)
 }

@@ -46,20 +46,20 @@ fn expect(node: &Node, ips: &[IpAddr], from: &str, port: u16, want: bool) -> Res
     Ok(())
 }
 
-/// Bytes the server's port-82 listener has received so far.
-fn streamed(node: &Node) -> Res<u64> {
-    let out = node.in_pod("pol-server", &["wc", "-c", "/tmp/stream"])?;
+/// Bytes the port-82 listener in `server` has received so far.
+pub(crate) fn streamed(node: &Node, server: &str) -> Res<u64> {
+    let out = node.in_pod(server, &["wc", "-c", "/tmp/stream"])?;
     out.split_whitespace()
         .next()
         .and_then(|n| n.parse().ok())
         .map_or_else(|| fail(format!("wc -c /tmp/stream: {out:?}")), Ok)
 }
 
-/// Opens a connection from pol-client to the server's port 82 that sends a line every 0.2 s for
-/// the rest of the case (busybox nc, detached from the exec).
-fn open_stream(node: &Node, server: IpAddr) -> Res {
+/// Opens a connection from the pod `client` to port 82 of the pod `server` (at `ip`) that sends
+/// a line every 0.2 s for the rest of the case (busybox nc, detached from the exec).
+pub(crate) fn open_stream(node: &Node, client: &str, server: &str, ip: IpAddr) -> Res {
     node.in_pod(
-        "pol-server",
+        server,
         &[
             "sh",
             "-c",
@@ -67,13 +67,13 @@ fn open_stream(node: &Node, server: IpAddr) -> Res {
             "sleep 86400 </dev/null 2>/dev/null | nc -l -p 82 > /tmp/stream 2>/dev/null &",
         ],
     )?;
-    let client = format!(
-        "setsid sh -c 'while :; do echo tick; sleep 0.2; done | nc {server} 82' \
+    let stream = format!(
+        "setsid sh -c 'while :; do echo tick; sleep 0.2; done | nc {ip} 82' \
          </dev/null >/dev/null 2>&1 &"
     );
-    node.in_pod("pol-client", &["sh", "-c", &client])?;
+    node.in_pod(client, &["sh", "-c", &stream])?;
     node.wait_for(10, "the stream flowing", || {
-        streamed(node).is_ok_and(|n| n > 0)
+        streamed(node, server).is_ok_and(|n| n > 0)
     })
 }
 
@@ -106,7 +106,7 @@ pub fn network_policy(node: &Node) -> Res {
     let ips = node.pod_ips("pol-server")?;
     expect(node, &ips, "pol-client", 80, true)?;
     expect(node, &ips, "pol-other", 81, true)?;
-    open_stream(node, ips[0])?;
+    open_stream(node, "pol-client", "pol-server", ips[0])?;
 
     let t = Instant::now();
     node.kubectl_in(&["apply", "-f", "-"], DENY_ALL)?;
@@ -117,9 +117,9 @@ pub fn network_policy(node: &Node) -> Res {
     expect(node, &ips, "pol-client", 80, false)?;
     expect(node, &ips, "pol-other", 80, false)?;
     // The connection opened before the policy still delivers: established traffic is accepted.
-    let before = streamed(node)?;
+    let before = streamed(node, "pol-server")?;
     std::thread::sleep(Duration::from_secs(2));
-    let after = streamed(node)?;
+    let after = streamed(node, "pol-server")?;
     if after <= before {
         return fail(format!(
             "the connection open before deny-all stopped: {before} then {after} bytes"
