@@ -221,12 +221,13 @@ impl Node {
             .is_ok_and(|s| s.trim() == "True")
     }
 
-    /// The name of the tern-agent pod bound to node `name`.
+    /// As [`Node::agent_pods`], for the tern-agent pods bound to node `node`.
     ///
     /// # Errors
-    /// None there, or kubectl's.
-    pub fn agent_pod_of(&self, name: &str) -> Res<String> {
-        let selector = format!("spec.nodeName={name}");
+    /// kubectl's.
+    pub fn agent_pods_on(&self, node: &str, field: &str) -> Res<Vec<String>> {
+        let selector = format!("spec.nodeName={node}");
+        let jsonpath = format!("jsonpath={{range .items[*]}}{field}{{\"\\n\"}}{{end}}");
         let out = self.kubectl(&[
             "-n",
             "tern",
@@ -237,10 +238,23 @@ impl Node {
             "--field-selector",
             &selector,
             "-o",
-            "jsonpath={.items[*].metadata.name}",
+            &jsonpath,
         ])?;
-        match out.split_whitespace().next() {
-            Some(p) => Ok(p.to_owned()),
+        Ok(out
+            .lines()
+            .map(str::to_owned)
+            .filter(|l| !l.is_empty())
+            .collect())
+    }
+
+    /// The name of the tern-agent pod bound to node `name`.
+    ///
+    /// # Errors
+    /// None there, or kubectl's.
+    pub fn agent_pod_of(&self, name: &str) -> Res<String> {
+        let pods = self.agent_pods_on(name, "{.metadata.name}")?;
+        match pods.into_iter().next() {
+            Some(p) => Ok(p),
             None => fail(format!("no tern-agent pod on {name}")),
         }
     }

@@ -164,25 +164,7 @@ impl Node {
     /// # Errors
     /// kubectl's.
     pub fn agent_pods(&self, field: &str) -> Res<Vec<String>> {
-        let selector = format!("spec.nodeName={}", self.name);
-        let jsonpath = format!("jsonpath={{range .items[*]}}{field}{{\"\\n\"}}{{end}}");
-        let out = self.kubectl(&[
-            "-n",
-            "tern",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=tern-agent",
-            "--field-selector",
-            &selector,
-            "-o",
-            &jsonpath,
-        ])?;
-        Ok(out
-            .lines()
-            .map(str::to_owned)
-            .filter(|l| !l.is_empty())
-            .collect())
+        self.agent_pods_on(&self.name, field)
     }
 
     /// The name of this node's (first) tern-agent pod.
