@@ -118,17 +118,7 @@ pub fn agent_restart(node: &Node) -> Res {
     let restart = back.unwrap_or_default();
     let killed = ready_times(node, &during, t0)?;
     let extra = extra_sandboxes(node, &during)?;
-    let refused = node
-        .kubectl(&[
-            "get",
-            "events",
-            "--field-selector",
-            "reason=FailedCreatePodSandBox",
-            "-o",
-            "jsonpath={range .items[*]}{.involvedObject.name}{\"\\n\"}{end}",
-        ])
-        .map(|o| o.lines().filter(|n| n.starts_with("kill-")).count())
-        .unwrap_or(0);
+    let refused = crate::agent_rollout::refused(node, "kill");
     let bound = restart + max(&normal) + Duration::from_secs(2);
     node.note(&format!(
         "30 pods with the agent up: all Ready in {:?}; 30 created as it was SIGKILLed: agent back in \

@@ -24,7 +24,7 @@ fn median(t: &BTreeMap<String, Duration>) -> Duration {
 }
 
 /// FailedCreatePodSandBox events of pods named `PREFIX-*`: ADDs refused and retried.
-fn refused(node: &Node, prefix: &str) -> usize {
+pub fn refused(node: &Node, prefix: &str) -> usize {
     node.kubectl(&[
         "get",
         "events",
