@@ -39,28 +39,17 @@ cluster_up() {
 
 # two_nodes_up: TERN_CLUSTER_NODES=2 (the two-node cases, `cluster-2node::NAME`): node 1 as
 # conformance_up brings it up (its address, a /24 on kt-node0, before the API server that binds
-# it), without kube-proxy and CoreDNS; the guard on both nodes (tests/conformance/lib.sh
-# guard_up, node2.sh node2_guard_rules); then node 2 (node2.sh node2_up). tern is installed by
+# it), without kube-proxy and CoreDNS, by conformance_up's own steps (tests/conformance/lib.sh
+# node1_control_plane_up, node1_kubelet_up: the guard on node 1); then node 2 (node2.sh node2_up). tern is installed by
 # the first case (`install_tern`, as scripts/conformance installs it).
 two_nodes_up() {
-    make_pki
+    node1_control_plane_up
     node2_pki
-    node_address
-    start_etcd
-    start_apiserver
-    start_controller_manager
-    start_scheduler
-    start_runtime
-    import_images
-    guard_up
-    node2_guard_rules
-    start_kubelet
-    wait_for 120 "node $NODE registered" kubectl get node "$NODE"
-    wait_for_pod_cidrs
+    node1_kubelet_up
     node2_up
 }
 
-# the guard and install_tern, for two nodes
+# node 1's steps, the guard and install_tern, for two nodes
 if [ "$TWO_NODES" = 1 ]; then
     # shellcheck source=../conformance/lib.sh
     . "$ROOT/tests/conformance/lib.sh"

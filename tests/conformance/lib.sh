@@ -230,10 +230,10 @@ YAML
     kubectl -n kube-system rollout status deployment/coredns --timeout=180s
 }
 
-# conformance_up: the whole tier, in dependency order (the node's address before the API server
-# that binds it; kube-proxy before tern's agent, which reaches the API server at its real address
-# anyway, and before CoreDNS, which reaches it through the `kubernetes` Service).
-conformance_up() {
+# node1_control_plane_up, node1_kubelet_up: node 1 up to a registered Node with its podCIDRs, in dependency order (the node's
+# address before the API server that binds it); between the two halves the caller adds its images.
+# The guard goes on before the kubelet; with two nodes, node 1's rules for the node network too.
+node1_control_plane_up() {
     make_pki
     node_address
     start_etcd
@@ -242,13 +242,23 @@ conformance_up() {
     start_scheduler
     start_runtime
     import_images
-    conformance_images
-    if [ "${TERN_CLUSTER_CNP:-0}" = 1 ]; then cnp_images; fi
+}
+node1_kubelet_up() {
     guard_up
     if [ "$TWO_NODES" = 1 ]; then node2_guard_rules; fi
     start_kubelet
     wait_for 120 "node $NODE registered" kubectl get node "$NODE"
     wait_for_pod_cidrs
+}
+
+# conformance_up: the whole tier, in dependency order (kube-proxy before tern's agent, which
+# reaches the API server at its real address anyway, and before CoreDNS, which reaches it through
+# the `kubernetes` Service).
+conformance_up() {
+    node1_control_plane_up
+    conformance_images
+    if [ "${TERN_CLUSTER_CNP:-0}" = 1 ]; then cnp_images; fi
+    node1_kubelet_up
     start_kube_proxy
     # TERN_CLUSTER_NODES=2: node 2 (tests/cluster/node2.sh) with its own kube-proxy, the images
     # through the local registry
