@@ -164,13 +164,14 @@ impl<P: AsPod> Engine<P> {
             Some(n) => self.nodes.insert(name.to_owned(), n.clone()),
             None => self.nodes.remove(name),
         };
-        for (id, st) in &self.sets {
+        for (id, st) in &mut self.sets {
             let touches = |n: &Option<NodeInfo>| {
                 n.as_ref()
                     .is_some_and(|n| !st.def.node_addrs(&n.labels, &n.addresses).is_empty())
             };
             if touches(&old) || touches(&node.cloned()) {
                 self.dirty_sets.insert(*id);
+                st.edits = None;
             }
         }
         true

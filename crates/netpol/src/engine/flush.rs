@@ -7,6 +7,7 @@ use std::mem::take;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use super::patch::patchable;
 use super::{AsPod, Engine, Flush, Members, Placed};
 use crate::compile::{pod_allows, pod_tiers, Dir};
 use crate::model::{ClusterPolicy, Policy};
@@ -33,6 +34,9 @@ impl<P: AsPod> Engine<P> {
     }
 
     fn flush_set(&mut self, id: SetId) {
+        if self.patch_set(id) {
+            return;
+        }
         let Some(st) = self.sets.get(&id) else {
             for stem in ["p4", "p6", "e4", "e6"] {
                 let name = format!("{stem}_{id}");
@@ -56,10 +60,14 @@ impl<P: AsPod> Engine<P> {
                 contents_from(&st.def, std::iter::empty(), eps.values().flatten().copied())
             }
         };
+        let next_edits = patchable(&st.def).then(Vec::new);
         for (name, set) in named_sets(id, &st.def, &c) {
             if self.table.sets.get(&name) != Some(&set) {
                 self.table.put_set(&mut self.journal, &name, Some(set));
             }
+        }
+        if let Some(st) = self.sets.get_mut(&id) {
+            st.edits = next_edits;
         }
     }
 

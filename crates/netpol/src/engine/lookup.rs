@@ -1,9 +1,7 @@
 //! Who a logged packet's addresses are, for the agent's denied-flow log: the pod holding an
 //! address, and the local pod and policies a direction's table judged it by.
 //!
-//! Invariant: answers from the objects as last set (not the last flush); the address index
-//! exists only while logging ([`Engine::logging`]), so an engine that does not log keeps no
-//! more than before.
+//! Invariant: answers from the objects as last set (not the last flush).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -15,7 +13,7 @@ use crate::ruleset::VerdictMap;
 impl<P: AsPod> Engine<P> {
     /// Moves pod `id`'s addresses in the address index from `old`'s to `new`'s.
     pub(super) fn index_ips(&mut self, id: u32, old: Option<&P>, new: Option<&P>) {
-        let Some(by_ip) = &mut self.by_ip else { return };
+        let by_ip = &mut self.by_ip;
         for ip in old.map(|p| &p.as_pod().ips[..]).unwrap_or_default() {
             by_ip.remove(&(*ip, id));
         }
@@ -25,12 +23,15 @@ impl<P: AsPod> Engine<P> {
     }
 
     /// A pod holding `ip` (of several, the one with the lowest id: an address is reused only
-    /// after its pod is gone, so two are a moment's overlap); `None` when no pod does, or when
-    /// the engine does not log.
+    /// after its pod is gone, so two are a moment's overlap); `None` when no pod does.
     pub fn pod_by_ip(&self, ip: IpAddr) -> Option<&Arc<P>> {
-        let by_ip = self.by_ip.as_ref()?;
-        let (_, id) = by_ip.range((ip, 0)..=(ip, u32::MAX)).next()?;
+        let (_, id) = self.holders_of(ip).next()?;
         self.by_id.get(*id as usize)?.as_ref()
+    }
+
+    /// The (address, pod id) entries of the pods holding `ip`.
+    pub(super) fn holders_of(&self, ip: IpAddr) -> impl Iterator<Item = &(IpAddr, u32)> {
+        self.by_ip.range((ip, 0)..=(ip, u32::MAX))
     }
 
     /// The local pod whose `dir` chain judges `ip` in the table (the map's entry for it) and the

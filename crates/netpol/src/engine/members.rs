@@ -31,13 +31,14 @@ impl Members {
         }
     }
 
-    /// Sets pod `id`'s part to `m` (`None`: no member); `moved`: its addresses changed. True
-    /// when the set's contents may have changed.
-    pub(super) fn put(&mut self, id: u32, m: Option<Member>, moved: bool) -> bool {
+    /// Sets pod `id`'s part to `m` (`None`: no member); `moved`: its addresses changed. When
+    /// the set's contents may have changed: whether the pod was a member before.
+    pub(super) fn put(&mut self, id: u32, m: Option<Member>, moved: bool) -> Option<bool> {
         match self {
             Members::Peers(set) => match m {
-                Some(_) => set.insert(id) || moved,
-                None => set.remove(&id),
+                Some(_) if set.insert(id) => Some(false),
+                Some(_) => moved.then_some(true),
+                None => set.remove(&id).then_some(true),
             },
             Members::Endpoints(map) => {
                 let new = match m {
@@ -45,13 +46,13 @@ impl Members {
                     _ => None,
                 };
                 if map.get(&id) == new.as_ref() {
-                    return false;
+                    return None;
                 }
-                match new {
+                let before = match new {
                     Some(e) => map.insert(id, e),
                     None => map.remove(&id),
                 };
-                true
+                Some(before.is_some())
             }
         }
     }
@@ -120,6 +121,7 @@ impl<P: AsPod> Engine<P> {
                     def,
                     refs: 1,
                     members,
+                    edits: None,
                 },
             );
             self.dirty_sets.insert(id);

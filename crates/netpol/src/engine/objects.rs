@@ -38,8 +38,12 @@ impl<P: AsPod> Engine<P> {
             }
             for (pid, p) in &pods {
                 let m = st.def.member(p.as_pod(), &labels);
-                if st.members.put(*pid, m, false) {
+                let member = m.is_some();
+                if let Some(was) = st.members.put(*pid, m, false) {
                     self.dirty_sets.insert(*id);
+                    let ips = p.as_pod().ips.as_slice();
+                    let part = |on: bool| if on { ips } else { &[] };
+                    super::patch::note(&mut st.edits, *pid, part(was), part(member));
                 }
             }
         }

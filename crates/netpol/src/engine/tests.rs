@@ -166,6 +166,29 @@ fn the_engine_equals_a_full_compile_after_every_random_change() {
     }
 }
 
+/// Several changes between two flushes (as the syncer batches what arrives during a
+/// transaction): a set patched in place (`engine/patch.rs`) sees a pod join and leave, or two
+/// pods trade an address, before it is flushed.
+#[test]
+fn the_engine_equals_a_full_compile_after_random_batches_of_changes() {
+    for seed in 11..=16u64 {
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15 ^ seed);
+        let (mut m, mut e) = (Mirror::default(), Engine::new("n1"));
+        for step in 0..300 {
+            let mut what = Vec::new();
+            for _ in 0..=r.below(5) {
+                what.push(change(&mut r, &mut m, &mut e));
+            }
+            e.flush();
+            assert_eq!(
+                e.table(),
+                &m.full("n1", None),
+                "seed {seed} step {step}: {what:?}"
+            );
+        }
+    }
+}
+
 /// What the engine names a logged packet's ends by, against the objects: each address's pod,
 /// and for each address the table judges, the policies of its pod that isolate it that way.
 fn assert_lookups(e: &Engine, m: &Mirror, node: &str) {
