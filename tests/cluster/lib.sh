@@ -12,9 +12,11 @@
 #   TERN_CLUSTER_API_ADDR=10.99.219.1 (the node's address; scripts/conformance sets it) makes the
 #   API server bind and advertise that address with the lease endpoint reconciler, as operators
 #   run it, so the `kubernetes` Service and its EndpointSlice are real; TERN_CLUSTER_DNS=IP gives
-#   the kubelet that clusterDNS (domain cluster.local). tests/conformance/lib.sh adds kube-proxy
-#   (its tables ip/ip6 kube-proxy, or its KUBE-* iptables chains), CoreDNS and the guard table
-#   inet tern_kt_guard; `down` removes those too (`kube-proxy --cleanup`).
+#   the kubelet that clusterDNS (domain cluster.local). Every bring-up puts up the guard table
+#   inet tern_kt_guard before the kubelet (node_parts.sh guard_up: pods reach the pod ranges and
+#   the node, nothing else); tests/conformance/lib.sh adds kube-proxy (its tables ip/ip6
+#   kube-proxy, or its KUBE-* iptables chains) and CoreDNS; `down` removes those too
+#   (`kube-proxy --cleanup`).
 # - The node is the machine's root netns (the kubelet and containerd need it): pod ranges are
 #   10.99.210.0/23 and fd99:210::/56 (cluster) with the node's /24 and /64 from the
 #   controller-manager, services 10.99.220.0/24 and fd99:220::/112, the node's addresses

@@ -21,25 +21,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=lib.sh
 . "$ROOT/tests/cluster/lib.sh"
 
-# cluster_up: the control plane, the runtime and the kubelet (lib.sh), until the node has
-# registered and been given its podCIDRs (one per family).
+# cluster_up: the control plane, the runtime, the guard and the kubelet, by the steps and in the
+# order conformance_up brings node 1 up (node_parts.sh node1_control_plane_up, node1_kubelet_up),
+# until the node has registered and been given its podCIDRs (one per family).
 cluster_up() {
-    make_pki
-    start_etcd
-    start_apiserver
-    start_controller_manager
-    start_scheduler
-    start_runtime
-    import_images
-    node_address
-    start_kubelet
-    wait_for 120 "node $NODE registered" kubectl get node "$NODE"
-    wait_for_pod_cidrs
+    node1_control_plane_up
+    node1_kubelet_up
 }
 
 # two_nodes_up: TERN_CLUSTER_NODES=2 (the two-node cases, `cluster-2node::NAME`): node 1 as
 # conformance_up brings it up (its address, a /24 on kt-node0, before the API server that binds
-# it), without kube-proxy and CoreDNS, by conformance_up's own steps (tests/conformance/lib.sh
+# it), without kube-proxy and CoreDNS, by conformance_up's own steps (node_parts.sh
 # node1_control_plane_up, node1_kubelet_up: the guard on node 1); then node 2 (node2.sh node2_up). tern is installed by
 # the first case (`install_tern`, as scripts/conformance installs it).
 two_nodes_up() {
@@ -49,7 +41,7 @@ two_nodes_up() {
     node2_up
 }
 
-# node 1's steps, the guard and install_tern, for two nodes
+# install_tern, for two nodes
 if [ "$TWO_NODES" = 1 ]; then
     # shellcheck source=../conformance/lib.sh
     . "$ROOT/tests/conformance/lib.sh"

@@ -30,43 +30,6 @@ KUBE_DNS_IP=10.99.220.10
 . "$ROOT/tests/conformance/checks.sh"
 E2E_BIN="$GOBIN_DIR/e2e"
 
-# guard_up: the nftables table that keeps pods' traffic on the machine. kube-proxy DNATs service
-# addresses before the forward hook, so traffic to a Service with endpoints passes as pod traffic;
-# what is rejected is traffic to anything else (the internet, the host's resolver, services with
-# no endpoints).
-guard_up() {
-    touch "$KT/guard"
-    local v6='' v6out=''
-    if [ -n "$CLUSTER_CIDR6" ]; then
-        v6="
-        ip6 saddr $CLUSTER_CIDR6 ip6 daddr { $CLUSTER_CIDR6, $NODE_IP6 } accept
-        ip6 saddr $CLUSTER_CIDR6 counter reject
-        ip6 daddr $SERVICE_CIDR6 counter reject"
-        v6out="
-        ip6 daddr $SERVICE_CIDR6 counter reject"
-    fi
-    nft -f - <<NFT
-table inet tern_kt_guard {
-    chain forward {
-        type filter hook forward priority filter; policy accept;
-        ip saddr $CLUSTER_CIDR ip daddr { $CLUSTER_CIDR, $NODE_IP } accept
-        ip saddr $CLUSTER_CIDR counter reject
-        ip daddr $SERVICE_CIDR counter reject$v6
-    }
-    chain output {
-        type filter hook output priority filter; policy accept;
-        ip daddr $SERVICE_CIDR counter reject$v6out
-    }
-}
-NFT
-}
-
-# guard_rejected: the packets the guard's forward chain rejected from the pod ranges (both
-# families summed).
-guard_rejected() {
-    nft list chain inet tern_kt_guard forward | awk '/saddr/ && /reject/ {for (i = 1; i <= NF; i++) if ($i == "packets") s += $(i + 1)} END {print s + 0}'
-}
-
 start_kube_proxy() {
     local k="$KT/kube-proxy" npa="\"$NODE_IP/32\""
     [ -z "$NODE_IP6" ] || npa+=", \"$NODE_IP6/128\""
@@ -228,27 +191,6 @@ spec:
   - {name: metrics, port: 9153, protocol: TCP, targetPort: 9153}
 YAML
     kubectl -n kube-system rollout status deployment/coredns --timeout=180s
-}
-
-# node1_control_plane_up, node1_kubelet_up: node 1 up to a registered Node with its podCIDRs, in dependency order (the node's
-# address before the API server that binds it); between the two halves the caller adds its images.
-# The guard goes on before the kubelet; with two nodes, node 1's rules for the node network too.
-node1_control_plane_up() {
-    make_pki
-    node_address
-    start_etcd
-    start_apiserver
-    start_controller_manager
-    start_scheduler
-    start_runtime
-    import_images
-}
-node1_kubelet_up() {
-    guard_up
-    if [ "$TWO_NODES" = 1 ]; then node2_guard_rules; fi
-    start_kubelet
-    wait_for 120 "node $NODE registered" kubectl get node "$NODE"
-    wait_for_pod_cidrs
 }
 
 # conformance_up: the whole tier, in dependency order (kube-proxy before tern's agent, which
