@@ -1,4 +1,4 @@
-//! `tern-bench --churn`: the long churn run (`scripts/bench --churn`): pods ADDed and DELeted
+//! `tern-bench churn`: the long churn run: pods ADDed and DELeted
 //! through libcni with the default chain, several at once, random SIGKILLs of the running
 //! plugins mixed in, then an audit of the node; prints the counts. The engine is
 //! `tern_testkit::churn`, whose short run is an end-to-end test.
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tern_testkit::churn::{Node, Spec};
 
-const USAGE: &str = "usage: tern-bench --churn [--pods N (2000)] [--parallel N (8)] \
+const USAGE: &str = "usage: tern-bench churn [--pods N (2000)] [--parallel N (8)] \
 [--kill-percent P (25)] [--max-kill-delay-ms MS (20)] [--seed S]";
 
 fn parse(args: &[String]) -> Result<Spec, String> {
@@ -50,14 +50,14 @@ pub fn main(args: &[String]) -> i32 {
     let spec = match parse(args) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("tern-bench --churn: {e}");
+            eprintln!("tern-bench churn: {e}");
             return 2;
         }
     };
     let node = match Node::new("bench") {
         Ok(n) => n,
         Err(e) => {
-            eprintln!("tern-bench --churn: {e}");
+            eprintln!("tern-bench churn: {e}");
             return 1;
         }
     };

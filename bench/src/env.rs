@@ -237,6 +237,17 @@ pub(crate) fn ensure_tmpfs(dir: &Path) -> Res<bool> {
     if fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC {
         return Ok(false);
     }
+    mount_tmpfs(dir)?;
+    println!(
+        "bench: {} is not tmpfs on this host: mounted a tmpfs on {} for the plugins' state, as on a node",
+        dir.parent().unwrap_or(dir).display(),
+        dir.display()
+    );
+    Ok(true)
+}
+
+/// Mounts a private 64 MiB tmpfs on `dir` (undone by [`remove_run_work`]).
+pub(crate) fn mount_tmpfs(dir: &Path) -> Res<()> {
     nix::mount::mount(
         Some("tmpfs"),
         dir,
@@ -244,13 +255,7 @@ pub(crate) fn ensure_tmpfs(dir: &Path) -> Res<bool> {
         nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
         Some("mode=0755,size=64m"),
     )
-    .map_err(|e| format!("mount tmpfs on {}: {e}", dir.display()))?;
-    println!(
-        "bench: {} is not tmpfs on this host: mounted a tmpfs on {} for the plugins' state, as on a node",
-        dir.parent().unwrap_or(dir).display(),
-        dir.display()
-    );
-    Ok(true)
+    .map_err(|e| format!("mount tmpfs on {}: {e}", dir.display()))
 }
 
 /// Removes the bench's directory under `/run`, unmounting the tmpfs the bench put there.

@@ -41,34 +41,43 @@
 //! a namespace: each worker is one such scoped thread, whose children inherit its netns.
 //!
 //! Usage (root): `tern-bench [--pods N] [--rounds R] [--parallel 1,8] [--rss-samples N] [--tern PATH]
-//! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR] [--tern-b PATH]` (`--tern-b`: a second tern build
-//! run beside the first in the same rounds, for an A/B). A run killed midway (Ctrl-C) leaves its
-//! netns `tern-bench-<pid>-*`, `/tmp/tern-bench-<pid>` and `/run/tern-bench-<pid>` (a tmpfs where
-//! `/run` is not one); remove them by hand: `ip netns del`, `umount`, `rm -r`. Nothing is swept
-//! automatically: a name alone cannot tell a dead run from a live one in another PID namespace.
-//! `TERN_BENCH_RSS_DETAIL=1` also prints, per
-//! sampled process, its anonymous and file-backed resident memory at exit. IPAM data dirs are in the work dir
+//! [--ptp PATH] [--ref-dir DIR] [--state-dir DIR] [--tern-b PATH] [--no-cri]` (`--tern-b`: a
+//! second tern build run beside the first in the same rounds, for an A/B), then the containerd
+//! and CRI-O rows ([`host::cri_rows`]; `--no-cri` or `TERN_BENCH_CRI=0` skips them). A run killed
+//! midway (Ctrl-C) leaves its netns `tern-bench-<pid>-*`, `/tmp/tern-bench-<pid>` and
+//! `/run/tern-bench-<pid>` (a tmpfs where `/run` is not one); remove them by hand: `ip netns del`,
+//! `umount`, `rm -r`. Nothing is swept automatically: a name alone cannot tell a dead run from a
+//! live one in another PID namespace. `TERN_BENCH_RSS_DETAIL=1` also prints, per sampled process,
+//! its anonymous and file-backed resident memory at exit. IPAM data dirs are in the work dir
 //! (under the temp dir, on the same filesystem as `/var/lib/cni` on these machines); tern's
 //! `stateDir` and the tuning plugins' `dataDir` under `/run` on tmpfs, as their defaults are on a
-//! node (the bench mounts a tmpfs there when this host's `/run` is not one). `scripts/bench` builds and runs it.
+//! node (the bench mounts a tmpfs there when this host's `/run` is not one). Build the tree first
+//! (`cargo build --release --workspace`): the plugins, the agent and the CRI benches are taken
+//! from beside this binary.
 //!
-//! `tern-bench --churn ...` runs the churn instead ([`churn`]: many pods through libcni with
-//! random kills, then a leak audit; `scripts/bench --churn`); `tern-bench --node-routes ...`
-//! the node-routes bench ([`node_routes`]: agents with thousands of Nodes against the stand-in;
-//! `scripts/bench --node-routes`); `tern-bench --netpol-compile ...` the NetworkPolicy
-//! compiler of one node at fleet scale, incremental beside full ([`netpol_compile`]);
-//! `tern-bench --netpol-cluster ...` ClusterNetworkPolicy beside it, change → kernel
-//! ([`netpol_cluster`]);
-//! `tern-bench --netpol-log ...` what logging denied connections costs ([`netpol_log`]);
-//! `tern-bench netpol-scale ...` NetworkPolicy on the real API server with kwok Nodes and many
-//! agents ([`netpol_scale`]); `tern-bench scale ...` token refresh and node routes there
-//! ([`scale`]); both on one bring-up ([`cluster`]); `tern-bench pod-start ...` pod start on the
-//! real one-node cluster, tern's deployed chain beside the reference chains ([`pod_start`]).
+//! Every bench of the project is a subcommand ([`SUBCOMMANDS`]; a leading `--` is accepted, as
+//! the first ones were spelled), and every run prints the machine, its load and the commit first
+//! ([`host::header`]): `churn` ([`churn`]: many pods through libcni with random kills, then a
+//! leak audit); `libcni` ([`libcni`]: the chains through libcni in one process, as containerd
+//! calls them); `ipam` ([`ipam`]: tern-ipam beside host-local); `cri` and `crio` (the CRI rows
+//! alone); `reports` ([`reports`]: the verb report's cost); `node-routes` ([`node_routes`]: agents
+//! with thousands of Nodes against the stand-in); `trace-check` ([`trace_check`]: what `tern-agent
+//! trace` reads of a fleet-size table); `netpol-compile` ([`netpol_compile`]: the NetworkPolicy
+//! compiler of one node at fleet scale, incremental beside full); `netpol-cluster`
+//! ([`netpol_cluster`]: ClusterNetworkPolicy beside it, change → kernel); `netpol-log`
+//! ([`netpol_log`]: what logging denied connections costs); `netpol-memory`, `netpol-change-cost`;
+//! `netpol-scale` ([`netpol_scale`]: NetworkPolicy on the real API server with kwok Nodes and
+//! many agents) and `scale` ([`scale`]: token refresh and node routes there), both on one bring-up
+//! ([`cluster`]); `pod-start` ([`pod_start`]: pod start on the real one-node cluster, tern's
+//! deployed chain beside the reference chains).
 
 mod breakdown;
 mod churn;
 mod cluster;
 mod floor;
+mod host;
+mod ipam;
+mod libcni;
 mod netpol_change_cost;
 mod netpol_cluster;
 mod netpol_compile;
@@ -79,6 +88,7 @@ mod node_routes;
 mod pod_start;
 mod reports;
 mod scale;
+mod trace_check;
 
 mod chain;
 mod env;
@@ -94,6 +104,7 @@ mod subjects;
 
 use env::Env;
 use floor::{exec_floor, files_floor, kernel_floor};
+use host::CriRows;
 use kernel::bench_kernel_veth;
 use opts::{parse_opts, Opts};
 use report::report_latencies;
@@ -191,48 +202,68 @@ fn run(o: &Opts) -> Res<()> {
     report_rss(o, &mut env, &subs, &host_local)
 }
 
+/// The subcommands: each takes the arguments after its name (also accepted with a leading
+/// `--`, as the first ones were spelled) and returns the exit status.
+const SUBCOMMANDS: [(&str, fn(&[String]) -> i32); 16] = [
+    ("churn", churn_main),
+    ("reports", reports::main),
+    ("netpol-cluster", netpol_cluster::main),
+    ("netpol-compile", netpol_compile::main),
+    ("netpol-scale", netpol_scale::main),
+    ("netpol-change-cost", netpol_change_cost::main),
+    ("netpol-memory", netpol_memory::main),
+    ("netpol-log", netpol_log::main),
+    ("pod-start", pod_start::main),
+    ("scale", scale::main),
+    ("node-routes", node_routes::main),
+    ("libcni", libcni::main),
+    ("ipam", ipam::main),
+    ("trace-check", trace_check::main),
+    ("cri", |a| cri_main(CriRows::Both, a)),
+    ("crio", |a| cri_main(CriRows::Crio, a)),
+];
+
+/// The churn, with the libcni driver built and the plugins under test taken from beside this
+/// binary (tern_testkit finds them through `TERN_BIN_DIR`).
+fn churn_main(args: &[String]) -> i32 {
+    if let Err(e) = host::build_cnitool() {
+        eprintln!("tern-bench churn: {e}");
+        return 1;
+    }
+    if std::env::var_os("TERN_BIN_DIR").is_none() {
+        std::env::set_var("TERN_BIN_DIR", opts::beside_self(""));
+    }
+    churn::main(args)
+}
+
+fn cri_main(which: CriRows, args: &[String]) -> i32 {
+    match host::cri_rows(which, args) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("tern-bench: {e}");
+            1
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--churn") {
-        std::process::exit(churn::main(&args[1..]));
-    }
-    if args.first().map(String::as_str) == Some("--reports") {
-        std::process::exit(reports::main(&args[1..]));
-    }
-    if args.first().map(String::as_str) == Some("--netpol-cluster") {
-        std::process::exit(netpol_cluster::main(&args[1..]));
-    }
-    if args.first().map(String::as_str) == Some("--netpol-compile") {
-        std::process::exit(netpol_compile::main(&args[1..]));
-    }
-    if matches!(
-        args.first().map(String::as_str),
-        Some("netpol-scale" | "--netpol-scale")
-    ) {
-        std::process::exit(netpol_scale::main(&args[1..]));
-    }
-    if args.first().map(String::as_str) == Some("--netpol-change-cost") {
-        std::process::exit(netpol_change_cost::main(&args[1..]));
-    }
-    if args.first().map(String::as_str) == Some("--netpol-memory") {
-        std::process::exit(netpol_memory::main(&args[1..]));
-    }
-    if args.first().map(String::as_str) == Some("--netpol-log") {
-        std::process::exit(netpol_log::main(&args[1..]));
-    }
-    if args.first().map(String::as_str) == Some("pod-start") {
-        std::process::exit(pod_start::main(&args[1..]));
-    }
-    if args.first().map(String::as_str) == Some("scale") {
-        std::process::exit(scale::main(&args[1..]));
-    }
-    if args.first().map(String::as_str) == Some("--node-routes") {
-        std::process::exit(node_routes::main(&args[1..]));
+    println!("{}", host::header());
+    let name = args.first().map_or("", |a| a.trim_start_matches("--"));
+    if let Some((_, sub)) = SUBCOMMANDS.iter().find(|(n, _)| *n == name) {
+        std::process::exit(sub(&args[1..]));
     }
     // The floors are the cheapest way a process does the kernel work: no thread per namespace
     // entry, as the plugins do it (tern_net::netns).
     tern_net::netns::enter_on_calling_thread();
-    let code = match parse_opts().and_then(|o| run(&o)) {
+    let code = match parse_opts().and_then(|o| {
+        println!("{}", host::binary_sizes(&o.ref_dir));
+        run(&o)?;
+        if o.cri && !o.breakdown {
+            host::cri_rows(CriRows::Both, &[])?;
+        }
+        Ok(())
+    }) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("tern-bench: {e}");

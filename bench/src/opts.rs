@@ -24,26 +24,34 @@ pub(crate) struct Opts {
     pub(crate) ref_new: PathBuf,
     /// `--breakdown`: the per-phase breakdown instead of the full run.
     pub(crate) breakdown: bool,
+    /// The containerd and CRI-O rows after the direct ones (off: `--no-cri` or `TERN_BENCH_CRI=0`).
+    pub(crate) cri: bool,
+}
+
+/// NAME in the directory holding this binary: tern-bench is built beside the plugins and the
+/// agent (`target/<triple>/release`); `target/release/NAME` under the working directory when
+/// that cannot be read.
+pub(crate) fn beside_self(name: &str) -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join(name)))
+        .unwrap_or_else(|| PathBuf::from("target/release").join(name))
 }
 
 pub(crate) fn parse_opts() -> Res<Opts> {
-    let root = std::env::current_dir().map_err(|e| format!("cwd: {e}"))?;
     let mut o = Opts {
         pods: 200,
         rounds: 4,
         parallel: vec![1, 8],
         rss_samples: 20,
-        // tern-bench is built beside tern.
-        tern: std::env::current_exe()
-            .ok()
-            .and_then(|e| e.parent().map(|d| d.join("tern")))
-            .unwrap_or_else(|| root.join("target/release/tern")),
+        tern: beside_self("tern"),
         ptp: PathBuf::from("/usr/lib/cni/ptp"),
         ref_dir: PathBuf::from("/usr/lib/cni"),
         state_dir: None,
         tern_b: None,
         ref_new: PathBuf::from("/var/cache/tern-build/bin/plugins"),
         breakdown: false,
+        cri: std::env::var("TERN_BENCH_CRI").map_or(true, |v| v != "0"),
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -67,6 +75,7 @@ pub(crate) fn parse_opts() -> Res<Opts> {
             "--ref-dir" => o.ref_dir = PathBuf::from(val()?),
             "--ref-new" => o.ref_new = PathBuf::from(val()?),
             "--breakdown" => o.breakdown = true,
+            "--no-cri" => o.cri = false,
             _ => return Err(format!("unknown argument {a}")),
         }
     }

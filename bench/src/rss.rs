@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::process::Child;
 
 use nix::sys::ptrace;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -32,20 +33,52 @@ pub(crate) fn invoke_peak_rss(
     let mut child = plugin_cmd(bin, verb, cid, netns, cni_path, args)
         .spawn()
         .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
+    let (status, stop) = follow_to_exit(&mut child, stdin)?;
+    let hwm = stop.hwm_kib;
+    let out = drain(&mut child);
+    if !matches!(status, WaitStatus::Exited(_, 0)) {
+        return Err(format!(
+            "{} {verb} {cid}: {status:?}: {}",
+            bin.display(),
+            out.trim()
+        ));
+    }
+    hwm.map(|h| (h, out))
+        .ok_or_else(|| format!("no VmHWM for {} {verb}", bin.display()))
+}
+
+/// What a traced process showed at its `PTRACE_EVENT_EXIT` stop: its own peak RSS (KiB) and
+/// CPU seconds (user + system), before its address space is torn down.
+pub(crate) struct ExitStop {
+    pub(crate) hwm_kib: Option<u64>,
+    pub(crate) cpu_s: f64,
+}
+
+/// Seizes CHILD, which must be blocked reading its stdin, feeds it STDIN and follows it (across
+/// its execs: the pid stays) to its reaped exit, reading [`ExitStop`] at its main thread's exit
+/// stop. Other stops pass through, signals re-injected. One thread from spawn to reap (ptrace
+/// ties tracer threads).
+pub(crate) fn follow_to_exit(child: &mut Child, stdin: &[u8]) -> Res<(WaitStatus, ExitStop)> {
     let raw = i32::try_from(child.id()).map_err(|e| format!("pid: {e}"))?;
     let pid = Pid::from_raw(raw);
-    // The plugin is blocked reading stdin until we feed it: seize first, so its exit is seen.
+    // Seize before feeding: the exit stop of a child that already ran would be missed.
     if let Err(e) = ptrace::seize(pid, ptrace::Options::PTRACE_O_TRACEEXIT) {
         let _ = child.kill();
         let _ = child.wait();
         return Err(format!("ptrace seize {pid}: {e}"));
     }
-    feed(&mut child, stdin)?;
-    let mut hwm = None;
+    feed(child, stdin)?;
+    let mut stop = ExitStop {
+        hwm_kib: None,
+        cpu_s: 0.0,
+    };
     let status = loop {
         match waitpid(pid, Some(WaitPidFlag::__WALL)).map_err(|e| format!("waitpid: {e}"))? {
             WaitStatus::PtraceEvent(p, _, ev) if ev == ptrace::Event::PTRACE_EVENT_EXIT as i32 => {
-                hwm = vm_hwm_kib(p);
+                if p == pid {
+                    stop.hwm_kib = vm_hwm_kib(p);
+                    stop.cpu_s = crate::cluster::cpu(child.id()).0;
+                }
                 let _ = ptrace::cont(p, None);
             }
             WaitStatus::Stopped(p, sig) => {
@@ -58,16 +91,7 @@ pub(crate) fn invoke_peak_rss(
             _ => {}
         }
     };
-    let out = drain(&mut child);
-    if !matches!(status, WaitStatus::Exited(_, 0)) {
-        return Err(format!(
-            "{} {verb} {cid}: {status:?}: {}",
-            bin.display(),
-            out.trim()
-        ));
-    }
-    hwm.map(|h| (h, out))
-        .ok_or_else(|| format!("no VmHWM for {} {verb}", bin.display()))
+    Ok((status, stop))
 }
 
 /// `VmHWM` of a live process, in KiB.

@@ -25,6 +25,21 @@ pub(crate) fn spread(v: &[f64]) -> String {
     )
 }
 
+/// Mean and sample standard deviation (n − 1, the σ hyperfine prints) of V; σ is 0 for one
+/// sample, both NaN for none.
+pub(crate) fn mean_sd(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var.sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,6 +56,16 @@ mod tests {
         assert_eq!(pct(&w, 99.0), 20.0);
         assert_eq!(pct(&w, 50.0), 10.0);
         assert!(pct(&[], 50.0).is_nan());
+    }
+
+    #[test]
+    fn mean_sd_is_the_sample_deviation() {
+        let (m, sd) = mean_sd(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert_eq!(m, 5.0);
+        // Sum of squares 32 over n - 1 = 7 (the population σ would be 2).
+        assert!((sd - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
+        assert_eq!(mean_sd(&[3.0]), (3.0, 0.0));
+        assert!(mean_sd(&[]).0.is_nan());
     }
 
     #[test]

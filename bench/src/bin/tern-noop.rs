@@ -1,5 +1,5 @@
 //! `tern-noop`: a CNI plugin that does no work, the floor of exec'ing a chain through libcni
-//! (`scripts/bench --libcni`). Built like tern (static, musl), so its exec, start-up and exit are
+//! (`tern-bench libcni`). Built like tern (static, musl), so its exec, start-up and exit are
 //! what a plugin of this workspace costs before any work.
 //!
 //! ADD prints the smallest CNI 1.0.0 result (`{"cniVersion":"1.0.0"}`; `ips` and `interfaces`

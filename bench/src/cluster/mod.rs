@@ -1,11 +1,13 @@
-//! The bring-up and teardown `tern-bench netpol-scale` and `tern-bench scale` share, in bash
-//! through `tests/cluster/lib.sh` and `tests/scale/lib.sh` (etcd and kube-apiserver v1.34.4 on
-//! the real-cluster tier's ports, hence the host-tests lock, bound to HUB on a bridge; kwok;
-//! agents each in a netns of their own), and what is read of the processes from outside: CPU
-//! (utime + stime, with the children waited for: the agent's nft), VmRSS and /metrics.
+//! The bring-up and teardown `tern-bench netpol-scale` and `tern-bench scale` share: etcd and
+//! kube-apiserver v1.34.4 started by the real-cluster tier's own bring-up (`tests/cluster/lib.sh`,
+//! its ports: hence the host-tests lock) bound to HUB on a bridge, deploy/'s RBAC, kwok, and
+//! agents each in a netns of their own on that bridge ([`agents`]); and what is read of the
+//! processes from outside: CPU (utime + stime, with the children waited for: the agent's nft),
+//! VmRSS and /metrics.
 //!
 //! Invariant: every process started here has a pid file under `kt`; teardown stops them all.
 
+mod agents;
 pub(crate) mod api;
 
 use std::collections::BTreeMap;
@@ -14,6 +16,7 @@ use std::process::Command;
 
 use nix::sys::signal::{SigSet, Signal};
 
+use crate::env::ip;
 use crate::Res;
 
 /// HUB: the API server's address on the bridge `BRIDGE` (10.95/16: nothing else here routes it).
@@ -35,10 +38,10 @@ pub(crate) fn agent_ns(k: usize) -> String {
 }
 
 impl Cluster {
-    /// Runs SCRIPT in bash with both libraries sourced.
+    /// Runs SCRIPT in bash with the tier's bring-up (`tests/cluster/lib.sh`) sourced.
     pub(crate) fn bash(&self, script: &str) -> Res<String> {
         let pre = format!(
-            "set -euo pipefail\nexport KT={kt} TERN_CLUSTER_API_ADDR={HUB} TERN_CLUSTER_IP_FAMILY=ipv4\nROOT={root}\nHUB={HUB}\nagent_bin={bin}\n. \"$ROOT/tests/cluster/lib.sh\"\n. \"$ROOT/tests/scale/lib.sh\"\n",
+            "set -euo pipefail\nexport KT={kt} TERN_CLUSTER_API_ADDR={HUB} TERN_CLUSTER_IP_FAMILY=ipv4\nROOT={root}\nHUB={HUB}\nagent_bin={bin}\n. \"$ROOT/tests/cluster/lib.sh\"\n",
             kt = self.kt.display(),
             root = self.root.display(),
             bin = self.agent_bin.display()
@@ -58,17 +61,24 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// etcd, kube-apiserver (tokens of at most 1 h, the grant the agents' refresh schedule is
-    /// measured against) on HUB, deploy/'s RBAC; kwok's binary. Fails when the etcd or the API
-    /// server it started is not the one answering: a run killed without its teardown leaves its
-    /// own on the tier's ports, the health checks pass against those, and the run then loads a
-    /// stale cluster (seen 2026-12-06: 409 on every Namespace of the killed run).
+    /// The bridge holding HUB/16 in the root netns (the API server binds there); etcd,
+    /// kube-apiserver (its certificate naming HUB too; tokens of at most 1 h, the grant the
+    /// agents' refresh schedule is measured against) on HUB; deploy/'s namespace, service
+    /// accounts and RBAC (not the DaemonSet: no kubelet here); kwok's binary. Fails when the etcd
+    /// or the API server it started is not the one answering: a run killed without its teardown
+    /// leaves its own on the tier's ports, the health checks pass against those, and the run then
+    /// loads a stale cluster (seen 2026-12-06: 409 on every Namespace of the killed run).
     pub(crate) fn up(&self) -> Res<()> {
         std::fs::create_dir_all(&self.kt).map_err(|e| format!("{}: {e}", self.kt.display()))?;
+        ip(&["link", "add", BRIDGE, "type", "bridge"])?;
+        ip(&["link", "set", BRIDGE, "up"])?;
+        ip(&["addr", "add", &format!("{HUB}/16"), "dev", BRIDGE])?;
         self.bash(&format!(
             "[ -x \"$K8S_BIN/kube-apiserver\" ] || flock /run/tern-build-go.lock bash \"$ROOT/scripts/build-go\" kubernetes etcd >/dev/null\n\
              flock /run/tern-build-go.lock bash \"$ROOT/scripts/build-go\" kwok >/dev/null\n\
-             hub_up {BRIDGE}\ncontrol_plane_up\n\
+             make_pki\ncert apiserver kube-apiserver \"\" \"IP:127.0.0.1,IP:{HUB},DNS:localhost,DNS:kubernetes\"\n\
+             start_etcd\nstart_apiserver --service-account-max-token-expiration 1h\n\
+             kubectl apply -f \"$ROOT/deploy/00-namespace.yaml\" -f \"$ROOT/deploy/serviceaccounts.yaml\" -f \"$ROOT/deploy/rbac.yaml\" >/dev/null\n\
              for c in etcd apiserver; do kill -0 \"$(cat \"$KT/$c/pid\")\" 2>/dev/null || \
              {{ echo \"$c exited at start ($(tail -c 300 \"$KT/$c/log\")): another on the tier's ports? a run killed without teardown leaves its own\" >&2; exit 1; }}; done"
         ))
@@ -82,31 +92,6 @@ impl Cluster {
         self.bash(&format!(
             "start kwok \"$GOBIN_DIR/kwok/kwok\" --kubeconfig \"$KT/pki/admin.kubeconfig\" --config \"$ROOT/tests/scale/kwok.yaml\" \
              --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake{extra}",
-        ))
-        .map(drop)
-    }
-
-    /// Agent k's netns (eth0 10.95.k/250.k%250+1 on the bridge).
-    pub(crate) fn agent_netns(&self, k: usize) -> Res<()> {
-        self.bash(&format!(
-            "agent_netns {} tnpsa{k} {BRIDGE} 10.95.{}.{}",
-            agent_ns(k),
-            k / 250,
-            k % 250 + 1
-        ))
-        .map(drop)
-    }
-
-    pub(crate) fn agent_dir(&self, k: usize) -> PathBuf {
-        self.kt.join(format!("agent-{k}"))
-    }
-
-    /// `tern-agent run --node-name NODE FLAGS` in agent k's netns.
-    pub(crate) fn start_agent(&self, k: usize, node: &str, flags: &str) -> Res<()> {
-        self.bash(&format!(
-            "start_agent_in {} {} {node} {flags}",
-            agent_ns(k),
-            self.agent_dir(k).display()
         ))
         .map(drop)
     }

@@ -28,9 +28,10 @@ use tern_net::netns::NetNs;
 
 use super::monitor::Monitor;
 use super::objects::{agent_node, PodSpec, Shape};
-use super::{load, say};
+use super::say;
 use crate::cluster::api::now;
 use crate::cluster::{agent_ns, Cluster};
+use crate::host::load;
 use crate::stats::pct;
 use crate::Res;
 

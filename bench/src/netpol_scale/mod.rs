@@ -31,6 +31,7 @@ use crate::cluster::api::Api;
 use crate::cluster::{Cluster, API_PORT, HUB};
 use objects::{Rng, Shape};
 
+use crate::host::load;
 use crate::Res;
 
 /// Command-line settings.
@@ -160,15 +161,6 @@ pub(crate) fn main(args: &[String]) -> i32 {
 
 fn say(s: &str) {
     println!("[netpol-scale] {s}");
-}
-
-pub(crate) fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split(' ')
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn run(o: &Opts, c: &Cluster) -> Res<()> {

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 use super::changes::{self, KINDS};
 use super::monitor::Monitor;
 use super::objects::{agent_node, PodSpec};
-use super::{load, say, Opts};
+use super::{say, Opts};
 use crate::cluster::api::{now, Api};
 use crate::cluster::{agent_metrics, agent_ns, cpu, hwm_kib, rss_kib, sum, Cluster};
+use crate::host::load;
 use crate::stats::{pct, spread as stats};
 use crate::Res;
 

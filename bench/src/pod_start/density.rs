@@ -166,7 +166,7 @@ fn batch(k: &Kube, o: &Opts, cidr: &str, chain: &str, n: usize, round: usize) ->
 pub(crate) fn run(o: &Opts, k: &Kube, cidr: &str, legend: &str) -> Res<()> {
     println!(
         "pod start at density (load {}): N pods created in one kubectl create;",
-        crate::netpol_scale::load()
+        crate::host::load()
     );
     println!("all Ready: s; each pod create -> Ready (watch) p50 / p99 / max: ms, and pods seen; the kubelet's means over the batch: ms (count):");
     println!("{legend}");

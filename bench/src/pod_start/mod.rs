@@ -1,4 +1,4 @@
-//! `tern-bench pod-start` (`scripts/bench --cluster`): on the real one-node cluster of
+//! `tern-bench pod-start`: on the real one-node cluster of
 //! tests/cluster, the time from a pod's creation to the API reporting it Ready, for tern's
 //! deployed chain and for the reference chains (ptp + host-local + tuning with the same keepalive
 //! sysctls: the current release v1.10, and Debian's 1.1.1), in one run. Every chain does the same
@@ -245,7 +245,7 @@ fn run(o: &Opts, k: &Kube) -> Res<()> {
             k.kubectl(&["delete", "pod", &name, "--wait=true"])?;
         }
     }
-    println!("pod start on the real cluster (create -> Ready, ms; {} pods per chain, one at a time; load {})", o.pods, crate::netpol_scale::load());
+    println!("pod start on the real cluster (create -> Ready, ms; {} pods per chain, one at a time; load {})", o.pods, crate::host::load());
     println!("{legend}");
     println!("{:<44} {:>8} {:>8}", "chain", "p50", "p90");
     for (chain, v) in CHAINS.iter().zip(&samples) {

@@ -229,7 +229,7 @@ impl Nft {
     ///
     /// Cost (nft 1.0.6): a set, map or limit is read alone (milliseconds at any table size); a
     /// chain is not — nft fetches every set's elements of the table first (about 0.5 s of CPU
-    /// and 144 MB at 400,000 elements, `bench/trace-check.sh`).
+    /// and 144 MB at 400,000 elements, `tern-bench trace-check`).
     ///
     /// # Errors
     /// As [`Nft::apply`]; [`NftError::BadName`] for a kind or name that is not a name.

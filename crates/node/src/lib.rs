@@ -2,7 +2,7 @@
 //! the plugin binaries' heap ([`alloc`]),
 //! files a reader never sees half-written ([`fs`]), per-attachment locks and what a
 //! per-attachment file name may be ([`lock`]), the plugins' log lines and `logFile` rotation
-//! ([`logging`]), per-phase timing marks for `scripts/bench --breakdown` ([`phase`]), and the
+//! ([`logging`]), per-phase timing marks for `tern-bench --breakdown` ([`phase`]), and the
 //! verb report's wire format, sent by the plugins and parsed by the agent ([`report`]), and the
 //! version stamp every binary reports and `scripts/image --version` rewrites ([`version`]).
 //!

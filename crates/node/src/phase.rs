@@ -1,4 +1,4 @@
-//! Per-phase timing of one plugin invocation, for `scripts/bench --breakdown`; off unless
+//! Per-phase timing of one plugin invocation, for `tern-bench --breakdown`; off unless
 //! `TERN_TRACE_PHASES` names a file.
 //!
 //! [`init`] reads the variable once, at the start of `main`; while it is unset every [`mark`] is

@@ -1,4 +1,4 @@
-//! The phase trace's line format, which `scripts/bench --breakdown` parses: its own process (the
+//! The phase trace's line format, which `tern-bench --breakdown` parses: its own process (the
 //! trace is read from the environment once per process).
 
 use tern_node::phase;

@@ -2,7 +2,7 @@
 //! (tern + host-local, then tern-tuning with the TCP keepalive sysctls), several at once, with
 //! SIGKILLs of the running plugins mixed in as a runtime's timeout delivers them; then an audit
 //! of everything an attachment can leave behind. The short run is an end-to-end test, the long
-//! one `scripts/bench --churn`.
+//! one `tern-bench churn`.
 //!
 //! Invariants: everything lives in one throwaway host netns and the driver's temp dir; each pod
 //! gets its own netns (deleted after its DEL); a kill hits only the plugins libcni exec'd, as a

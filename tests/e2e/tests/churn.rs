@@ -1,7 +1,7 @@
 //! Churn, short: pods ADDed and DELeted through libcni with the default chain, 8 at once, half
 //! of the ADDs with a running plugin SIGKILLed (at a random moment, or tern while host-local runs): every DEL exits 0
 //! and nothing is left (no veth, route, lease, state, backup, pod sysctl or temp file). The long
-//! run is `scripts/bench --churn`. Needs root.
+//! run is `tern-bench churn`. Needs root.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -19,7 +19,7 @@ fn churn_with_kills_leaves_nothing() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64;
-    // TERN_CHURN_PODS runs a longer churn through this test (scripts/bench --churn is the long run).
+    // TERN_CHURN_PODS runs a longer churn through this test (tern-bench churn is the long run).
     let pods = std::env::var("TERN_CHURN_PODS")
         .ok()
         .and_then(|p| p.parse().ok())

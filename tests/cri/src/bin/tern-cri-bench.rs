@@ -1,4 +1,4 @@
-//! `tern-cri-bench`: the containerd row of `scripts/bench` — pod sandbox create and stop latency
+//! `tern-cri-bench`: the containerd row of `tern-bench` (`tern-bench cri`) — pod sandbox create and stop latency
 //! under containerd 1.6's CRI plugin, tern's chain beside the reference chain, in one run.
 //!
 //! One private containerd (see `tern_cri::containerd`) serves both chains: the default runtime

@@ -1,4 +1,4 @@
-//! `tern-crio-bench`: the CRI-O row of `scripts/bench` — pod sandbox create and stop latency
+//! `tern-crio-bench`: the CRI-O row of `tern-bench` (`tern-bench crio`) — pod sandbox create and stop latency
 //! under CRI-O, tern's chain beside the reference chain, in one run.
 //!
 //! CRI-O has one CNI network for every sandbox (no per-handler conf dir as containerd has), so
