@@ -49,7 +49,8 @@ impl Cluster {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_err(|e| e.to_string())?;
-        // std opens every descriptor close-on-exec: the agent gets its log and nothing else.
+        // std opens its own descriptors close-on-exec; one this run inherited would reach the
+        // agent: hence `flock -o` (which closes the lock's) around the run.
         let mut child = Command::new("ip")
             .args(["netns", "exec", &agent_ns(k)])
             .arg(&self.agent_bin)
