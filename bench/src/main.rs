@@ -202,9 +202,12 @@ fn run(o: &Opts) -> Res<()> {
     report_rss(o, &mut env, &subs, &host_local)
 }
 
+/// A subcommand's entry: its arguments in, the exit status out.
+type Subcommand = fn(&[String]) -> i32;
+
 /// The subcommands: each takes the arguments after its name (also accepted with a leading
 /// `--`, as the first ones were spelled) and returns the exit status.
-const SUBCOMMANDS: [(&str, fn(&[String]) -> i32); 16] = [
+const SUBCOMMANDS: [(&str, Subcommand); 16] = [
     ("churn", churn_main),
     ("reports", reports::main),
     ("netpol-cluster", netpol_cluster::main),
