@@ -18,8 +18,9 @@
 
 use std::time::{Duration, Instant};
 
+use tern_net::netlink::nftables::ElementWriter;
 use tern_net::nft::Nft;
-use tern_netpol::ruleset::{Size, TABLE};
+use tern_netpol::ruleset::{ElementPlan, Size, TABLE};
 use tracing::{info, warn};
 
 use super::store::{Shared, Store};
@@ -33,6 +34,8 @@ const TICK: Duration = Duration::from_millis(100);
 struct Compiled {
     generation: u64,
     script: String,
+    /// The update as element moves only, when it is one (never for a replace).
+    elements: Option<ElementPlan>,
     change: Change,
     size: Size,
     policies: usize,
@@ -48,10 +51,10 @@ fn compile(s: &Shared, whole: bool) -> Option<Compiled> {
     }
     let generation = st.generation;
     let f = st.engine.flush();
-    let (script, change) = if whole {
-        (st.engine.table().replace_script(), Change::Replace)
+    let (script, elements, change) = if whole {
+        (st.engine.table().replace_script(), None, Change::Replace)
     } else {
-        (f.script, Change::Update)
+        (f.script, f.elements, Change::Update)
     };
     let size = st.engine.size();
     let policies = st.engine.policies_in_force();
@@ -65,6 +68,7 @@ fn compile(s: &Shared, whole: bool) -> Option<Compiled> {
     Some(Compiled {
         generation,
         script,
+        elements,
         change,
         size,
         policies,
@@ -112,16 +116,34 @@ enum Change {
     Replace,
 }
 
-/// Runs `script` (one transaction) and counts the sync; true when the kernel took it.
+/// How a transaction reaches the kernel.
+enum Path<'a> {
+    /// A script through an exec of nft.
+    Nft(&'a Nft, &'a str),
+    /// Element moves only, one netlink batch (`elements.rs`).
+    Netlink(&'a ElementWriter, &'a ElementPlan),
+}
+
+/// Makes one transaction and counts the sync; true when the kernel took it.
 fn apply(
     s: &Shared,
-    nft: &Nft,
-    (script, change): (&str, Change),
+    path: Path<'_>,
+    change: Change,
     size: Size,
     policies: usize,
     started: Instant,
 ) -> bool {
-    let result = nft.apply(script);
+    let result = match path {
+        Path::Nft(nft, script) => nft.apply(script).map_err(|e| e.to_string()),
+        Path::Netlink(writer, plan) => {
+            if !elements::write(writer, plan) {
+                s.stats().netlink_errors += 1;
+                return false;
+            }
+            s.stats().netlink_updates += 1;
+            Ok(())
+        }
+    };
     let took = started.elapsed().as_secs_f64();
     let mut st = s.stats();
     st.syncs += 1;
@@ -163,8 +185,11 @@ fn apply(
     }
 }
 
-/// The syncer thread: runs until the controller stops.
-pub(super) fn run(s: &Shared, nft: &Nft) {
+/// The syncer thread: runs until the controller stops. `netlink`: element-only updates go
+/// over an nf_tables netlink socket opened in the calling thread's network namespace (the
+/// one nft runs in); else every transaction is an exec of nft.
+pub(crate) fn run(s: &Shared, nft: &Nft, netlink: bool) {
+    let writer = netlink.then(elements::writer).flatten();
     info!(node = %s.cfg.node_name, table = TABLE, "network policy: starting; the table is replaced only after Pods, Namespaces and NetworkPolicies are all listed");
     let mut seen = u64::MAX;
     while !sleep(s, seen) {
@@ -195,18 +220,22 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
             continue;
         }
         s.drift.transaction_starts();
-        let done = apply(s, nft, (&c.script, c.change), c.size, c.policies, started)
-            || (c.change == Change::Update && {
-                let replace = s.store().engine.table().replace_script();
-                apply(
-                    s,
-                    nft,
-                    (&replace, Change::Replace),
-                    c.size,
-                    c.policies,
-                    started,
-                )
-            });
+        let (size, policies) = (c.size, c.policies);
+        let by_netlink = c.elements.as_ref().zip(writer.as_ref());
+        let done = by_netlink.is_some_and(|(plan, w)| {
+            apply(s, Path::Netlink(w, plan), c.change, size, policies, started)
+        }) || apply(
+            s,
+            Path::Nft(nft, &c.script),
+            c.change,
+            size,
+            policies,
+            started,
+        ) || (c.change == Change::Update && {
+            let replace = s.store().engine.table().replace_script();
+            let path = Path::Nft(nft, &replace);
+            apply(s, path, Change::Replace, size, policies, started)
+        });
         s.drift.transaction_ended(done);
         if done {
             mark_applied(s, c.generation);
@@ -215,6 +244,7 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
 }
 
 pub(crate) mod drift;
+mod elements;
 
 #[cfg(test)]
 pub(crate) mod tests;

@@ -64,7 +64,7 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
     let s2 = Arc::clone(&s);
     let syncer = NetNs::open(node.path())
         .unwrap()
-        .run_in(move || std::thread::spawn(move || crate::netpol::sync::run(&s2, &nft)))
+        .run_in(move || std::thread::spawn(move || crate::netpol::sync::run(&s2, &nft, true)))
         .unwrap();
     until_store(&s, |st| st.applied > 0);
 
