@@ -2,9 +2,13 @@
 //! and restores); once every kind has been listed and the store
 //! changed (its generation moved: the watchers leave it for events that change nothing the
 //! compiler reads), it runs the incremental compiler (`tern_netpol::engine`) over what changed
-//! and sends the kernel what that touched in one nft transaction: set elements, verdict map
-//! entries, a new chain or set, one no rule names any more. The first table after a start, and
-//! any table after a transaction the kernel refused, replaces the whole table instead.
+//! and sends the kernel what that touched in one transaction: set elements, verdict map
+//! entries, a new chain or set, one no rule names any more. An update that only moves elements
+//! of plain sets and verdict maps that exist (most changes: a remote pod created, deleted or
+//! relabelled) goes as one nf_tables netlink batch the agent writes itself (`elements.rs`),
+//! anything else as an nft script (`nft -f -`); a batch the kernel refuses is followed by the
+//! nft script of the same flush (decision 0022). The first table after a start, and any table
+//! after a transaction the kernel refused, replaces the whole table instead.
 //! A thread of its own ([`drift`]) lists the table once a period and asks for a restore (a
 //! replace) when someone else changed it; that check compiles nothing, and no change or
 //! admission waits for a listing.
@@ -12,7 +16,8 @@
 //! Invariants: no apply before the first full sync; a failed apply leaves the previous table
 //! in force and is retried on the next tick as a replace; after `tern-agent uninstall` began,
 //! nothing is applied; the kernel's table after a run of updates equals a replace of the same
-//! objects' full render (`tests/netpol_update_kernel.rs`);
+//! objects' full render (`tests/netpol_update_kernel.rs`, over netlink
+//! `tests/netpol_netlink_kernel.rs`);
 //! [`Store::applied`](super::store::Store::applied) only moves to a generation the kernel
 //! table reflects (what a waiting admission trusts).
 
