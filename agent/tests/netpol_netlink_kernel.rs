@@ -4,7 +4,8 @@
 //! it has one, its nft script otherwise (as the agent's syncer does); another gets each step's
 //! full render replaced whole through nft; after every step the two `nft list table` outputs
 //! must be equal (`netpol_steps`: the same fixed changes as `netpol_update_kernel.rs`, two
-//! seeds). And a batch the kernel refuses changes nothing and names the set and element.
+//! seeds). And a batch the kernel refuses changes nothing and names the set and element; a
+//! batch past the socket's default buffer goes whole.
 //! Needs root and nft.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -183,4 +184,46 @@ fn a_refused_batch_changes_nothing_and_names_the_element() {
         .unwrap();
     let after = listing(&ns, &nft);
     assert!(after.iter().all(|b| !b.contains("10.0.0.1")), "{after:?}");
+}
+
+/// A batch larger than the socket's default send buffer and than one attribute can hold (20,000
+/// IPv6 keys, about 600 kB in several messages of one batch): all of it in the table, then all
+/// of it gone.
+#[test]
+fn a_batch_of_many_elements_goes_whole() {
+    if tern_testkit::root::skip() {
+        return;
+    }
+    let nft = Nft::find().unwrap();
+    let ns_guard = TestNetns::new("nlk-big");
+    let ns = NetNs::open(ns_guard.path()).unwrap();
+    let table = "table inet tern_netpol {\n\tset p6_a {\n\t\ttype ipv6_addr\n\t}\n}\n";
+    ns.run_in(|| nft.apply(table)).unwrap().unwrap();
+    let writer = ns
+        .run_in(|| ElementWriter::new(NFPROTO_INET, TABLE))
+        .unwrap()
+        .unwrap();
+    let keys: Vec<Element> = (0..20_000u128)
+        .map(|i| Element {
+            key: std::net::Ipv6Addr::from((0xfd00u128 << 112) | i).into(),
+            jump: None,
+        })
+        .collect();
+    let count = || {
+        let listed = ns
+            .run_in(|| nft.list_table("inet", "tern_netpol"))
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        listed.matches("fd00::").count()
+    };
+    let set = |verb| SetChange {
+        verb,
+        set: "p6_a".into(),
+        elements: keys.clone(),
+    };
+    writer.write(&[set(Verb::Add)]).unwrap();
+    assert_eq!(count(), 20_000);
+    writer.write(&[set(Verb::Delete)]).unwrap();
+    assert_eq!(count(), 0);
 }
