@@ -165,8 +165,8 @@ pub(crate) const KINDS: [&str; 9] = [
     "namespace relabelled",
 ];
 
-/// One change of `kind` made to the cluster and the engine; the engine's time, µs, and the
-/// script its flush made.
+/// One change of `kind` made to the cluster and the engine; the engine's time, µs, and its
+/// flush (the script, and the element-only plan when there is one).
 pub(crate) fn change(
     kind: usize,
     r: &mut Rng,
@@ -174,7 +174,7 @@ pub(crate) fn change(
     c: &mut Cluster,
     e: &mut Engine,
     n: usize,
-) -> (f64, String) {
+) -> (f64, tern_netpol::engine::Flush) {
     let start = Instant::now();
     match kind {
         0 => {
@@ -240,8 +240,8 @@ pub(crate) fn change(
             e.set_namespace(&ns.name, Some(&ns));
         }
     }
-    let script = e.flush().script;
-    (start.elapsed().as_secs_f64() * 1e6, script)
+    let f = e.flush();
+    (start.elapsed().as_secs_f64() * 1e6, f)
 }
 
 /// The cluster of `shape`, the generator after it, and the RSS before any engine.

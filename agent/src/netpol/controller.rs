@@ -73,7 +73,7 @@ impl NetpolController {
         threads.push(
             std::thread::Builder::new()
                 .name("netpol-sync".into())
-                .spawn(move || super::sync::run(&s, &nft))?,
+                .spawn(move || super::sync::run(&s, &nft, true))?,
         );
         Ok(NetpolController { shared, threads })
     }

@@ -181,6 +181,22 @@ fn work_done(e: &mut DescriptorEncoder, s: &NetpolStats) -> fmt::Result {
         "Of the applies, element adds and deletes in place of a replace.",
         s.updates,
     )?;
+    counters(
+        e,
+        "tern_agent_network_policy_transactions",
+        "Table changes applied, by how they reached the kernel: netlink (element moves only, one nf_tables batch written by the agent), nft (a script through an exec of nft).",
+        "path",
+        [
+            ("netlink", s.netlink_updates),
+            ("nft", s.applies.saturating_sub(s.netlink_updates)),
+        ],
+    )?;
+    counter(
+        e,
+        "tern_agent_network_policy_netlink_errors",
+        "Element updates the kernel refused over netlink (the same update then went through nft).",
+        s.netlink_errors,
+    )?;
     counter(
             e,
             "tern_agent_network_policy_apply_errors",

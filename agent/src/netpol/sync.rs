@@ -2,9 +2,13 @@
 //! and restores); once every kind has been listed and the store
 //! changed (its generation moved: the watchers leave it for events that change nothing the
 //! compiler reads), it runs the incremental compiler (`tern_netpol::engine`) over what changed
-//! and sends the kernel what that touched in one nft transaction: set elements, verdict map
-//! entries, a new chain or set, one no rule names any more. The first table after a start, and
-//! any table after a transaction the kernel refused, replaces the whole table instead.
+//! and sends the kernel what that touched in one transaction: set elements, verdict map
+//! entries, a new chain or set, one no rule names any more. An update that only moves elements
+//! of plain sets and verdict maps that exist (most changes: a remote pod created, deleted or
+//! relabelled) goes as one nf_tables netlink batch the agent writes itself (`elements.rs`),
+//! anything else as an nft script (`nft -f -`); a batch the kernel refuses is followed by the
+//! nft script of the same flush (decision 0022). The first table after a start, and any table
+//! after a transaction the kernel refused, replaces the whole table instead.
 //! A thread of its own ([`drift`]) lists the table once a period and asks for a restore (a
 //! replace) when someone else changed it; that check compiles nothing, and no change or
 //! admission waits for a listing.
@@ -12,14 +16,16 @@
 //! Invariants: no apply before the first full sync; a failed apply leaves the previous table
 //! in force and is retried on the next tick as a replace; after `tern-agent uninstall` began,
 //! nothing is applied; the kernel's table after a run of updates equals a replace of the same
-//! objects' full render (`tests/netpol_update_kernel.rs`);
+//! objects' full render (`tests/netpol_update_kernel.rs`, over netlink
+//! `tests/netpol_netlink_kernel.rs`);
 //! [`Store::applied`](super::store::Store::applied) only moves to a generation the kernel
 //! table reflects (what a waiting admission trusts).
 
 use std::time::{Duration, Instant};
 
+use tern_net::netlink::nftables::ElementWriter;
 use tern_net::nft::Nft;
-use tern_netpol::ruleset::{Size, TABLE};
+use tern_netpol::ruleset::{ElementPlan, Size, TABLE};
 use tracing::{info, warn};
 
 use super::store::{Shared, Store};
@@ -33,6 +39,8 @@ const TICK: Duration = Duration::from_millis(100);
 struct Compiled {
     generation: u64,
     script: String,
+    /// The update as element moves only, when it is one (never for a replace).
+    elements: Option<ElementPlan>,
     change: Change,
     size: Size,
     policies: usize,
@@ -48,10 +56,10 @@ fn compile(s: &Shared, whole: bool) -> Option<Compiled> {
     }
     let generation = st.generation;
     let f = st.engine.flush();
-    let (script, change) = if whole {
-        (st.engine.table().replace_script(), Change::Replace)
+    let (script, elements, change) = if whole {
+        (st.engine.table().replace_script(), None, Change::Replace)
     } else {
-        (f.script, Change::Update)
+        (f.script, f.elements, Change::Update)
     };
     let size = st.engine.size();
     let policies = st.engine.policies_in_force();
@@ -65,6 +73,7 @@ fn compile(s: &Shared, whole: bool) -> Option<Compiled> {
     Some(Compiled {
         generation,
         script,
+        elements,
         change,
         size,
         policies,
@@ -112,16 +121,34 @@ enum Change {
     Replace,
 }
 
-/// Runs `script` (one transaction) and counts the sync; true when the kernel took it.
+/// How a transaction reaches the kernel.
+enum Path<'a> {
+    /// A script through an exec of nft.
+    Nft(&'a Nft, &'a str),
+    /// Element moves only, one netlink batch (`elements.rs`).
+    Netlink(&'a ElementWriter, &'a ElementPlan),
+}
+
+/// Makes one transaction and counts the sync; true when the kernel took it.
 fn apply(
     s: &Shared,
-    nft: &Nft,
-    (script, change): (&str, Change),
+    path: Path<'_>,
+    change: Change,
     size: Size,
     policies: usize,
     started: Instant,
 ) -> bool {
-    let result = nft.apply(script);
+    let result = match path {
+        Path::Nft(nft, script) => nft.apply(script).map_err(|e| e.to_string()),
+        Path::Netlink(writer, plan) => {
+            if !elements::write(writer, plan) {
+                s.stats().netlink_errors += 1;
+                return false;
+            }
+            s.stats().netlink_updates += 1;
+            Ok(())
+        }
+    };
     let took = started.elapsed().as_secs_f64();
     let mut st = s.stats();
     st.syncs += 1;
@@ -163,8 +190,11 @@ fn apply(
     }
 }
 
-/// The syncer thread: runs until the controller stops.
-pub(super) fn run(s: &Shared, nft: &Nft) {
+/// The syncer thread: runs until the controller stops. `netlink`: element-only updates go
+/// over an nf_tables netlink socket opened in the calling thread's network namespace (the
+/// one nft runs in); else every transaction is an exec of nft.
+pub(crate) fn run(s: &Shared, nft: &Nft, netlink: bool) {
+    let writer = netlink.then(elements::writer).flatten();
     info!(node = %s.cfg.node_name, table = TABLE, "network policy: starting; the table is replaced only after Pods, Namespaces and NetworkPolicies are all listed");
     let mut seen = u64::MAX;
     while !sleep(s, seen) {
@@ -195,18 +225,22 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
             continue;
         }
         s.drift.transaction_starts();
-        let done = apply(s, nft, (&c.script, c.change), c.size, c.policies, started)
-            || (c.change == Change::Update && {
-                let replace = s.store().engine.table().replace_script();
-                apply(
-                    s,
-                    nft,
-                    (&replace, Change::Replace),
-                    c.size,
-                    c.policies,
-                    started,
-                )
-            });
+        let (size, policies) = (c.size, c.policies);
+        let by_netlink = c.elements.as_ref().zip(writer.as_ref());
+        let done = by_netlink.is_some_and(|(plan, w)| {
+            apply(s, Path::Netlink(w, plan), c.change, size, policies, started)
+        }) || apply(
+            s,
+            Path::Nft(nft, &c.script),
+            c.change,
+            size,
+            policies,
+            started,
+        ) || (c.change == Change::Update && {
+            let replace = s.store().engine.table().replace_script();
+            let path = Path::Nft(nft, &replace);
+            apply(s, path, Change::Replace, size, policies, started)
+        });
         s.drift.transaction_ended(done);
         if done {
             mark_applied(s, c.generation);
@@ -215,6 +249,7 @@ pub(super) fn run(s: &Shared, nft: &Nft) {
 }
 
 pub(crate) mod drift;
+mod elements;
 
 #[cfg(test)]
 pub(crate) mod tests;

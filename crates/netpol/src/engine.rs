@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::compile::selects;
 use crate::model::{ClusterPolicy, Labels, NodeInfo, Pod, Policy};
-use crate::ruleset::{Journal, LogDenied, Size, Table};
+use crate::ruleset::{ElementPlan, Journal, LogDenied, Size, Table};
 use crate::sets::{namespace_labels, SetDef, SetId};
 
 /// A set in force: its definition, how many rules of policies in force define it, and its
@@ -56,6 +56,10 @@ pub struct Flush {
     /// The script (one nft transaction) that brings the kernel's table from the last flush's to
     /// this one's; empty when the table did not change.
     pub script: String,
+    /// The same update as element moves only, when it is one (`ruleset::ElementPlan`: elements
+    /// of plain sets and verdict maps that exist before and after); `None` when it touches
+    /// anything else, or nothing.
+    pub elements: Option<ElementPlan>,
     /// Local pods whose chains were compiled again.
     pub pods: usize,
     /// Sets whose contents were gathered again.

@@ -351,10 +351,12 @@ pub fn remove_script() -> String {
     format!("add table {FAMILY} {TABLE}\ndelete table {FAMILY} {TABLE}\n")
 }
 
+mod elements;
 mod journal;
 mod log;
 mod render;
 mod rules;
+pub use elements::{ElementPlan, SetElements};
 pub use journal::{update_script, Journal};
 pub use log::{
     direction_of_prefix, log_prefix, LogDenied, DEFAULT_LOG_GROUP, DEFAULT_LOG_RATE, LOG_LIMIT,

@@ -61,7 +61,7 @@ fn a_denied_connect_is_counted_under_its_policy_by_the_agents_thread() {
         .unwrap()
         .run_in(move || {
             [
-                std::thread::spawn(move || crate::netpol::sync::run(&s2, &nft)),
+                std::thread::spawn(move || crate::netpol::sync::run(&s2, &nft, true)),
                 std::thread::spawn(move || super::run(&s3, group)),
             ]
         })

@@ -86,7 +86,7 @@ fn events_that_change_nothing_cost_no_compile_and_no_transaction() {
     list_all(&s, 1);
     let s2 = Arc::clone(&s);
     let nft = Nft::at(&bin);
-    let syncer = std::thread::spawn(move || run(&s2, &nft));
+    let syncer = std::thread::spawn(move || run(&s2, &nft, false));
     until_applied(&s);
     let before = work(&s);
     let generation = s.store().generation;

@@ -13,6 +13,7 @@
 
 mod address;
 mod link;
+pub mod nftables;
 mod route;
 mod vxlan;
 

@@ -26,8 +26,15 @@ impl<P: AsPod> Engine<P> {
             self.place(key);
         }
         let journal = take(&mut self.journal);
+        let script = journal.script(&self.table);
+        let elements = if script.is_empty() {
+            None
+        } else {
+            journal.element_plan(&self.table)
+        };
         Flush {
-            script: journal.script(&self.table),
+            script,
+            elements,
             pods: pods.len(),
             sets: sets.len(),
         }

@@ -64,14 +64,15 @@ impl Table {
 /// kernel's table follow ([`Journal::script`]), in proportion to what was touched.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Journal {
-    sets: BTreeMap<String, Option<NamedSet>>,
-    chains: BTreeMap<String, Option<Vec<String>>>,
+    pub(super) sets: BTreeMap<String, Option<NamedSet>>,
+    pub(super) chains: BTreeMap<String, Option<Vec<String>>>,
     /// Per [`VerdictMap`], in its order.
-    maps: [BTreeMap<IpAddr, Option<String>>; 3],
+    pub(super) maps: [BTreeMap<IpAddr, Option<String>>; 3],
 }
 
-fn map_name(m: VerdictMap, ip: &IpAddr) -> &'static str {
-    match (m, ip.is_ipv4()) {
+/// The name of verdict map `m`'s IPv4 (`v4`) or IPv6 half.
+pub(super) fn map_name(m: VerdictMap, v4: bool) -> &'static str {
+    match (m, v4) {
         (VerdictMap::Ingress, true) => "ingress4",
         (VerdictMap::Ingress, false) => "ingress6",
         (VerdictMap::Egress, true) => "egress4",
@@ -148,12 +149,12 @@ impl Journal {
                     continue;
                 }
                 if before.is_some() {
-                    gone.entry(map_name(m, ip))
+                    gone.entry(map_name(m, ip.is_ipv4()))
                         .or_default()
                         .push(ip.to_string());
                 }
                 if let Some(c) = after {
-                    came.entry(map_name(m, ip))
+                    came.entry(map_name(m, ip.is_ipv4()))
                         .or_default()
                         .push(format!("{ip} : jump {c}"));
                 }

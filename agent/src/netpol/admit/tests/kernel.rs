@@ -64,7 +64,7 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
     let s2 = Arc::clone(&s);
     let syncer = NetNs::open(node.path())
         .unwrap()
-        .run_in(move || std::thread::spawn(move || crate::netpol::sync::run(&s2, &nft)))
+        .run_in(move || std::thread::spawn(move || crate::netpol::sync::run(&s2, &nft, true)))
         .unwrap();
     until_store(&s, |st| st.applied > 0);
 
@@ -102,7 +102,10 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
         st.put_pod("x/web2", Some(&std::sync::Arc::new(p.into())));
         st.generation += 1;
     }
-    let updates = s.stats().updates;
+    let (updates, by_netlink) = {
+        let stats = s.stats();
+        (stats.updates, stats.netlink_updates)
+    };
     let started = Instant::now();
     assert_eq!(admit(&s, &req("web2", &web2_refs), later()), Ok(true));
     let took = started.elapsed();
@@ -110,6 +113,13 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
         s.stats().updates,
         updates + 1,
         "one element update, no replace"
+    );
+    // Only map entries to a chain that exists: the syncer wrote them over netlink, no nft.
+    let stats = s.stats().clone();
+    assert_eq!(
+        (stats.netlink_updates, stats.netlink_errors),
+        (by_netlink + 1, 0),
+        "the element update went over netlink"
     );
     for ip in web2_ips {
         assert!(
