@@ -21,9 +21,8 @@ fn map<'t>(t: &'t mut Table, name: &str) -> &'t mut std::collections::BTreeMap<I
     }
 }
 
-/// `old` with `plan` applied; panics where the kernel would refuse the batch.
-pub(super) fn applied(old: &Table, plan: &ElementPlan) -> Table {
-    let mut t = old.clone();
+/// Applies `plan` to `t`; panics where the kernel would refuse the batch.
+pub(super) fn apply(t: &mut Table, plan: &ElementPlan) {
     for (add, list) in [(false, &plan.deletes), (true, &plan.adds)] {
         for s in list {
             for (ip, jump) in &s.elements {
@@ -41,7 +40,7 @@ pub(super) fn applied(old: &Table, plan: &ElementPlan) -> Table {
                     }
                     continue;
                 }
-                let m = map(&mut t, &s.set);
+                let m = map(t, &s.set);
                 let had = match jump {
                     Some(chain) => m.insert(*ip, chain.clone()),
                     None => m.remove(ip),
@@ -50,5 +49,4 @@ pub(super) fn applied(old: &Table, plan: &ElementPlan) -> Table {
             }
         }
     }
-    t
 }
