@@ -306,26 +306,7 @@ impl<P: AsPod> Engine<P> {
             (Some(o), Some(n)) => o.as_pod().ips != n.as_pod().ips,
             _ => false,
         };
-        let ips_of = |p: &Option<Arc<P>>| -> Vec<IpAddr> {
-            p.as_deref()
-                .map(|p| p.as_pod().ips.clone())
-                .unwrap_or_default()
-        };
-        let (ips_before, ips_after) = (ips_of(&old), ips_of(&pod));
-        for (sid, st) in &mut self.sets {
-            let m = pod
-                .as_deref()
-                .map(AsPod::as_pod)
-                .filter(|p| st.def.scope().is_none_or(|n| n == p.namespace))
-                .and_then(|p| st.def.member(p, &labels));
-            let member = m.is_some();
-            if let Some(was) = st.members.put(id, m, moved) {
-                self.dirty_sets.insert(*sid);
-                let before: &[IpAddr] = if was { &ips_before } else { &[] };
-                let after: &[IpAddr] = if member { &ips_after } else { &[] };
-                patch::note(&mut st.edits, id, before, after);
-            }
-        }
+        self.mark_sets(id, old.as_deref(), pod.as_deref(), &labels, moved);
         if pod.is_none() {
             self.by_id[id as usize] = None;
             self.free_ids.push(id);
@@ -354,6 +335,33 @@ impl<P: AsPod> Engine<P> {
             self.dirty_pods.insert(key.to_owned());
         }
         true
+    }
+
+    /// Puts pod `id`'s part (`old`'s → `new`'s) in every set in force, marking the sets whose
+    /// contents may change and noting the change for a set patched in place (`patch.rs`).
+    fn mark_sets(
+        &mut self,
+        id: u32,
+        old: Option<&P>,
+        new: Option<&P>,
+        labels: &Labels,
+        moved: bool,
+    ) {
+        let ips_of = |p: Option<&P>| p.map(|p| p.as_pod().ips.clone()).unwrap_or_default();
+        let (ips_before, ips_after) = (ips_of(old), ips_of(new));
+        for (sid, st) in &mut self.sets {
+            let m = new
+                .map(AsPod::as_pod)
+                .filter(|p| st.def.scope().is_none_or(|n| n == p.namespace))
+                .and_then(|p| st.def.member(p, labels));
+            let member = m.is_some();
+            if let Some(was) = st.members.put(id, m, moved) {
+                self.dirty_sets.insert(*sid);
+                let before: &[IpAddr] = if was { &ips_before } else { &[] };
+                let after: &[IpAddr] = if member { &ips_after } else { &[] };
+                patch::note(&mut st.edits, id, before, after);
+            }
+        }
     }
 }
 
