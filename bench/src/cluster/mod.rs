@@ -119,34 +119,6 @@ impl Cluster {
     }
 }
 
-/// Processes of the run that live outside `kt`'s pid files (a monitor reading a netns): killed
-/// on SIGINT/SIGTERM before the teardown, as their owners' `Drop` never runs then.
-static WATCHERS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
-
-/// Registers PID with [`on_signal`]'s teardown.
-pub(crate) fn track(pid: u32) {
-    if let Ok(mut w) = WATCHERS.lock() {
-        w.push(pid);
-    }
-}
-
-/// Forgets PID (its owner stopped it).
-pub(crate) fn untrack(pid: u32) {
-    if let Ok(mut w) = WATCHERS.lock() {
-        w.retain(|p| *p != pid);
-    }
-}
-
-fn kill_tracked() {
-    let pids = WATCHERS.lock().map(|w| w.clone()).unwrap_or_default();
-    for pid in pids {
-        let Ok(raw) = i32::try_from(pid) else {
-            continue;
-        };
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), Signal::SIGKILL);
-    }
-}
-
 /// What every bench on this bring-up does before it starts: refuses when `kt` is left from an
 /// earlier run, empties OUT, and tears down (`c.down`) on SIGINT/SIGTERM. NAME prefixes errors.
 ///
@@ -178,7 +150,6 @@ pub(crate) fn on_signal(down: impl FnOnce() + Send + 'static) -> Res<()> {
     std::thread::spawn(move || {
         if let Ok(sig) = set.wait() {
             eprintln!("tern-bench: {sig}: tearing down");
-            kill_tracked();
             down();
             std::process::exit(130);
         }

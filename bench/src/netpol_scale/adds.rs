@@ -14,8 +14,8 @@
 //! pod is when its sandbox is made). Each ADD is timed from the plugin's spawn to its reaped exit
 //! ([`crate::exec::invoke_out`]) on a thread in the agent's netns: no `ip netns exec` in the time.
 //!
-//! Invariant: an isolated ADD counts only if its address reached the agent's table (`nft
-//! monitor`); the phase fails otherwise (the figure would be of something else).
+//! Invariant: an isolated ADD counts only if its address reached the agent's table (the
+//! nf_tables listener, [`super::monitor`]); the phase fails otherwise (the figure would be of something else).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

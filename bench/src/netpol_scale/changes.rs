@@ -1,5 +1,5 @@
 //! The timed changes: each one API write, timed from its curl's return to the first transaction
-//! of each agent's table that shows it (`nft monitor` in the agent's netns); and the status
+//! of each agent's table that shows it (the nf_tables listener in the agent's netns); and the status
 //! churn, writes the compiler should not see (0 compiles, 0 transactions).
 //!
 //! Invariant: one change at a time; the next starts after every agent showed the last (or its

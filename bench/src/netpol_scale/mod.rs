@@ -2,8 +2,9 @@
 //! etcd, kube-apiserver and kwok ([`cluster`]), loads N kwok Nodes, A agent Nodes, Namespaces,
 //! P Pods with addresses and Q NetworkPolicies ([`objects`], concurrent writes through curl:
 //! [`api`]), starts A real `tern-agent run --network-policy=true`, each its own Node, netns, table
-//! and `nft monitor` ([`monitor`]), and measures, per agent: the first sync, the API write → kernel
-//! transaction latency by kind of change ([`changes`]), CPU per change, RSS, the agents' own
+//! and a listener of its kernel's nf_tables notifications ([`monitor`]), and measures, per agent:
+//! the first sync, the API write → kernel transaction latency by kind of change ([`changes`]),
+//! CPU per change (the agent's own and its nft children's apart), RSS, the agents' own
 //! counters (compiles, unchanged events) over a window of status churn, and tern's ADD of an
 //! isolated beside an unselected pod through the agent's admission ([`adds`]); and the API
 //! server's CPU, RSS and watch events sent per second ([`report`]).
@@ -21,6 +22,7 @@
 mod adds;
 mod changes;
 mod monitor;
+mod nft_events;
 pub(crate) mod objects;
 mod report;
 

@@ -1,58 +1,84 @@
-//! `nft monitor` in each agent's netns, read by a thread that stamps every line on receipt (epoch
-//! seconds) and folds the lines into transactions (one ends with nft's `# new generation` line):
-//! when it began and ended, whether it replaced `inet tern_netpol`, and which marker addresses
-//! (the fixtures' `10.251.*`, the changing policy's `172.16.*`/`172.17.*`, the ADD phase's
-//! `10.202.*`) it added or deleted.
-//! The lines themselves are not kept: a replace of a 30,000-policy table is megabytes.
+//! A listener of nf_tables' notifications in each agent's netns: a NETLINK_NETFILTER socket
+//! joined to NFNLGRP_NFTABLES ([`super::nft_events`]), read by a thread that stamps every
+//! datagram on receipt (epoch seconds) and folds its events into transactions (one ends with
+//! NFT_MSG_NEWGEN): when it began and ended, whether it replaced `inet tern_netpol`, dropped a
+//! set, and which marker addresses (the fixtures' `10.251.*`, the changing policy's
+//! `172.16.*`/`172.17.*`, the ADD phase's `10.202.*`) it added or deleted, as nft prints them (an
+//! interval set's start/end pair as `a-b` or a network).
 //!
-//! Invariant: a transaction of another table (the readiness probe's) is recorded with no flags.
+//! It replaced `nft monitor`, which (nft 1.0.6) reads the whole ruleset before it subscribes (over
+//! 120 s at shape A's ≈ 450,000 elements), and which, having lost the first table's transaction
+//! to ENOBUFS, never learned its sets' types and printed none of their later elements. This
+//! listener needs no types: a key of 4 or 16 bytes is an address. A receive buffer overflow
+//! (ENOBUFS: the first table, hundreds of thousands of messages, may exceed it) is counted and
+//! read past; later transactions are small.
+//!
+//! Invariant: a transaction of another table (the readiness probe's) is recorded, not `ours`.
+//! The thread ends when the [`Monitor`] drops (a receive timeout lets it see the stop).
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread;
+use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use netlink_sys::{protocols::NETLINK_NETFILTER, Socket};
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::time::TimeVal;
+use tern_net::netns::NetNs;
+
+use super::nft_events::{address, before, events, interval, Event, NFNLGRP_NFTABLES};
 use crate::cluster::api::now;
 use crate::Res;
 
-/// One transaction as `nft monitor` showed it.
+/// The agent's table and the probe's.
+const OURS: &str = "tern_netpol";
+const PROBE: &str = "tern_np_probe";
+/// The socket's receive buffer (SO_RCVBUFFORCE): a few thousand changes' worth; the first table
+/// may overflow it (counted).
+const RECEIVE_BUFFER: usize = 64 << 20;
+/// One receive: a datagram of coalesced notifications is at most a few pages.
+const DATAGRAM: usize = 1 << 20;
+
+/// One transaction as the kernel announced it.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Tx {
     pub(crate) start: f64,
     pub(crate) gen: f64,
     pub(crate) ours: bool,
     pub(crate) replace: bool,
-    pub(crate) lines: usize,
+    pub(crate) messages: usize,
     pub(crate) added: HashSet<String>,
     pub(crate) deleted: HashSet<String>,
     pub(crate) sets_deleted: bool,
+}
+
+/// An interval's start, waiting for its end key (the next element of the same set and verb).
+#[derive(Debug)]
+struct Start {
+    set: String,
+    deleted: bool,
+    key: IpAddr,
 }
 
 #[derive(Default)]
 struct State {
     txs: Vec<Tx>,
     cur: Option<Tx>,
+    start: Option<Start>,
     probe_seen: bool,
+    overflows: u64,
 }
 
-/// One agent's monitor.
+/// One agent's listener.
 pub(crate) struct Monitor {
-    child: Child,
     state: Arc<Mutex<State>>,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<()>>,
 }
 
 const MARKS: [&str; 4] = ["10.251.", "172.16.", "172.17.", "10.202."];
-
-/// The marker addresses, networks and ranges (`a-b`: an interval set's element) of `line`.
-fn tokens(line: &str, into: &mut HashSet<String>) {
-    for t in line.split(|c: char| !(c.is_ascii_digit() || c == '.' || c == '/' || c == '-')) {
-        if MARKS.iter().any(|m| t.starts_with(m)) {
-            into.insert(t.to_string());
-        }
-    }
-}
 
 /// An IPv4 address as a number.
 fn v4(s: &str) -> Option<u32> {
@@ -80,87 +106,169 @@ fn holds(token: &str, mark: &str) -> bool {
     false
 }
 
-fn fold(st: &mut State, ts: f64, line: &str) {
-    if line.contains("tern_np_probe") {
-        st.probe_seen = true;
+/// Notes `token` in TX when it is a marker's.
+fn record(tx: &mut Tx, token: String, deleted: bool) {
+    if MARKS.iter().any(|m| token.starts_with(m)) {
+        if deleted {
+            tx.deleted.insert(token);
+        } else {
+            tx.added.insert(token);
+        }
     }
+}
+
+/// An interval start that no end followed: a plain set's element.
+fn settle(st: &mut State) {
+    if let (Some(s), Some(tx)) = (st.start.take(), st.cur.as_mut()) {
+        record(tx, s.key.to_string(), s.deleted);
+    }
+}
+
+fn elem(st: &mut State, set: String, deleted: bool, key: &[u8], end: bool) {
+    let Some(addr) = address(key) else {
+        return settle(st);
+    };
+    if !end {
+        settle(st);
+        st.start = Some(Start {
+            set,
+            deleted,
+            key: addr,
+        });
+        return;
+    }
+    match st.start.take() {
+        Some(s) if s.set == set && s.deleted == deleted => {
+            if let Some(tx) = st.cur.as_mut() {
+                record(tx, interval(s.key, before(addr)), deleted);
+            }
+        }
+        // An end with no start: the 0.0.0.0 end that closes "nothing below" an interval set.
+        other => {
+            st.start = other;
+            settle(st);
+        }
+    }
+}
+
+fn fold(st: &mut State, ts: f64, ev: Event) {
     let tx = st.cur.get_or_insert_with(|| Tx {
         start: ts,
         ..Tx::default()
     });
-    tx.lines += 1;
-    if line.starts_with("# new generation") {
-        tx.gen = ts;
-        if let Some(done) = st.cur.take() {
-            st.txs.push(done);
+    tx.messages += 1;
+    match ev {
+        Event::Gen => {
+            settle(st);
+            if let Some(mut done) = st.cur.take() {
+                done.gen = ts;
+                st.txs.push(done);
+            }
         }
-        return;
+        Event::Table { table, deleted } => {
+            st.probe_seen |= table == PROBE;
+            if table == OURS {
+                tx.ours = true;
+                tx.replace |= !deleted;
+            }
+        }
+        Event::Set { table, deleted, .. } if table == OURS => {
+            tx.ours = true;
+            // The incremental engine drops a set no rule names any more whole, elements and all.
+            tx.sets_deleted |= deleted;
+        }
+        Event::ChainOrRule { table } if table == OURS => tx.ours = true,
+        Event::Elem {
+            table,
+            set,
+            deleted,
+            key,
+            end,
+        } if table == OURS => {
+            tx.ours = true;
+            elem(st, set, deleted, &key, end);
+        }
+        _ => {}
     }
-    if line.contains("inet tern_netpol") {
-        tx.ours = true;
+}
+
+/// A socket joined to nf_tables' group in NS's network namespace, its receives timing out.
+fn listener(ns: &str) -> Res<Socket> {
+    let netns = NetNs::open(format!("/run/netns/{ns}")).map_err(|e| e.to_string())?;
+    let made = netns.run_in(|| -> Res<Socket> {
+        let mut s = Socket::new(NETLINK_NETFILTER).map_err(|e| format!("socket: {e}"))?;
+        s.bind_auto().map_err(|e| format!("bind: {e}"))?;
+        s.add_membership(NFNLGRP_NFTABLES)
+            .map_err(|e| format!("join NFNLGRP_NFTABLES: {e}"))?;
+        Ok(s)
+    });
+    let s = made.map_err(|e| e.to_string())??;
+    if setsockopt(&s, sockopt::RcvBufForce, &RECEIVE_BUFFER).is_err() {
+        let _ = s.set_rx_buf_sz(RECEIVE_BUFFER);
     }
-    if line.starts_with("add table inet tern_netpol") {
-        tx.replace = true;
-    }
-    // The incremental engine drops a set no rule names any more whole, elements and all.
-    if line.starts_with("delete set inet tern_netpol") {
-        tx.sets_deleted = true;
-    }
-    if MARKS.iter().any(|m| line.contains(m)) {
-        if line.starts_with("delete") {
-            tokens(line, &mut tx.deleted);
-        } else {
-            tokens(line, &mut tx.added);
+    setsockopt(&s, sockopt::ReceiveTimeout, &TimeVal::new(0, 200_000))
+        .map_err(|e| format!("receive timeout: {e}"))?;
+    Ok(s)
+}
+
+/// Reads S until STOP, folding each datagram's events into ST.
+fn read(s: Socket, st: Arc<Mutex<State>>, stop: Arc<AtomicBool>) {
+    let mut buf: Vec<u8> = Vec::with_capacity(DATAGRAM);
+    while !stop.load(Ordering::Relaxed) {
+        buf.clear();
+        match s.recv(&mut buf, 0) {
+            Ok(_) => {
+                let ts = now();
+                let evs = events(&buf);
+                if let Ok(mut g) = st.lock() {
+                    for ev in evs {
+                        fold(&mut g, ts, ev);
+                    }
+                }
+            }
+            Err(e) => match e.raw_os_error() {
+                Some(libc::EAGAIN | libc::EINTR) => {}
+                Some(libc::ENOBUFS) => {
+                    if let Ok(mut g) = st.lock() {
+                        g.overflows += 1;
+                    }
+                }
+                _ => return,
+            },
         }
     }
 }
 
 impl Monitor {
-    /// Starts `nft monitor` in NS and returns once it is subscribed (a probe table's transaction
-    /// reached it: a monitor started 0.3 s before a transaction missed it, seen in the bash harness
-    /// this replaced).
+    /// Starts the listener in NS and returns once it saw a probe table's transaction there.
     pub(crate) fn start(ns: &str) -> Res<Self> {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns, "nft", "monitor"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("nft monitor in {ns}: {e}"))?;
-        crate::cluster::track(child.id());
-        let out = child.stdout.take().ok_or("nft monitor: no stdout")?;
+        let s = listener(ns).map_err(|e| format!("nf_tables listener in {ns}: {e}"))?;
         let state = Arc::new(Mutex::new(State::default()));
-        let st = Arc::clone(&state);
-        thread::spawn(move || {
-            let mut r = BufReader::with_capacity(1 << 20, out);
-            let mut line = String::new();
-            while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-                let ts = now();
-                if let Ok(mut g) = st.lock() {
-                    fold(&mut g, ts, line.trim_end());
-                }
-                line.clear();
-            }
-        });
-        let m = Monitor { child, state };
-        // A deadline, not a count of probes: at a load average of 12 (a shape-B load beside other
-        // builds) `nft monitor` took longer than 200 probes to subscribe.
-        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (st, halt) = (Arc::clone(&state), Arc::clone(&stop));
+        let reader = Some(thread::spawn(move || read(s, st, halt)));
+        let m = Monitor {
+            state,
+            stop,
+            reader,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while std::time::Instant::now() < deadline {
-            let _ = Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    ns,
-                    "nft",
-                    "add table inet tern_np_probe; delete table inet tern_np_probe",
-                ])
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "exec", ns, "nft"])
+                .arg(format!("add table inet {PROBE}; delete table inet {PROBE}"))
                 .status();
+            thread::sleep(Duration::from_millis(50));
             if m.state.lock().map(|g| g.probe_seen).unwrap_or(false) {
                 return Ok(m);
             }
-            thread::sleep(Duration::from_millis(50));
         }
-        Err(format!("nft monitor in {ns} not subscribed within 120 s"))
+        Err(format!("nf_tables listener in {ns}: no probe seen in 30 s"))
+    }
+
+    /// Receive buffer overflows so far (each lost an unknown number of messages).
+    pub(crate) fn overflows(&self) -> u64 {
+        self.state.lock().map(|g| g.overflows).unwrap_or(0)
     }
 
     /// The transactions of the agent's table that began at or after `t0`.
@@ -200,8 +308,13 @@ impl Monitor {
 
 impl Drop for Monitor {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        crate::cluster::untrack(self.child.id());
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
     }
 }
+
+#[cfg(test)]
+#[path = "monitor_tests.rs"]
+mod tests;
