@@ -5,6 +5,7 @@
 //!
 //! Invariant: CPU figures are utime + stime of the agent and its waited-for nft children.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -22,6 +23,18 @@ use crate::Res;
 struct Agents {
     pids: Vec<u32>,
     mons: Vec<Monitor>,
+    /// Each agent's first sync (s) and VmRSS after it (MiB), for the per-agent table.
+    first: Vec<f64>,
+    rss_sync: Vec<f64>,
+}
+
+/// What the timed changes measured in each agent: CPU per change (own, nft's children), ms; and
+/// the latencies (ms) by kind.
+#[derive(Default)]
+struct PerAgent {
+    own: Vec<f64>,
+    child: Vec<f64>,
+    lat: BTreeMap<&'static str, Vec<Vec<f64>>>,
 }
 
 impl Agents {
@@ -112,7 +125,12 @@ fn start(o: &Opts, c: &Cluster, out: &mut String) -> Res<Agents> {
         thread::sleep(Duration::from_millis(200));
     }
     let f: Vec<f64> = firsts.iter().map(|x| x.unwrap_or(f64::NAN)).collect();
-    let a = Agents { pids, mons };
+    let mut a = Agents {
+        pids,
+        mons,
+        first: Vec::new(),
+        rss_sync: Vec::new(),
+    };
     let rss = a.rss_mib();
     let lost: Vec<f64> = a.mons.iter().map(|m| m.overflows() as f64).collect();
     say(&format!("first sync (all started together → the table's first transaction's end), min / median / max: {} s; load average {}", stats(&f), load()));
@@ -130,6 +148,8 @@ fn start(o: &Opts, c: &Cluster, out: &mut String) -> Res<Agents> {
     if f.iter().any(|x| x.is_nan()) {
         return Err("not every agent synced within 30 min".into());
     }
+    a.first = f;
+    a.rss_sync = rss;
     Ok(a)
 }
 
@@ -161,9 +181,11 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
     );
     let _ = writeln!(out, "| steady: API server CPU / RSS / watch events sent per s (kwok heartbeats included) | {:.1} % / {arss1:.0} MiB / {:.1} |", (acpu1 - acpu0) / st * 100.0, (ev1 - ev0) / st);
     churn(o, api, c, &a, pods, &mut out)?;
-    if o.shape.changes > 0 {
-        timed(o, api, c, &a, &mut out)?;
-    }
+    let per = if o.shape.changes > 0 {
+        timed(o, api, c, &a, &mut out)?
+    } else {
+        PerAgent::default()
+    };
     if o.shape.adds > 0 {
         let syncs0 = a.metric("tern_agent_network_policy_syncs_total");
         super::adds::measure(c, &o.shape, &a.mons, &o.out, &mut out)?;
@@ -186,6 +208,7 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
         "| agent VmHWM (peak) at the end (min / median / max) | {} MiB |",
         stats(&a.hwm_mib())
     );
+    per_agent(&a, &per, &mut out);
     let _ = writeln!(
         out,
         "\nload average at the end {}; agent {}",
@@ -257,7 +280,46 @@ fn churn(
     Ok(())
 }
 
-fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<()> {
+/// One row per agent: first sync, RSS, CPU per change and each kind's p50 / p90 / p99.
+fn per_agent(a: &Agents, per: &PerAgent, out: &mut String) {
+    let kinds: Vec<&str> = per.lat.keys().copied().collect();
+    let _ = writeln!(out, "\n| agent | first sync s | VmRSS after it / end / peak MiB | CPU per change own / nft ms | {} |", kinds.iter().map(|k| format!("{k} p50 / p90 / p99 ms")).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(out, "|{}", " --- |".repeat(4 + kinds.len()));
+    let (end, hwm) = (a.rss_mib(), a.hwm_mib());
+    for k in 0..a.pids.len() {
+        let at = |v: &[f64]| v.get(k).copied().unwrap_or(f64::NAN);
+        let lat: Vec<String> = kinds
+            .iter()
+            .map(|kind| {
+                let v = per
+                    .lat
+                    .get(kind)
+                    .and_then(|p| p.get(k))
+                    .cloned()
+                    .unwrap_or_default();
+                format!(
+                    "{:.0} / {:.0} / {:.0}",
+                    pct(&v, 50.0),
+                    pct(&v, 90.0),
+                    pct(&v, 99.0)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {k} | {:.1} | {:.1} / {:.1} / {:.1} | {:.2} / {:.2} | {} |",
+            at(&a.first),
+            at(&a.rss_sync),
+            at(&end),
+            at(&hwm),
+            at(&per.own),
+            at(&per.child),
+            lat.join(" | ")
+        );
+    }
+}
+
+fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<PerAgent> {
     let comp0 = a.metric("tern_agent_network_policy_compiles_total");
     let sync0 = a.metric("tern_agent_network_policy_sync_seconds_total");
     let syncs0 = a.metric("tern_agent_network_policy_syncs_total");
@@ -329,5 +391,9 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
     );
     let _ = writeln!(out, "| changes phase: the agent's own sync (compile + render + nft), mean per sync (min / median / max, ms) | {} |", stats(&mean_sync));
     let _ = writeln!(out, "| changes phase: API server CPU / RSS / watch events per s | {:.1} % / {arss1:.0} MiB / {:.1} |", (acpu1 - acpu0) / secs * 100.0, (ev1 - ev0) / secs);
-    Ok(())
+    Ok(PerAgent {
+        own,
+        child,
+        lat: lat.per_agent,
+    })
 }
