@@ -35,6 +35,9 @@ pub(crate) struct Latencies {
     pub(crate) ms: BTreeMap<&'static str, Vec<f64>>,
     pub(crate) per_agent: BTreeMap<&'static str, Vec<Vec<f64>>>,
     pub(crate) missed: BTreeMap<&'static str, usize>,
+    /// Per change, each agent's CPU seconds over its window (the write to the settle's end):
+    /// its own and its waited-for children's (nft).
+    pub(crate) cpu: Vec<Vec<(f64, f64)>>,
 }
 
 /// The write of change KIND on fixture c, the marker it puts in (or takes out of) the tables,
@@ -95,16 +98,19 @@ fn change(kind: &str, c: usize) -> Res<(Vec<Write>, String, bool)> {
     })
 }
 
-/// Runs C changes of every kind, each waited for in every agent's table for up to `timeout`.
+/// Runs C changes of every kind, each waited for in every agent's table for up to `timeout`;
+/// `cpu` reads each agent's (own, children's) CPU seconds.
 pub(crate) fn run(
     api: &Api,
     mons: &[Monitor],
     changes: usize,
     timeout: Duration,
+    cpu: &dyn Fn() -> Vec<(f64, f64)>,
 ) -> Res<Latencies> {
     let mut lat = Latencies::default();
     for c in 0..changes {
         for kind in KINDS {
+            let cpu0 = cpu();
             let (writes, mark, present) = change(kind, c)?;
             let mut t_before = 0.0;
             let mut t_after = 0.0;
@@ -142,6 +148,9 @@ pub(crate) fn run(
             }
             // Let the agents settle (a coalesced second sync must not land in the next window).
             thread::sleep(Duration::from_millis(300));
+            let cpu1 = cpu();
+            let d = cpu1.iter().zip(&cpu0).map(|(a, b)| (a.0 - b.0, a.1 - b.1));
+            lat.cpu.push(d.collect());
         }
         println!("[netpol-scale]   change round {} of {changes} done", c + 1);
     }

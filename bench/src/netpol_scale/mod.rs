@@ -24,6 +24,7 @@ mod changes;
 mod monitor;
 mod nft_events;
 pub(crate) mod objects;
+mod per_agent;
 mod report;
 
 use std::path::PathBuf;

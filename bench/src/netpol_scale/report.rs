@@ -5,7 +5,6 @@
 //!
 //! Invariant: CPU figures are utime + stime of the agent and its waited-for nft children.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -13,6 +12,7 @@ use std::time::{Duration, Instant};
 use super::changes::{self, KINDS};
 use super::monitor::Monitor;
 use super::objects::{agent_node, PodSpec};
+use super::per_agent::{nft_per_change, rows, PerAgent, LISTING};
 use super::{say, Opts};
 use crate::cluster::api::{now, Api};
 use crate::cluster::{agent_metrics, agent_ns, cpu, hwm_kib, rss_kib, sum, Cluster};
@@ -26,15 +26,6 @@ struct Agents {
     /// Each agent's first sync (s) and VmRSS after it (MiB), for the per-agent table.
     first: Vec<f64>,
     rss_sync: Vec<f64>,
-}
-
-/// What the timed changes measured in each agent: CPU per change (own, nft's children), ms; and
-/// the latencies (ms) by kind.
-#[derive(Default)]
-struct PerAgent {
-    own: Vec<f64>,
-    child: Vec<f64>,
-    lat: BTreeMap<&'static str, Vec<Vec<f64>>>,
 }
 
 impl Agents {
@@ -208,7 +199,14 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
         "| agent VmHWM (peak) at the end (min / median / max) | {} MiB |",
         stats(&a.hwm_mib())
     );
-    per_agent(&a, &per, &mut out);
+    rows(
+        &a.first,
+        &a.rss_sync,
+        &a.rss_mib(),
+        &a.hwm_mib(),
+        &per,
+        &mut out,
+    );
     let _ = writeln!(
         out,
         "\nload average at the end {}; agent {}",
@@ -280,45 +278,6 @@ fn churn(
     Ok(())
 }
 
-/// One row per agent: first sync, RSS, CPU per change and each kind's p50 / p90 / p99.
-fn per_agent(a: &Agents, per: &PerAgent, out: &mut String) {
-    let kinds: Vec<&str> = per.lat.keys().copied().collect();
-    let _ = writeln!(out, "\n| agent | first sync s | VmRSS after it / end / peak MiB | CPU per change own / nft ms | {} |", kinds.iter().map(|k| format!("{k} p50 / p90 / p99 ms")).collect::<Vec<_>>().join(" | "));
-    let _ = writeln!(out, "|{}", " --- |".repeat(4 + kinds.len()));
-    let (end, hwm) = (a.rss_mib(), a.hwm_mib());
-    for k in 0..a.pids.len() {
-        let at = |v: &[f64]| v.get(k).copied().unwrap_or(f64::NAN);
-        let lat: Vec<String> = kinds
-            .iter()
-            .map(|kind| {
-                let v = per
-                    .lat
-                    .get(kind)
-                    .and_then(|p| p.get(k))
-                    .cloned()
-                    .unwrap_or_default();
-                format!(
-                    "{:.0} / {:.0} / {:.0}",
-                    pct(&v, 50.0),
-                    pct(&v, 90.0),
-                    pct(&v, 99.0)
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "| {k} | {:.1} | {:.1} / {:.1} / {:.1} | {:.2} / {:.2} | {} |",
-            at(&a.first),
-            at(&a.rss_sync),
-            at(&end),
-            at(&hwm),
-            at(&per.own),
-            at(&per.child),
-            lat.join(" | ")
-        );
-    }
-}
-
 fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<PerAgent> {
     let comp0 = a.metric("tern_agent_network_policy_compiles_total");
     let sync0 = a.metric("tern_agent_network_policy_sync_seconds_total");
@@ -326,7 +285,8 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
     let (ev0, acpu0, _) = api_state(api, c);
     let c0 = a.cpu_apart();
     let t0 = now();
-    let lat = changes::run(api, &a.mons, o.shape.changes, Duration::from_secs(120))?;
+    let timeout = Duration::from_secs(120);
+    let lat = changes::run(api, &a.mons, o.shape.changes, timeout, &|| a.cpu_apart())?;
     let secs = now() - t0;
     let (ev1, acpu1, arss1) = api_state(api, c);
     let comp: Vec<f64> = a
@@ -355,6 +315,7 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
             .collect()
     };
     let (own, child) = (per_change(|c| c.0), per_change(|c| c.1));
+    let (nft, listings) = nft_per_change(&lat.cpu, a.pids.len());
     let mut tsv = String::from("kind\tagent\tms\n");
     for (kind, per) in &lat.per_agent {
         for (k, v) in per.iter().enumerate() {
@@ -384,6 +345,7 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
         let _ = writeln!(out, "| {kind} | {line} |");
     }
     let _ = writeln!(out, "| changes phase ({secs:.0} s): CPU per change, the agent's own / its nft children's (min / median / max, ms) | {} / {} |", stats(&own), stats(&child));
+    let _ = writeln!(out, "| changes phase: nft's children per change, windows with a drift-check listing (children > {LISTING} s) left out (min / median / max, ms); windows left out | {} ; {} |", stats(&nft), stats(&listings));
     let _ = writeln!(
         out,
         "| changes phase: compiles per agent (min / median / max) for {nchanges} changes | {} |",
@@ -393,7 +355,8 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
     let _ = writeln!(out, "| changes phase: API server CPU / RSS / watch events per s | {:.1} % / {arss1:.0} MiB / {:.1} |", (acpu1 - acpu0) / secs * 100.0, (ev1 - ev0) / secs);
     Ok(PerAgent {
         own,
-        child,
+        child: nft,
+        listings,
         lat: lat.per_agent,
     })
 }
