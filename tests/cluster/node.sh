@@ -3,15 +3,18 @@
 # component functions the cases call (restart the API server, stop the kubelet, ...).
 #
 # Usage (root): bash tests/cluster/node.sh up | down | vars | FUNCTION [ARG ...]
-#   up       tears down a previous instance under $KT, refuses to run over another tern install
+#   up [conformance]
+#            tears down a previous instance under $KT, refuses to run over another tern install
 #            (check_node_clean), then brings up the control plane and the node (cluster_up), or,
-#            with TERN_CLUSTER_NODES=2, both nodes (two_nodes_up)
+#            with TERN_CLUSTER_NODES=2, both nodes (two_nodes_up); `up conformance` the whole
+#            conformance tier instead (tests/conformance/lib.sh conformance_up)
 #   down     tears everything down (lib.sh's `down`) when $KT exists
 #   vars     prints the layout as KEY=VALUE lines (what the cases in tests/cluster/tests read)
-#   FUNCTION a function of lib.sh, pki.sh, crio.sh or node2.sh (with two nodes also
-#            tests/conformance/lib.sh's) with its arguments (e.g. start_apiserver
+#   FUNCTION a function of lib.sh, pki.sh, crio.sh, node2.sh or tests/conformance/ (lib.sh,
+#            images.sh, checks.sh, cnp.sh) with its arguments (e.g. start_apiserver
 #            --service-account-max-token-expiration 1h, node2_crictl pods -q, install_tern)
-# The Rust cases (tests/cluster/tests/cluster) run it; nothing else in this tier is shell.
+# The Rust harnesses (tests/cluster/tests/cluster and tests/conformance) run it; nothing else in
+# these tiers is shell.
 #
 # Every command runs under errexit, and nothing here calls a function behind `||`, `&&`, `!` or
 # `if` (bash turns errexit off inside such a call): a failing step fails the whole call.
@@ -41,11 +44,11 @@ two_nodes_up() {
     node2_up
 }
 
-# install_tern, for two nodes
-if [ "$TWO_NODES" = 1 ]; then
-    # shellcheck source=../conformance/lib.sh
-    . "$ROOT/tests/conformance/lib.sh"
-fi
+# install_tern, conformance_up and the checks around the specs
+# shellcheck source=../conformance/images.sh
+. "$ROOT/tests/conformance/images.sh"
+# shellcheck source=../conformance/lib.sh
+. "$ROOT/tests/conformance/lib.sh"
 
 [ "$#" -gt 0 ] || { echo "usage: node.sh up | down | vars | FUNCTION [ARG ...]" >&2; exit 2; }
 cmd=$1
@@ -55,7 +58,9 @@ case "$cmd" in
         if [ -d "$KT" ]; then down; fi
         check_node_clean
         mkdir -p "$KT"
-        if [ "$TWO_NODES" = 1 ]; then two_nodes_up; else cluster_up; fi
+        if [ "${1:-}" = conformance ]; then conformance_up
+        elif [ "$TWO_NODES" = 1 ]; then two_nodes_up
+        else cluster_up; fi
         ;;
     down)
         # nothing under $KT: nothing of this instance to remove (down would also take tern's

@@ -1,10 +1,11 @@
 # shellcheck shell=bash
-# tests/conformance/checks.sh — what scripts/conformance checks itself around the upstream specs,
+# tests/conformance/checks.sh — what the conformance run checks itself around the upstream specs,
 # on the cluster tests/conformance/lib.sh brought up: `smoke` (what a new user tries first, and the
 # guard), `cross_node_nodeports` (two nodes: each node's NodePorts from a pod on the other),
 # `self_through_service` (a pod reaching itself through its Service under a NetworkPolicy,
 # decision 0003) and `sysctl_precedence` (the sysctls specs' setting against tern-tuning's).
-# Sourced by tests/conformance/lib.sh.
+# Sourced by tests/conformance/lib.sh; the harness (tests/cluster/tests/conformance) runs each
+# check as `node.sh CHECK` under errexit, a trial of its own.
 
 # smoke: what a new user tries first on the cluster, each checked: `kubectl run`, a Deployment
 # behind a ClusterIP Service reached by name, `nslookup kubernetes.default` from a pod, a pod's
@@ -89,8 +90,8 @@ YAML
 # UDP, IPv4 and (dual stack) IPv6, to a backend on either node: what was broken with
 # vxlan (the tier's bridge shared node 1's netns, so br_netfilter ran node 1's conntrack and NAT
 # on its own packets a second time; DESIGN, "The two-node tier"). Each Service selects one server
-# pod, so every path is tried, not the one kube-proxy happens to pick. Run it in a subshell, as
-# scripts/conformance does: its EXIT trap removes its pods and Services however it ends.
+# pod, so every path is tried, not the one kube-proxy happens to pick. Run it in a process of its own, as
+# node.sh does: its EXIT trap removes its pods and Services however it ends.
 cross_node_nodeports() {
     local n srv cl node addr port proto got want fails=0 tries policy=SingleStack
     trap 'kubectl delete pod np-srv1 np-srv2 np-cl1 np-cl2 --ignore-not-found --wait=false; kubectl delete service np-srv1 np-srv2 --ignore-not-found' EXIT
@@ -168,7 +169,7 @@ YAML
 # pod self-svc: its own address still answers (the connection never leaves its netns), its
 # ClusterIP Service, whose one endpoint it is, does not (kube-proxy's DNAT sends it through the
 # node's forward hook, judged like any peer); a policy allowing from its own label opens the
-# Service again. Run it in a subshell: its EXIT trap removes what it made however it ends.
+# Service again. Run it in a process of its own (node.sh): its EXIT trap removes what it made however it ends.
 self_through_service() {
     local own svc
     trap 'kubectl delete pod self-svc --ignore-not-found --wait=false; kubectl delete service self-svc --ignore-not-found; kubectl delete networkpolicy self-deny self-allow --ignore-not-found' EXIT

@@ -4,7 +4,7 @@
 # standard otherwise, and its RBAC) and turns on --cluster-network-policy in deploy/'s DaemonSet,
 # as deploy/README.md tells an operator to (TERN_CNP_FLAG=0: the CRD without the flag, a cluster
 # that enforces no ClusterNetworkPolicy, to see what the suite says of one); conformance_images adds the image the module's
-# conformance suite runs (cnp_images). scripts/conformance-cnp sets TERN_CLUSTER_CNP=1; so may
+# conformance suite runs (cnp_images). scripts/conformance cnp sets TERN_CLUSTER_CNP=1; so may
 # `TERN_CLUSTER_CNP=1 bash scripts/conformance netpol` (the Netpol specs with the flag on).
 #
 # Sourced by tests/conformance/lib.sh (uses ROOT, KT, log, kubectl, import_image, agnhost_archive).

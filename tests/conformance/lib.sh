@@ -1,7 +1,7 @@
 # tests/conformance/lib.sh — the real-cluster tier (tests/cluster/lib.sh) as operators run a
 # cluster, for Kubernetes' own e2e networking specs (scripts/conformance):
 # - the API server binds and advertises the node's address (10.99.219.1) with the lease endpoint
-#   reconciler (TERN_CLUSTER_API_ADDR, set by scripts/conformance before lib.sh is sourced);
+#   reconciler (TERN_CLUSTER_API_ADDR, set by the conformance harness before lib.sh is sourced);
 # - kube-proxy in nftables mode (TERN_KUBE_PROXY_MODE=iptables for the other) as a host process
 #   with its own client certificate (CN system:kube-proxy), NodePorts on the node's address only,
 #   healthz/metrics on loopback; in iptables mode no NodePorts on localhost, so it leaves the
@@ -18,10 +18,11 @@
 # - dual stack unless TERN_CLUSTER_IP_FAMILY=ipv4 (tests/cluster/lib.sh): kube-proxy's clusterCIDR
 #   and NodePort addresses in both families, CoreDNS answering AAAA for dual-stack Services.
 #
-# - TERN_CLUSTER_CNP=1: ClusterNetworkPolicy on (tests/conformance/cnp.sh; scripts/conformance-cnp).
+# - TERN_CLUSTER_CNP=1: ClusterNetworkPolicy on (tests/conformance/cnp.sh; scripts/conformance cnp).
 #
-# Sourced by scripts/conformance after tests/cluster/lib.sh and tests/conformance/images.sh; the
-# checks around the specs are in tests/conformance/checks.sh.
+# Sourced by tests/cluster/node.sh after tests/cluster/lib.sh and tests/conformance/images.sh
+# (`node.sh up conformance` runs conformance_up for the harness tests/cluster/tests/conformance);
+# the checks around the specs are in tests/conformance/checks.sh.
 
 KUBE_DNS_IP=10.99.220.10
 # shellcheck source=cnp.sh

@@ -11,6 +11,7 @@ pub mod netns;
 pub mod node;
 pub mod procs;
 pub mod root;
+pub mod summary;
 
 /// The host veth name tern must give the attachment (`container_id`, `ifname`): `tern` + the first
 /// 11 hex characters of SHA-256(container ID, NUL, ifname) (DESIGN.md). Computed here, apart from

@@ -7,6 +7,7 @@
 //! command and its stderr, never a value to compare (no pipeline can swallow a failure here).
 //! The cluster itself is brought up and torn down by node.sh (`up`/`down`).
 
+pub mod conformance;
 pub mod node2;
 pub mod pods;
 

@@ -1,0 +1,261 @@
+//! The run's stages in order: prerequisites, bring-up (node.sh `up conformance`), the checks
+//! around the specs (shell functions of tests/conformance/checks.sh and cnp.sh, each through
+//! node.sh under errexit), the suite, teardown, and summary.txt. A stage that fails is a failed
+//! verdict; bring-up failing ends the run (after teardown), a check failing does not.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use tern_cluster::conformance::mode::Mode;
+use tern_cluster::conformance::{counts, Verdict};
+use tern_cluster::{fail, Node, Res};
+
+use crate::suites;
+
+/// The Go programs the run needs (scripts/build-go e2e coredns), under `$GOBIN_DIR`.
+const GO_BINS: &[&str] = &[
+    "kubernetes/kube-apiserver",
+    "kubernetes/kubelet",
+    "kubernetes/kubectl",
+    "etcd/etcd",
+    "containerd/containerd",
+    "cri-tools/crictl",
+    "plugins/portmap",
+    "plugins/bandwidth",
+    "e2e/e2e.test",
+    "e2e/ginkgo",
+    "e2e/kube-proxy",
+    "e2e/agnhost",
+    "coredns/coredns",
+];
+
+/// Where a run writes, and what it has said so far.
+pub struct Run<'a> {
+    pub node: &'a Node,
+    pub mode: Mode,
+    /// target/conformance/<UTC>/ (cnp: target/conformance-cnp/<UTC>/).
+    pub out: PathBuf,
+    pub t0: Instant,
+    /// summary.txt's lines.
+    pub summary: Vec<String>,
+}
+
+/// Runs every stage; the verdicts in the order they were reached.
+pub fn run(node: &Node, mode: Mode) -> Vec<Verdict> {
+    let dir = match mode {
+        Mode::Cnp => "conformance-cnp",
+        _ => "conformance",
+    };
+    let out = node.root.join("target").join(dir).join(utc_stamp());
+    let mut run = Run {
+        node,
+        mode,
+        out,
+        t0: Instant::now(),
+        summary: Vec::new(),
+    };
+    let mut verdicts = Vec::new();
+    if let Err(e) = std::fs::create_dir_all(&run.out).map_err(|e| e.to_string()) {
+        return vec![Verdict::of("prerequisites", Err(e))];
+    }
+    if let Err(e) = prerequisites(&run) {
+        return vec![Verdict::of("prerequisites", Err(e))];
+    }
+    let keep = std::env::var("TERN_CLUSTER_KEEP").as_deref() == Ok("1");
+    let up = bring_up(&run);
+    let up_ok = up.is_ok();
+    verdicts.push(Verdict::of("bring_up", up));
+    if up_ok {
+        let checks = checks(&run);
+        let stop = checks
+            .iter()
+            .any(|v| v.name == "cnp_baseline_deny" && v.failed());
+        verdicts.extend(checks);
+        run.summary.push(format!(
+            "runtime {}; kube-proxy mode {}; IP family {}; checks: {}",
+            node.runtime,
+            std::env::var("TERN_KUBE_PROXY_MODE").unwrap_or_else(|_| "nftables".into()),
+            node.var("IP_FAMILY"),
+            verdicts
+                .iter()
+                .map(|v| format!("{} {}", v.name, if v.failed() { "FAILED" } else { "ok" }))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        if !stop {
+            let specs = match mode {
+                Mode::Cnp => suites::cnp(&mut run),
+                _ => suites::ginkgo(&mut run),
+            };
+            summarize(&mut run, &specs);
+            verdicts.extend(specs);
+        }
+    }
+    if !keep {
+        let down = stage(&run, "down", &["down"]);
+        if down.is_err() {
+            verdicts.push(Verdict::of("teardown", down));
+        }
+    }
+    write_summary(&run);
+    verdicts
+}
+
+/// Root, mmdebstrap, the mode's needs, and the Go programs (built when missing:
+/// `scripts/build-go e2e coredns`, cached).
+fn prerequisites(run: &Run) -> Res {
+    let node = run.node;
+    if !nix::unistd::Uid::effective().is_root() {
+        return fail("needs root (the node is this machine)");
+    }
+    if Command::new("mmdebstrap")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return fail("mmdebstrap missing: apt-get install mmdebstrap");
+    }
+    match run.mode {
+        Mode::DualStack if node.var("CLUSTER_CIDR6").is_empty() => {
+            return fail("dualstack: the cluster is IPv4 only (TERN_CLUSTER_IP_FAMILY)")
+        }
+        Mode::MultiNode if node.var("TWO_NODES") != "1" => {
+            return fail("multinode: needs TERN_CLUSTER_NODES=2")
+        }
+        _ => {}
+    }
+    let mut what = vec!["e2e", "coredns"];
+    let mut bins = GO_BINS.to_vec();
+    if run.mode == Mode::Cnp {
+        what.push("netpol-api");
+        bins.push("netpol-api/conformance.test");
+    }
+    let status = Command::new("bash")
+        .arg(node.root.join("scripts/build-go"))
+        .args(&what)
+        .status()
+        .map_err(|e| format!("scripts/build-go: {e}"))?;
+    if !status.success() {
+        return fail(format!("scripts/build-go {} failed", what.join(" ")));
+    }
+    let gobin = Path::new(node.var("GOBIN_DIR"));
+    for b in bins {
+        if !gobin.join(b).is_file() {
+            return fail(format!(
+                "{} missing: bash scripts/build-go",
+                gobin.join(b).display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// node.sh `up conformance` (a previous instance under `$KT` torn down first; refused over
+/// another tern install); on failure the log's tail and the components' logs.
+fn bring_up(run: &Run) -> Res {
+    eprintln!(
+        "[conformance] bringing up the tier under {} (log: {})",
+        run.node.kt.display(),
+        run.out.join("up.log").display()
+    );
+    let t0 = Instant::now();
+    if let Err(e) = stage(run, "up", &["up", "conformance"]) {
+        let mut msg = e;
+        for c in ["apiserver", "kubelet", "kube-proxy", "containerd", "crio"] {
+            let l = run.node.kt.join(c).join("log");
+            if l.exists() {
+                msg.push_str(&format!("\n--- {c} log:\n{}", tail(&l, 15)));
+            }
+        }
+        return Err(msg);
+    }
+    eprintln!("[conformance] tier up in {}s", t0.elapsed().as_secs());
+    Ok(())
+}
+
+/// The checks this mode runs before the specs, each a verdict.
+fn checks(run: &Run) -> Vec<Verdict> {
+    let two_nodes = run.node.var("TWO_NODES") == "1";
+    let mut names = Vec::new();
+    if run.mode != Mode::Cnp {
+        // what a new user tries first; a pod to itself through its Service under a deny-all
+        names.extend(["smoke", "self_through_service"]);
+        if two_nodes {
+            // a pod on each node to the other node's NodePort, TCP and UDP, each family
+            names.push("cross_node_nodeports");
+        }
+        if run.mode.checks_sysctls() {
+            // which value a pod sees when its securityContext and tern-tuning set one sysctl
+            names.push("sysctl_precedence");
+        }
+        // a Baseline ClusterNetworkPolicy denying everything outside kube-system (cnp.sh)
+        if std::env::var("TERN_CNP_BASELINE_DENY").as_deref() == Ok("1") {
+            names.push("cnp_baseline_deny");
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let r = stage(run, name, &[name]);
+            eprintln!(
+                "[conformance] {name}: {}",
+                if r.is_ok() { "ok" } else { "FAILED" }
+            );
+            Verdict::of(name, r)
+        })
+        .collect()
+}
+
+/// `node.sh ARGS` with its output in `<out>/<log>.log`; on failure the error and the log's
+/// last 30 lines.
+fn stage(run: &Run, log: &str, args: &[&str]) -> Res {
+    let path = run.out.join(format!("{log}.log"));
+    run.node.log_to(&path)?;
+    run.node
+        .sh(args, &[])
+        .map(|_| ())
+        .map_err(|e| format!("{e}\n--- {}:\n{}", path.display(), tail(&path, 30)))
+}
+
+/// The totals line of summary.txt, and the failures by name.
+fn summarize(run: &mut Run, specs: &[Verdict]) {
+    let (passed, failed, ignored) = counts(specs);
+    run.summary.push(format!(
+        "specs run {}: passed {passed}, failed {failed}; skipped by the suite {ignored}; total {}s",
+        passed + failed,
+        run.t0.elapsed().as_secs()
+    ));
+    for v in specs.iter().filter(|v| v.failed()) {
+        run.summary.push(format!("  FAILED {}", v.name));
+    }
+}
+
+fn write_summary(run: &Run) {
+    let text = run.summary.join("\n") + "\n";
+    print!("{text}");
+    println!("results: {}", run.out.display());
+    if let Err(e) = std::fs::write(run.out.join("summary.txt"), text) {
+        eprintln!("[conformance] summary.txt: {e}");
+    }
+}
+
+/// The last `n` lines of `path`, each prefixed with `    | `.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| format!("    | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The time now as `20261206T210554Z` (the results' directory name).
+fn utc_stamp() -> String {
+    Command::new("date")
+        .args(["-u", "+%Y%m%dT%H%M%SZ"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|_| std::process::id().to_string())
+}
