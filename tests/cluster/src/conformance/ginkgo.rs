@@ -10,15 +10,14 @@ use super::{Outcome, Verdict};
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct SuiteReport {
-    #[serde(default)]
-    spec_reports: Vec<SpecReport>,
+    // ginkgo writes `null` for an empty list: Option, not serde's default
+    spec_reports: Option<Vec<SpecReport>>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct SpecReport {
-    #[serde(default)]
-    container_hierarchy_texts: Vec<String>,
+    container_hierarchy_texts: Option<Vec<String>>,
     leaf_node_type: String,
     #[serde(default)]
     leaf_node_text: String,
@@ -52,7 +51,7 @@ pub fn verdicts(json: &str) -> Result<Vec<Verdict>, String> {
         serde_json::from_str(json).map_err(|e| format!("not a ginkgo JSON report: {e}"))?;
     Ok(suites
         .into_iter()
-        .flat_map(|s| s.spec_reports)
+        .flat_map(|s| s.spec_reports.unwrap_or_default())
         .filter_map(verdict)
         .collect())
 }
@@ -78,7 +77,7 @@ fn verdict(spec: SpecReport) -> Option<Verdict> {
             Outcome::Failed(format!("{state}: {message}{at}"))
         }
     };
-    let mut texts = spec.container_hierarchy_texts;
+    let mut texts = spec.container_hierarchy_texts.unwrap_or_default();
     texts.push(match is_spec {
         true => spec.leaf_node_text,
         false => format!("[{}] {}", spec.leaf_node_type, spec.leaf_node_text),
@@ -110,7 +109,7 @@ mod tests {
       {"ContainerHierarchyTexts": ["[sig-network] Services", "with a NodePort"], "LeafNodeType": "It",
        "LeafNodeText": "should be reachable", "State": "timedout",
        "Failure": {"Message": "timed out\nafter 5m", "Location": {"FileName": "service.go", "LineNumber": 7}}},
-      {"ContainerHierarchyTexts": [], "LeafNodeType": "SynchronizedAfterSuite", "LeafNodeText": "", "State": "failed",
+      {"ContainerHierarchyTexts": null, "LeafNodeType": "SynchronizedAfterSuite", "LeafNodeText": "", "State": "failed",
        "Failure": {"Message": "namespace left"}}
     ]}]"#;
 
@@ -144,5 +143,6 @@ mod tests {
     fn not_a_report_is_an_error() {
         assert!(verdicts("{}").is_err());
         assert_eq!(verdicts("[]").unwrap(), []);
+        assert_eq!(verdicts(r#"[{"SpecReports": null}]"#).unwrap(), []);
     }
 }

@@ -55,6 +55,7 @@ fn main() {
         }
     };
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = std::fs::canonicalize(&root).unwrap_or(root);
     let crio_conf = set_env(mode);
     let node = match Node::load(&root, &crio_conf) {
         Ok(n) => n,
