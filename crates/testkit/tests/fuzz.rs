@@ -22,6 +22,7 @@ fn main() {
     // each target takes a core for its whole time: one at a time, as before
     args.test_threads = Some(1);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = std::fs::canonicalize(&root).unwrap_or(root);
     let fuzz = root.join("fuzz");
     let secs = std::env::var("TERN_FUZZ_SECONDS").unwrap_or_else(|_| "15".into());
     let targets = match cargo_fuzz(&fuzz, &["list"]).output() {
