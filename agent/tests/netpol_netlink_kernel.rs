@@ -227,3 +227,43 @@ fn a_batch_of_many_elements_goes_whole() {
     writer.write(&[set(Verb::Delete)]).unwrap();
     assert_eq!(count(), 0);
 }
+
+/// A batch over thousands of sets (3,000, one element each: one message a set), as a relabel
+/// at shape A touches: committed and answered as committed. Acked message by message, the
+/// kernel's answers overflowed the receive buffer (ENOBUFS) after it had committed the batch.
+#[test]
+fn a_batch_over_thousands_of_sets_is_answered_as_committed() {
+    if tern_testkit::root::skip() {
+        return;
+    }
+    let nft = Nft::find().unwrap();
+    let ns_guard = TestNetns::new("nlk-sets");
+    let ns = NetNs::open(ns_guard.path()).unwrap();
+    let sets: String = (0..3_000)
+        .map(|i| format!("\tset p4_{i} {{\n\t\ttype ipv4_addr\n\t}}\n"))
+        .collect();
+    ns.run_in(|| nft.apply(&format!("table inet tern_netpol {{\n{sets}}}\n")))
+        .unwrap()
+        .unwrap();
+    let writer = ns
+        .run_in(|| ElementWriter::new(NFPROTO_INET, TABLE))
+        .unwrap()
+        .unwrap();
+    let changes: Vec<SetChange> = (0..3_000u32)
+        .map(|i| SetChange {
+            verb: Verb::Add,
+            set: format!("p4_{i}"),
+            elements: vec![Element {
+                key: std::net::Ipv4Addr::from(0x0a00_0000 | i).into(),
+                jump: None,
+            }],
+        })
+        .collect();
+    writer.write(&changes).unwrap();
+    let listed = ns
+        .run_in(|| nft.list_table("inet", "tern_netpol"))
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(listed.matches("elements = {").count(), 3_000);
+}

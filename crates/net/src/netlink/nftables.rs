@@ -8,10 +8,11 @@
 //! of libnftnl or nftables (GPL). Only what tern's tables need: keys of type `ipv4_addr` or
 //! `ipv6_addr`, and for verdict maps `jump <chain>` to a chain that exists.
 //!
-//! Invariants: every element message is acked; [`ElementWriter::write`] returns only once every
-//! ack of its batch arrived (the kernel answers the whole batch before `sendmsg` returns) or
-//! one failed; a failure names the set, the element (from the extended ack's offset) and the
-//! errno, and the kernel then applied none of the batch.
+//! Invariants: the batch's last element message is acked and every refused one answers with its
+//! errno (the kernel goes on through the batch, then answers all of it before `sendmsg`
+//! returns); [`ElementWriter::write`] returns once the last one's answer arrived; a failure
+//! names the set, the element (from the extended ack's offset) and the errno, and the kernel
+//! then applied none of the batch.
 
 mod encode;
 
@@ -38,7 +39,8 @@ const NLMSGERR_ATTR_OFFS: u16 = 2;
 /// How long a batch's acks may take: the kernel answers before `sendmsg` returns, so only a
 /// lost answer waits this long.
 const ACK_WAIT: Duration = Duration::from_secs(5);
-/// The receive buffer: a batch of many sets acks each message (36 bytes an ack).
+/// The receive buffer: the last message's ack and the refusals (a refusal is about 800 bytes of
+/// buffer in the kernel's accounting).
 const RECEIVE_BUFFER: usize = 1 << 20;
 /// A larger batch raises the socket's send buffer first (the whole batch is one `sendmsg`).
 const SEND_BUFFER: usize = 200_000;
@@ -149,11 +151,11 @@ impl ElementWriter {
         self.acks(&b, changes)
     }
 
-    /// Reads the batch's acks until each element message has one; the first refusal wins.
+    /// Reads the batch's answers until the last element message's; the first refusal wins.
     fn acks(&self, b: &encode::Batch, changes: &[SetChange]) -> Result<()> {
-        let mut waiting: Vec<u32> = b.sent.iter().map(|s| s.seq).collect();
+        let mut waiting = b.sent.last().map(|s| s.seq);
         let mut refused = None;
-        while !waiting.is_empty() {
+        while waiting.is_some() {
             let (buf, _) = self
                 .socket
                 .recv_from_full()
@@ -162,10 +164,12 @@ impl ElementWriter {
                 if ack.seq == b.begin_seq && ack.errno != 0 {
                     return Err(batch_error(&ack));
                 }
-                let Some(at) = waiting.iter().position(|s| *s == ack.seq) else {
+                if !b.sent.iter().any(|s| s.seq == ack.seq) {
                     continue; // an answer to an earlier batch
-                };
-                waiting.swap_remove(at);
+                }
+                if waiting == Some(ack.seq) {
+                    waiting = None;
+                }
                 if ack.errno != 0 && refused.is_none() {
                     refused = Some(refusal(b, changes, &ack));
                 }

@@ -142,7 +142,7 @@ fn put_element(buf: &mut Vec<u8>, e: &Element) {
 }
 
 /// The flags of a change's messages: an add fails on an element already there (`EEXIST`), a
-/// delete on one that is not (`ENOENT`); each is acked, so the reader knows the batch's end.
+/// delete on one that is not (`ENOENT`); acked (`batch` keeps the ack on the last message only).
 fn flags(verb: Verb) -> (u16, u16) {
     match verb {
         Verb::Add => (
@@ -174,12 +174,14 @@ pub(super) fn batch(family: u8, table: &str, changes: &[SetChange], seq: u32) ->
     );
     message_end(&mut buf, 0);
     let mut sent = Vec::new();
+    let mut headers = Vec::new();
     for (i, change) in changes.iter().enumerate() {
         let (kind, flags) = flags(change.verb);
         let mut rest = &change.elements[..];
         while !rest.is_empty() {
             let s = take();
             let at = buf.len();
+            headers.push(at);
             message_start(
                 &mut buf,
                 NFNL_SUBSYS_NFTABLES << 8 | kind,
@@ -212,6 +214,14 @@ pub(super) fn batch(family: u8, table: &str, changes: &[SetChange], seq: u32) ->
                 elements,
             });
         }
+    }
+    // Only the last element message asks for an ack: the kernel answers a refused message
+    // whether asked or not, and holds every answer in the socket's receive buffer until the
+    // batch is done (about 800 bytes each, of a buffer capped by net.core.rmem_max: thousands
+    // of acks overflowed it, ENOBUFS, for a batch the kernel had committed).
+    for at in headers.iter().rev().skip(1) {
+        let flags = u16::from_ne_bytes([buf[at + 6], buf[at + 7]]) & !NLM_F_ACK;
+        buf[at + 6..at + 8].copy_from_slice(&flags.to_ne_bytes());
     }
     let at = buf.len();
     message_start(
