@@ -19,6 +19,8 @@ pub struct Totals {
     pub filtered_out: u64,
     /// The binaries' own times summed, in seconds.
     pub seconds: f64,
+    /// Result lines that said `FAILED` themselves (whatever their counts).
+    pub failed_binaries: usize,
 }
 
 impl Totals {
@@ -30,6 +32,9 @@ impl Totals {
                 continue;
             };
             t.binaries += 1;
+            if rest.starts_with("FAILED") {
+                t.failed_binaries += 1;
+            }
             // "ok. 3 passed; 0 failed; ...; finished in 0.52s": each count is the word before
             // its name
             let words: Vec<&str> = rest.split([' ', ';']).filter(|w| !w.is_empty()).collect();
@@ -55,13 +60,15 @@ impl Totals {
         t
     }
 
-    /// The summed line; FAILED when `rc` is not 0 or any test failed.
+    /// The summed line; FAILED when `rc` is not 0, any test failed, any line said FAILED, or
+    /// there was no line at all (nothing ran is not a pass).
     pub fn line(&self, rc: i32) -> String {
-        let status = if rc == 0 && self.failed == 0 {
-            "ok"
-        } else {
-            "FAILED"
-        };
+        let status =
+            if rc == 0 && self.failed == 0 && self.failed_binaries == 0 && self.binaries > 0 {
+                "ok"
+            } else {
+                "FAILED"
+            };
         format!(
             "test result: {status}. {} passed; {} failed; {} ignored; {} measured; {} filtered out; finished in {:.2}s",
             self.passed, self.failed, self.ignored, self.measured, self.filtered_out, self.seconds
@@ -89,6 +96,8 @@ mod tests {
         let ok = Totals::sum("test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.00s");
         assert!(ok.line(0).starts_with("test result: ok. 1 passed"));
         assert!(ok.line(101).starts_with("test result: FAILED. 1 passed"));
-        assert_eq!(Totals::sum("").line(0), "test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s");
+        assert_eq!(Totals::sum("").line(0), "test result: FAILED. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s");
+        let said = Totals::sum("test result: FAILED. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.10s");
+        assert!(said.line(0).starts_with("test result: FAILED."));
     }
 }
