@@ -251,8 +251,17 @@ fn cri_main(which: CriRows, args: &[String]) -> i32 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    println!("{}", host::header());
     let name = args.first().map_or("", |a| a.trim_start_matches("--"));
+    if matches!(name, "help" | "h" | "-h") {
+        let names: Vec<&str> = SUBCOMMANDS.iter().map(|(n, _)| *n).collect();
+        println!(
+            "usage: tern-bench [SUBCOMMAND] [ARGS]: without one, the plugins beside the reference \
+             chains (options in docs/BENCHMARKS.md, \"How to run\"); subcommands: {}",
+            names.join(", ")
+        );
+        return;
+    }
+    println!("{}", host::header());
     if let Some((_, sub)) = SUBCOMMANDS.iter().find(|(n, _)| *n == name) {
         std::process::exit(sub(&args[1..]));
     }
