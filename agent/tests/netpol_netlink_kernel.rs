@@ -16,32 +16,13 @@ use netpol_steps::{listing, step, Mirror};
 use tern_net::netlink::nftables::{Element, ElementWriter, SetChange, Verb, NFPROTO_INET};
 use tern_net::netns::NetNs;
 use tern_net::nft::Nft;
-use tern_netpol::ruleset::{ElementPlan, SetElements, TABLE};
+use tern_netpol::ruleset::TABLE;
 use tern_netpol::Engine;
 use tern_testkit::netns::TestNetns;
 
 /// Linux's errnos (asm-generic/errno-base.h).
 const ENOENT: i32 = 2;
 const EEXIST: i32 = 17;
-
-fn batch(plan: &ElementPlan) -> Vec<SetChange> {
-    let one = |verb: Verb, s: &SetElements| SetChange {
-        verb,
-        set: s.set.clone(),
-        elements: s
-            .elements
-            .iter()
-            .map(|(key, jump)| Element {
-                key: *key,
-                jump: jump.clone(),
-            })
-            .collect(),
-    };
-    let deletes = plan.deletes.iter().map(|s| one(Verb::Delete, s));
-    deletes
-        .chain(plan.adds.iter().map(|s| one(Verb::Add, s)))
-        .collect()
-}
 
 /// Steps of one seed: how many went over netlink, and how many of those moved map entries.
 fn run(seed: u64, steps: u64, stem: &str) -> (usize, usize) {
@@ -70,9 +51,11 @@ fn run(seed: u64, steps: u64, stem: &str) -> (usize, usize) {
         let want = m.full(None);
         match &f.elements {
             Some(plan) => {
-                writer.write(&batch(plan)).unwrap_or_else(|err| {
-                    panic!("step {i}: {what}: the kernel refused {plan:?}: {err}")
-                });
+                writer
+                    .write(&tern_agent::netpol::element_batch(plan))
+                    .unwrap_or_else(|err| {
+                        panic!("step {i}: {what}: the kernel refused {plan:?}: {err}")
+                    });
                 by_netlink += 1;
                 let is_map = |set: &str| {
                     ["ingress", "egress", "host"]

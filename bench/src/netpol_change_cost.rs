@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 
 use nix::sys::resource::{getrusage, UsageWho};
 use nix::time::{clock_gettime, ClockId};
-use tern_net::netlink::nftables::{Element, ElementWriter, SetChange, Verb, NFPROTO_INET};
+use tern_net::netlink::nftables::{ElementWriter, NFPROTO_INET};
 use tern_net::netns::{run_in_new, NetNs};
 use tern_net::nft::Nft;
 use tern_netpol::engine::Flush;
-use tern_netpol::ruleset::{ElementPlan, SetElements, TABLE};
+use tern_netpol::ruleset::TABLE;
 
 use crate::netpol_compile::{change, cluster, engine, parse, KINDS};
 use crate::stats::pct;
@@ -73,26 +73,6 @@ struct Cost {
     by_netlink: usize,
 }
 
-/// A plan as the writer's batch: deletes, then adds.
-fn batch(plan: &ElementPlan) -> Vec<SetChange> {
-    let one = |verb: Verb, s: &SetElements| SetChange {
-        verb,
-        set: s.set.clone(),
-        elements: s
-            .elements
-            .iter()
-            .map(|(key, jump)| Element {
-                key: *key,
-                jump: jump.clone(),
-            })
-            .collect(),
-    };
-    let deletes = plan.deletes.iter().map(|s| one(Verb::Delete, s));
-    deletes
-        .chain(plan.adds.iter().map(|s| one(Verb::Add, s)))
-        .collect()
-}
-
 /// The two kernel tables: the nft path's in this thread's netns, the netlink path's in `ns`.
 struct Kernels {
     nft: Nft,
@@ -114,7 +94,9 @@ impl Kernels {
     fn by_agent(&self, f: &Flush) -> Result<(f64, f64, bool), String> {
         if let Some(plan) = &f.elements {
             let (cpu0, t0) = (thread_cpu(), Instant::now());
-            self.writer.write(&batch(plan)).map_err(|e| e.to_string())?;
+            self.writer
+                .write(&tern_agent::netpol::element_batch(plan))
+                .map_err(|e| e.to_string())?;
             return Ok((us(thread_cpu() - cpu0), us(t0.elapsed()), true));
         }
         let (ch0, t0) = (children_cpu(), Instant::now());

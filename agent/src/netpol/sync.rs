@@ -249,7 +249,7 @@ pub(crate) fn run(s: &Shared, nft: &Nft, netlink: bool) {
 }
 
 pub(crate) mod drift;
-mod elements;
+pub(super) mod elements;
 
 #[cfg(test)]
 pub(crate) mod tests;

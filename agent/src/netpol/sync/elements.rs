@@ -37,8 +37,9 @@ fn changes(verb: Verb, list: &[SetElements], out: &mut Vec<SetChange>) {
     }));
 }
 
-/// The plan as the writer's batch: every delete, then every add.
-pub(super) fn batch(plan: &ElementPlan) -> Vec<SetChange> {
+/// The plan as the writer's batch: every delete, then every add (also the kernel test's and
+/// `tern-bench --netpol-change-cost`'s, as `tern_agent::netpol::element_batch`).
+pub fn batch(plan: &ElementPlan) -> Vec<SetChange> {
     let mut out = Vec::with_capacity(plan.deletes.len() + plan.adds.len());
     changes(Verb::Delete, &plan.deletes, &mut out);
     changes(Verb::Add, &plan.adds, &mut out);
