@@ -41,11 +41,26 @@ fn span(net: &IpNetwork) -> (bool, Range) {
     }
 }
 
-fn one(ip: IpAddr) -> (bool, Range) {
+/// An address as the number sets hold it (IPv4 in the low 32 bits).
+pub(crate) fn number(ip: IpAddr) -> u128 {
     match ip {
-        IpAddr::V4(a) => (true, (u128::from(u32::from(a)), u128::from(u32::from(a)))),
-        IpAddr::V6(a) => (false, (u128::from(a), u128::from(a))),
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
     }
+}
+
+/// The address of number `x` in family `v4` (else IPv6).
+pub(crate) fn address(v4: bool, x: u128) -> IpAddr {
+    if v4 {
+        IpAddr::V4(Ipv4Addr::from(u32::try_from(x).unwrap_or(u32::MAX)))
+    } else {
+        IpAddr::V6(Ipv6Addr::from(x))
+    }
+}
+
+fn one(ip: IpAddr) -> (bool, Range) {
+    let n = number(ip);
+    (ip.is_ipv4(), (n, n))
 }
 
 /// Sorts and merges overlapping or adjacent ranges.
@@ -157,13 +172,7 @@ impl AddrSet {
 /// One range as an nft set element: `a` for one address, `a/len` for an aligned network,
 /// `a-b` otherwise.
 pub fn element(v4: bool, (lo, hi): Range) -> String {
-    let show = |x: u128| -> String {
-        if v4 {
-            Ipv4Addr::from(u32::try_from(x).unwrap_or(u32::MAX)).to_string()
-        } else {
-            Ipv6Addr::from(x).to_string()
-        }
-    };
+    let show = |x: u128| address(v4, x).to_string();
     if lo == hi {
         return show(lo);
     }

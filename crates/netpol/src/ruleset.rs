@@ -138,23 +138,13 @@ impl NamedSet {
 
     /// The elements of `self` not in `other`, as nft writes them (both sorted: one merge).
     fn minus(&self, other: Option<&NamedSet>) -> Vec<String> {
-        fn diff<T: Ord + Copy>(a: &[T], b: &[T]) -> Vec<T> {
-            let (mut out, mut j) = (Vec::new(), 0);
-            for x in a {
-                while j < b.len() && b[j] < *x {
-                    j += 1;
-                }
-                if j >= b.len() || b[j] != *x {
-                    out.push(*x);
-                }
-            }
-            out
-        }
         let gone = match (&self.elements, other.map(|o| &o.elements)) {
-            (Elements::Ranges(a), Some(Elements::Ranges(b))) => Elements::Ranges(diff(a, b)),
-            (Elements::Addrs(a), Some(Elements::Addrs(b))) => Elements::Addrs(diff(a, b)),
+            (Elements::Ranges(a), Some(Elements::Ranges(b))) => {
+                Elements::Ranges(sorted_minus(a, b))
+            }
+            (Elements::Addrs(a), Some(Elements::Addrs(b))) => Elements::Addrs(sorted_minus(a, b)),
             (Elements::Endpoints(a), Some(Elements::Endpoints(b))) => {
-                Elements::Endpoints(diff(a, b))
+                Elements::Endpoints(sorted_minus(a, b))
             }
             (e, _) => e.clone(),
         };
@@ -259,6 +249,20 @@ pub fn named_sets(id: SetId, def: &SetDef, c: &Contents) -> [(String, NamedSet);
         },
     };
     [(n4, one(true)), (n6, one(false))]
+}
+
+/// The items of `a` not in `b` (both sorted: one merge).
+pub(crate) fn sorted_minus<T: Ord + Copy>(a: &[T], b: &[T]) -> Vec<T> {
+    let (mut out, mut j) = (Vec::new(), 0);
+    for x in a {
+        while j < b.len() && b[j] < *x {
+            j += 1;
+        }
+        if j >= b.len() || b[j] != *x {
+            out.push(*x);
+        }
+    }
+    out
 }
 
 fn write_chain(name: &str, rules: &[String], out: &mut String) {

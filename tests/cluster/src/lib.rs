@@ -22,6 +22,17 @@ use std::time::{Duration, Instant};
 /// A case's outcome: `Err` holds what failed, for libtest's failure list.
 pub type Res<T = ()> = Result<T, String>;
 
+/// The last `n` lines of `path`, each prefixed with `    | `.
+pub fn tail(path: &std::path::Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| format!("    | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Fails a case with `msg` (as bash's `fail`).
 pub fn fail<T>(msg: impl Into<String>) -> Res<T> {
     Err(msg.into())

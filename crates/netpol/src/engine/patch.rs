@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use super::{AsPod, Engine, Members};
+use crate::addrs::number;
 use crate::ruleset::{set_names, Elements, NamedSet};
 use crate::sets::{SetDef, SetId};
 
@@ -34,13 +35,6 @@ pub(super) fn note(edits: &mut Option<Vec<Edit>>, id: u32, before: &[IpAddr], af
         } else {
             list.push((id, before.into(), after.into()));
         }
-    }
-}
-
-fn number(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
     }
 }
 

@@ -7,10 +7,11 @@
 //! Why interval sets stay with nft: an interval element is a pair of kernel elements (start and
 //! end flag) whose neighbours nft merges and splits; a plain set's element is its key alone.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use super::journal::Journal;
-use super::{Elements, NamedSet, Table, VerdictMap};
+use super::{sorted_minus, Elements, NamedSet, Table, VerdictMap};
+use crate::addrs::address;
 
 /// Elements of one named set or verdict map.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,28 +46,6 @@ impl ElementPlan {
     }
 }
 
-fn ip(v4: bool, x: u128) -> IpAddr {
-    if v4 {
-        IpAddr::V4(Ipv4Addr::from(x as u32))
-    } else {
-        IpAddr::V6(Ipv6Addr::from(x))
-    }
-}
-
-/// The keys of `a` not in `b` (both sorted: one merge).
-fn minus(a: &[u128], b: &[u128]) -> Vec<u128> {
-    let (mut out, mut j) = (Vec::new(), 0);
-    for x in a {
-        while j < b.len() && b[j] < *x {
-            j += 1;
-        }
-        if j >= b.len() || b[j] != *x {
-            out.push(*x);
-        }
-    }
-    out
-}
-
 fn push(to: &mut Vec<SetElements>, set: &str, elements: Vec<(IpAddr, Option<String>)>) {
     if !elements.is_empty() {
         to.push(SetElements {
@@ -84,9 +63,9 @@ fn set_change(name: &str, old: &NamedSet, new: &NamedSet, plan: &mut ElementPlan
     if old.v4 != new.v4 {
         return None;
     }
-    let keys = |k: Vec<u128>| k.into_iter().map(|x| (ip(new.v4, x), None)).collect();
-    push(&mut plan.deletes, name, keys(minus(a, b)));
-    push(&mut plan.adds, name, keys(minus(b, a)));
+    let keys = |k: Vec<u128>| k.into_iter().map(|x| (address(new.v4, x), None)).collect();
+    push(&mut plan.deletes, name, keys(sorted_minus(a, b)));
+    push(&mut plan.adds, name, keys(sorted_minus(b, a)));
     Some(())
 }
 

@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use tern_cluster::{Node, Res};
+use tern_cluster::{tail, Node, Res};
 
 /// A case: a name (as the bash tier named it) and its body.
 type Case = (&'static str, fn(&Node) -> Res);
@@ -274,17 +274,6 @@ fn run_case(node: &Node, name: &str, body: fn(&Node) -> Res) -> Result<(), Faile
             Err(format!("{e} ({secs}s)\n--- {}:\n{}", log.display(), tail(&log, 40)).into())
         }
     }
-}
-
-/// The last `n` lines of `path`, each prefixed with `    | `.
-fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..]
-        .iter()
-        .map(|l| format!("    | {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn is_root() -> bool {

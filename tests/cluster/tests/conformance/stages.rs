@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tern_cluster::conformance::mode::Mode;
 use tern_cluster::conformance::{counts, Verdict};
-use tern_cluster::{fail, Node, Res};
+use tern_cluster::{fail, tail, Node, Res};
 
 use crate::suites;
 
@@ -238,17 +238,6 @@ fn write_summary(run: &Run) {
     if let Err(e) = std::fs::write(run.out.join("summary.txt"), text) {
         eprintln!("[conformance] summary.txt: {e}");
     }
-}
-
-/// The last `n` lines of `path`, each prefixed with `    | `.
-pub fn tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..]
-        .iter()
-        .map(|l| format!("    | {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The time now as `20261206T210554Z` (the results' directory name).

@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use tern_cluster::conformance::{ginkgo as report, gotest, Verdict};
 
-use crate::stages::{tail, Run};
+use crate::stages::Run;
+use tern_cluster::tail;
 
 /// ginkgo with the mode's filter (TERN_CONFORMANCE_PROCS, default 2; TERN_CONFORMANCE_TIMEOUT,
 /// default 90m): one verdict per spec it reports, and one for the run itself when ginkgo failed
