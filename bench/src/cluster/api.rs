@@ -79,7 +79,7 @@ fn quote(s: &str) -> String {
 }
 
 impl Api {
-    fn tls(&self) -> [String; 3] {
+    pub(crate) fn tls(&self) -> [String; 3] {
         let p = |f: &str| self.pki.join(f).display().to_string();
         [p("ca.crt"), p("admin.crt"), p("admin.key")]
     }

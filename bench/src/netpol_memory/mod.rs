@@ -167,6 +167,7 @@ fn parse(args: &[String]) -> Result<Shape, String> {
         policies: 5000,
         namespaces: 0,
         changes: 3,
+        relist: 0,
         adds: 0,
         seed: 31,
     };

@@ -275,6 +275,7 @@ mod tests {
             policies: 20,
             namespaces: 10,
             changes: 2,
+            relist: 0,
             adds,
             seed: 1,
         }

@@ -1,6 +1,6 @@
-//! The timed changes: each one API write, timed from its curl's return to the first transaction
-//! of each agent's table that shows it (the nf_tables listener in the agent's netns); and the status
-//! churn, writes the compiler should not see (0 compiles, 0 transactions).
+//! The timed changes: each one API write, timed to the first transaction of each agent's table
+//! that shows it (the nf_tables listener in the agent's netns) from three instants ([`BOUNDS`]);
+//! and the status churn, writes the compiler should not see (0 compiles, 0 transactions).
 //!
 //! Invariant: one change at a time; the next starts after every agent showed the last (or its
 //! timeout), so a transaction is never credited to the wrong change.
@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::api_watch::ApiWatch;
 use super::monitor::Monitor;
 use super::objects::{fixture_ip, newpeer, newpol_spec, policy, PodSpec, Rng};
 use crate::cluster::api::Api;
@@ -28,74 +29,147 @@ pub(crate) const KINDS: [&str; 7] = [
     "nslabel",
 ];
 
-/// Latencies (ms) per kind, one per agent per change; `missed` per kind: agents that did not
-/// show the change within the timeout.
+/// Where a change's latency is timed from: the marker write's curl returning (a lower bound:
+/// the server sends the watch event as it answers, before curl exits), its start (an upper
+/// bound: curl's exec, TLS handshake and the request), and the harness's own watch receiving the
+/// event ([`ApiWatch`]: committed and sent to watchers).
+pub(crate) const BOUNDS: [&str; 3] = ["from return", "from start", "from seen"];
+
+/// Latencies (ms) per bound (in [`BOUNDS`]' order) and kind, one list per agent; `missed` per
+/// kind: agents that did not show the change within the timeout.
 #[derive(Default, Debug)]
 pub(crate) struct Latencies {
-    pub(crate) ms: BTreeMap<&'static str, Vec<f64>>,
-    pub(crate) per_agent: BTreeMap<&'static str, Vec<Vec<f64>>>,
+    pub(crate) per_agent: [BTreeMap<&'static str, Vec<Vec<f64>>>; 3],
     pub(crate) missed: BTreeMap<&'static str, usize>,
+    /// The marker write's own time through curl (ms), per kind.
+    pub(crate) write_ms: BTreeMap<&'static str, Vec<f64>>,
+    /// Changes the harness's watch did not see (no "from seen" for them).
+    pub(crate) unseen: usize,
     /// Per change, each agent's CPU seconds over its window (the write to the settle's end):
     /// its own and its waited-for children's (nft).
     pub(crate) cpu: Vec<Vec<(f64, f64)>>,
 }
 
-/// The write of change KIND on fixture c, the marker it puts in (or takes out of) the tables,
-/// and whether the marker should be present after it.
-fn change(kind: &str, c: usize) -> Res<(Vec<Write>, String, bool)> {
-    let pol = "/apis/networking.k8s.io/v1/namespaces/np-free/networkpolicies";
-    Ok(match kind {
-        "label" => (
-            vec![Write::merge(
-                format!("/api/v1/namespaces/np-free/pods/peer-{c}"),
-                &json!({"metadata": {"labels": {"role": "peer"}}}),
-            )],
-            fixture_ip(1, c),
-            true,
-        ),
-        "newpod" => {
-            let p: PodSpec = newpeer(c);
-            (vec![p.create(), p.status()], fixture_ip(2, c), true)
+impl Latencies {
+    /// Every agent's latencies of `kind` from bound `b`, together.
+    pub(crate) fn all(&self, b: usize, kind: &str) -> Vec<f64> {
+        self.per_agent[b]
+            .get(kind)
+            .map(|p| p.concat())
+            .unwrap_or_default()
+    }
+}
+
+/// The collection, object name and watch event type that show change `kind` on fixture c.
+fn event_of(kind: &str, c: usize) -> (&'static str, String, &'static str) {
+    match kind {
+        "label" => ("pods", format!("peer-{c}"), "MODIFIED"),
+        "newpod" => ("pods", format!("newpeer-{c}"), "MODIFIED"),
+        "delpod" => ("pods", format!("newpeer-{c}"), "DELETED"),
+        "polcreate" => ("networkpolicies", format!("newpol-{c}"), "ADDED"),
+        "polupdate" => ("networkpolicies", format!("newpol-{c}"), "MODIFIED"),
+        "poldelete" => ("networkpolicies", format!("newpol-{c}"), "DELETED"),
+        _ => ("namespaces", format!("np-nsl-{c}"), "MODIFIED"),
+    }
+}
+
+/// A change written: its kind and fixture, the marker it puts in (or takes out of) the tables,
+/// the first write's start (where transactions are looked for) and the marker write's (the
+/// last) start and return, epoch s.
+#[derive(Clone, Debug)]
+pub(crate) struct Written {
+    pub(crate) kind: &'static str,
+    pub(crate) c: usize,
+    mark: String,
+    present: bool,
+    first: f64,
+    pub(crate) start: f64,
+    pub(crate) ret: f64,
+}
+
+/// Writes change `kind` on fixture c.
+pub(crate) fn write(api: &Api, kind: &'static str, c: usize) -> Res<Written> {
+    let (writes, mark, present) = change(kind, c)?;
+    let (mut first, mut start, mut ret) = (f64::NAN, 0.0, 0.0);
+    for w in &writes {
+        let (b, a) = api.one(w)?;
+        if first.is_nan() {
+            first = b;
         }
-        "delpod" => (
-            vec![Write::delete(format!(
-                "/api/v1/namespaces/np-free/pods/newpeer-{c}?gracePeriodSeconds=0"
-            ))],
-            fixture_ip(2, c),
-            false,
-        ),
-        "polcreate" => (
-            vec![policy(
-                "np-free",
-                &format!("newpol-{c}"),
-                newpol_spec(c, 16),
-            )],
-            format!("172.16.{c}.0/24"),
-            true,
-        ),
-        "polupdate" => (
-            vec![Write::merge(
-                format!("{pol}/newpol-{c}"),
-                &json!({"spec": newpol_spec(c, 17)}),
-            )],
-            format!("172.17.{c}.0/24"),
-            true,
-        ),
-        "poldelete" => (
-            vec![Write::delete(format!("{pol}/newpol-{c}"))],
-            format!("172.17.{c}.0/24"),
-            false,
-        ),
-        "nslabel" => (
-            vec![Write::merge(
-                format!("/api/v1/namespaces/np-nsl-{c}"),
-                &json!({"metadata": {"labels": {"peer": "yes"}}}),
-            )],
-            fixture_ip(3, c),
-            true,
-        ),
-        _ => return Err(format!("no change kind {kind}")),
+        (start, ret) = (b, a);
+    }
+    Ok(Written {
+        kind,
+        c,
+        mark,
+        present,
+        first,
+        start,
+        ret,
     })
+}
+
+/// Each agent's kernel transaction that shows `w` (epoch s, its first message), waited for up to
+/// `end`; `None` for an agent that did not show it by then.
+pub(crate) fn landed(mons: &[Monitor], w: &Written, end: Instant) -> Vec<Option<f64>> {
+    let mut got: Vec<Option<f64>> = vec![None; mons.len()];
+    loop {
+        for (k, m) in mons.iter().enumerate() {
+            if got[k].is_none() {
+                got[k] = m.find(w.first, &w.mark, w.present).map(|t| t.start);
+            }
+        }
+        if got.iter().all(Option::is_some) || Instant::now() >= end {
+            return got;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// When the harness's watch saw `w` (epoch s).
+pub(crate) fn seen(watch: &ApiWatch, w: &Written) -> Option<f64> {
+    let (collection, name, ty) = event_of(w.kind, w.c);
+    watch.seen(collection, &name, ty, w.first)
+}
+
+impl Latencies {
+    /// Records `w`, which each agent showed at `got` (the harness's watch at `seen`).
+    pub(crate) fn record(&mut self, w: &Written, got: &[Option<f64>], seen: Option<f64>) {
+        self.record_for(w, got, seen, &vec![true; got.len()]);
+    }
+
+    /// [`Latencies::record`] for the agents where `mask` holds (the others are left out, as
+    /// if they had not been asked).
+    pub(crate) fn record_for(
+        &mut self,
+        w: &Written,
+        got: &[Option<f64>],
+        seen: Option<f64>,
+        mask: &[bool],
+    ) {
+        let kind = w.kind;
+        if !mask.iter().any(|m| *m) {
+            return;
+        }
+        self.write_ms
+            .entry(kind)
+            .or_default()
+            .push((w.ret - w.start) * 1000.0);
+        self.unseen += usize::from(seen.is_none());
+        let from = [w.ret, w.start, seen.unwrap_or(f64::NAN)];
+        for (b, t0) in from.iter().enumerate() {
+            let per = self.per_agent[b]
+                .entry(kind)
+                .or_insert_with(|| vec![Vec::new(); got.len()]);
+            for (k, g) in got.iter().enumerate() {
+                if let Some(t) = g.filter(|_| mask[k] && !t0.is_nan()) {
+                    per[k].push((t - t0) * 1000.0);
+                }
+            }
+        }
+        let missed = got.iter().zip(mask).filter(|(g, m)| **m && g.is_none());
+        *self.missed.entry(kind).or_default() += missed.count();
+    }
 }
 
 /// Runs C changes of every kind, each waited for in every agent's table for up to `timeout`;
@@ -103,6 +177,7 @@ fn change(kind: &str, c: usize) -> Res<(Vec<Write>, String, bool)> {
 pub(crate) fn run(
     api: &Api,
     mons: &[Monitor],
+    watch: &ApiWatch,
     changes: usize,
     timeout: Duration,
     cpu: &dyn Fn() -> Vec<(f64, f64)>,
@@ -111,41 +186,9 @@ pub(crate) fn run(
     for c in 0..changes {
         for kind in KINDS {
             let cpu0 = cpu();
-            let (writes, mark, present) = change(kind, c)?;
-            let mut t_before = 0.0;
-            let mut t_after = 0.0;
-            for (i, w) in writes.iter().enumerate() {
-                let (b, a) = api.one(w)?;
-                if i == 0 {
-                    t_before = b;
-                }
-                t_after = a;
-            }
-            let end = Instant::now() + timeout;
-            let mut got: Vec<Option<f64>> = vec![None; mons.len()];
-            while got.iter().any(Option::is_none) && Instant::now() < end {
-                for (k, m) in mons.iter().enumerate() {
-                    if got[k].is_none() {
-                        got[k] = m
-                            .find(t_before, &mark, present)
-                            .map(|t| (t.start - t_after) * 1000.0);
-                    }
-                }
-                thread::sleep(Duration::from_millis(20));
-            }
-            let per = lat
-                .per_agent
-                .entry(kind)
-                .or_insert_with(|| vec![Vec::new(); mons.len()]);
-            for (k, g) in got.iter().enumerate() {
-                match g {
-                    Some(ms) => {
-                        lat.ms.entry(kind).or_default().push(*ms);
-                        per[k].push(*ms);
-                    }
-                    None => *lat.missed.entry(kind).or_default() += 1,
-                }
-            }
+            let w = write(api, kind, c)?;
+            let got = landed(mons, &w, Instant::now() + timeout);
+            lat.record(&w, &got, seen(watch, &w));
             // Let the agents settle (a coalesced second sync must not land in the next window).
             thread::sleep(Duration::from_millis(300));
             let cpu1 = cpu();
@@ -199,4 +242,20 @@ pub(crate) fn status_churn(
         }
     }
     Ok(n)
+}
+
+#[cfg(test)]
+impl Written {
+    /// A change of `kind` whose marker write started at `start` and returned 5 ms later.
+    pub(crate) fn at(kind: &'static str, start: f64) -> Written {
+        Written {
+            kind,
+            c: 0,
+            mark: String::new(),
+            present: true,
+            first: start,
+            start,
+            ret: start + 0.005,
+        }
+    }
 }

@@ -13,18 +13,23 @@
 //! `flock -o /run/tern-host-tests.lock target/x86_64-unknown-linux-musl/release/tern-bench
 //! netpol-scale [--nodes 1000] [--agents 10] [--pods 30000] [--local 30] [--policies 30000]
 //! [--namespaces N] [--changes 5] [--status-rate PODS/1000] [--status-secs 60] [--steady 30]
-//! [--adds 30] [--seed 31] [--agent PATH] [--out DIR] [--writers 4] [--keep-up SECONDS]`.
-//! `--changes 0` skips the timed changes, `--adds 0` the ADD phase (tern from the agent's
-//! directory: `cargo build --release -p tern -p tern-agent`).
+//! [--adds 30] [--relist 0] [--seed 31] [--agent PATH] [--out DIR] [--writers 4] [--keep-up
+//! SECONDS]`. `--changes 0` skips the timed changes, `--adds 0` the ADD phase (tern from the
+//! agent's directory: `cargo build --release -p tern -p tern-agent`); `--relist N` adds the
+//! relist phase at the end ([`relist`]: the API server restarted past an etcd compaction, up to
+//! N rounds of changes made while the agents list every Pod again). Each change is timed from
+//! its write's start, its return and the harness's own watch seeing it ([`api_watch`]).
 //! `--keep-up` holds the cluster up that long after the measurements (for another client, e.g.
 //! the watch-layer comparison), then tears down.
 
 mod adds;
+mod api_watch;
 mod changes;
 mod monitor;
 mod nft_events;
 pub(crate) mod objects;
 mod per_agent;
+mod relist;
 mod report;
 
 use std::path::PathBuf;
@@ -61,6 +66,7 @@ fn parse(args: &[String]) -> Res<Opts> {
             policies: 30_000,
             namespaces: 0,
             changes: 5,
+            relist: 0,
             adds: 30,
             seed: 31,
         },
@@ -84,6 +90,7 @@ fn parse(args: &[String]) -> Res<Opts> {
             "--policies" => o.shape.policies = n()?,
             "--namespaces" => o.shape.namespaces = n()?,
             "--changes" => o.shape.changes = n()?,
+            "--relist" => o.shape.relist = n()?,
             "--adds" => o.shape.adds = n()?,
             "--seed" => o.shape.seed = n()? as u64,
             "--status-rate" => o.status_rate = n()?,
@@ -109,11 +116,11 @@ fn parse(args: &[String]) -> Res<Opts> {
     if s.nodes == 0
         || s.agents == 0
         || s.agents > 250
-        || s.changes > 250
+        || s.fixtures() > 250
         || s.adds > 5000
         || s.policies < s.namespaces + 2
     {
-        return Err("--nodes >= 1, 1 <= --agents <= 250, --changes <= 250 (0: no timed changes), --adds <= 5000 (0: no ADD phase), --policies >= namespaces + 2".into());
+        return Err("--nodes >= 1, 1 <= --agents <= 250, --changes + --relist <= 250 (0: no timed changes, no relist phase), --adds <= 5000 (0: no ADD phase), --policies >= namespaces + 2".into());
     }
     if o.out.as_os_str().is_empty() {
         o.out = PathBuf::from(format!(

@@ -52,6 +52,10 @@ pub(crate) struct Tx {
     pub(crate) added: HashSet<String>,
     pub(crate) deleted: HashSet<String>,
     pub(crate) sets_deleted: bool,
+    /// Elements deleted that are no marker's (a pod, namespace or policy the changes did not
+    /// touch), and the first few of them.
+    pub(crate) other_deleted: usize,
+    pub(crate) other_sample: Vec<String>,
 }
 
 /// An interval's start, waiting for its end key (the next element of the same set and verb).
@@ -106,13 +110,18 @@ fn holds(token: &str, mark: &str) -> bool {
     false
 }
 
-/// Notes `token` in TX when it is a marker's.
+/// Notes `token` in TX when it is a marker's; counts a delete of any other.
 fn record(tx: &mut Tx, token: String, deleted: bool) {
     if MARKS.iter().any(|m| token.starts_with(m)) {
         if deleted {
             tx.deleted.insert(token);
         } else {
             tx.added.insert(token);
+        }
+    } else if deleted {
+        tx.other_deleted += 1;
+        if tx.other_sample.len() < 5 {
+            tx.other_sample.push(token);
         }
     }
 }

@@ -54,6 +54,7 @@ fn interval_pairs_become_ranges_and_plain_elements_addresses() {
         ]
     );
     assert_eq!(sorted(&t.deleted), ["10.202.0.9"]);
+    assert_eq!(t.other_deleted, 0, "a marker's delete is not another's");
     assert!(t.added.iter().any(|e| holds(e, "10.251.0.7")));
     assert!(!t.added.iter().any(|e| holds(e, "10.251.0.10")));
 }
@@ -84,6 +85,22 @@ fn transactions_end_at_the_generation_and_other_tables_are_not_ours() {
     assert!(txs[1].ours && txs[1].replace && txs[1].added.contains("10.251.1.1"));
     assert_eq!((txs[1].start, txs[1].gen), (2.0, 4.0));
     assert!(txs[2].sets_deleted && !txs[2].replace);
+}
+
+#[test]
+fn a_delete_of_an_element_no_marker_names_is_counted_and_an_add_is_not() {
+    let txs = folded(vec![
+        el("peers", false, "10.64.0.2", false),
+        el("peers", true, "10.64.0.3", false),
+        el("ipb", true, "10.64.1.0", false),
+        el("ipb", true, "10.64.2.0", true),
+        el("peers", true, "10.251.1.4", false),
+        Event::Gen,
+    ]);
+    let t = &txs[0];
+    assert_eq!(t.other_deleted, 2, "an address and an interval");
+    assert_eq!(t.other_sample, ["10.64.0.3", "10.64.1.0/24"]);
+    assert_eq!(sorted(&t.deleted), ["10.251.1.4"]);
 }
 
 #[test]

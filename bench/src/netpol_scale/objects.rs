@@ -38,8 +38,17 @@ pub(crate) struct Shape {
     pub(crate) policies: usize,
     pub(crate) namespaces: usize,
     pub(crate) changes: usize,
+    /// Fixtures of the relist phase (`--relist`), after the changes phase's.
+    pub(crate) relist: usize,
     pub(crate) adds: usize,
     pub(crate) seed: u64,
+}
+
+impl Shape {
+    /// Fixtures made at the start: the changes phase's, then the relist phase's.
+    pub(crate) fn fixtures(&self) -> usize {
+        self.changes + self.relist
+    }
 }
 
 /// A seeded splitmix64: the same seed, the same cluster.
@@ -100,7 +109,7 @@ pub(crate) fn namespaces(s: &Shape) -> Vec<Write> {
         ));
     }
     w.extend(namespace("np-free", json!({"team": "free"})));
-    for c in 0..s.changes {
+    for c in 0..s.fixtures() {
         w.extend(namespace(&format!("np-nsl-{c}"), json!({"team": "nsl"})));
     }
     w
@@ -196,7 +205,7 @@ pub(crate) fn pods(s: &Shape, r: &mut Rng) -> Vec<PodSpec> {
             dns: false,
         });
     }
-    let remote = s.pods.saturating_sub(v.len() + 2 * s.changes + 2 * s.adds);
+    let remote = s.pods.saturating_sub(v.len() + 2 * s.fixtures() + 2 * s.adds);
     for j in 0..remote {
         let i = j % s.nodes.max(1);
         let labels = generic_labels(r);
@@ -209,7 +218,7 @@ pub(crate) fn pods(s: &Shape, r: &mut Rng) -> Vec<PodSpec> {
             dns: r.below(4) == 0,
         });
     }
-    for c in 0..s.changes {
+    for c in 0..s.fixtures() {
         v.push(PodSpec {
             ns: "np-free".into(),
             name: format!("peer-{c}"),

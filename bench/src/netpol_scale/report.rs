@@ -9,10 +9,11 @@ use std::fmt::Write as _;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::api_watch::ApiWatch;
 use super::changes::{self, KINDS};
 use super::monitor::Monitor;
 use super::objects::{agent_node, PodSpec};
-use super::per_agent::{nft_per_change, rows, PerAgent, LISTING};
+use super::per_agent::{latency_rows, nft_per_change, rows, PerAgent, LISTING};
 use super::{say, Opts};
 use crate::cluster::api::{now, Api};
 use crate::cluster::{agent_metrics, agent_ns, cpu, hwm_kib, rss_kib, sum, Cluster};
@@ -172,8 +173,9 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
     );
     let _ = writeln!(out, "| steady: API server CPU / RSS / watch events sent per s (kwok heartbeats included) | {:.1} % / {arss1:.0} MiB / {:.1} |", (acpu1 - acpu0) / st * 100.0, (ev1 - ev0) / st);
     churn(o, api, c, &a, pods, &mut out)?;
+    let watch = ApiWatch::start(api);
     let per = if o.shape.changes > 0 {
-        timed(o, api, c, &a, &mut out)?
+        timed(o, api, c, &a, &watch, &mut out)?
     } else {
         PerAgent::default()
     };
@@ -207,6 +209,10 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
         &per,
         &mut out,
     );
+    if o.shape.relist > 0 {
+        let fixtures = (o.shape.changes, o.shape.relist);
+        super::relist::measure(c, api, &a.mons, &watch, fixtures, &mut out)?;
+    }
     let _ = writeln!(
         out,
         "\nload average at the end {}; agent {}",
@@ -278,7 +284,14 @@ fn churn(
     Ok(())
 }
 
-fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<PerAgent> {
+fn timed(
+    o: &Opts,
+    api: &Api,
+    c: &Cluster,
+    a: &Agents,
+    watch: &ApiWatch,
+    out: &mut String,
+) -> Res<PerAgent> {
     let comp0 = a.metric("tern_agent_network_policy_compiles_total");
     let sync0 = a.metric("tern_agent_network_policy_sync_seconds_total");
     let syncs0 = a.metric("tern_agent_network_policy_syncs_total");
@@ -286,7 +299,9 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
     let c0 = a.cpu_apart();
     let t0 = now();
     let timeout = Duration::from_secs(120);
-    let lat = changes::run(api, &a.mons, o.shape.changes, timeout, &|| a.cpu_apart())?;
+    let lat = changes::run(api, &a.mons, watch, o.shape.changes, timeout, &|| {
+        a.cpu_apart()
+    })?;
     let secs = now() - t0;
     let (ev1, acpu1, arss1) = api_state(api, c);
     let comp: Vec<f64> = a
@@ -316,34 +331,7 @@ fn timed(o: &Opts, api: &Api, c: &Cluster, a: &Agents, out: &mut String) -> Res<
     };
     let (own, child) = (per_change(|c| c.0), per_change(|c| c.1));
     let (nft, listings) = nft_per_change(&lat.cpu, a.pids.len());
-    let mut tsv = String::from("kind\tagent\tms\n");
-    for (kind, per) in &lat.per_agent {
-        for (k, v) in per.iter().enumerate() {
-            for ms in v {
-                let _ = writeln!(tsv, "{kind}\t{k}\t{ms:.3}");
-            }
-        }
-    }
-    let _ = std::fs::write(o.out.join("latencies.tsv"), tsv);
-    let _ = writeln!(out, "| change → kernel, by kind ({} changes each, × {} agents): p50 / p90 / p99 / max ms; worst agent's p99; missed | |", o.shape.changes, a.pids.len());
-    for kind in KINDS {
-        let v = lat.ms.get(kind).cloned().unwrap_or_default();
-        let worst = lat
-            .per_agent
-            .get(kind)
-            .map(|p| p.iter().map(|x| pct(x, 99.0)).fold(f64::NAN, f64::max))
-            .unwrap_or(f64::NAN);
-        let line = format!(
-            "{:.0} / {:.0} / {:.0} / {:.0}; {worst:.0}; {}",
-            pct(&v, 50.0),
-            pct(&v, 90.0),
-            pct(&v, 99.0),
-            pct(&v, 100.0),
-            lat.missed.get(kind).unwrap_or(&0)
-        );
-        say(&format!("  {kind}: {line}"));
-        let _ = writeln!(out, "| {kind} | {line} |");
-    }
+    latency_rows(&lat, o, out, a.pids.len());
     let _ = writeln!(out, "| changes phase ({secs:.0} s): CPU per change, the agent's own / its nft children's (min / median / max, ms) | {} / {} |", stats(&own), stats(&child));
     let _ = writeln!(out, "| changes phase: nft's children per change, windows with a drift-check listing (children > {LISTING} s) left out (min / median / max, ms); windows left out | {} ; {} |", stats(&nft), stats(&listings));
     let _ = writeln!(

@@ -251,41 +251,6 @@ fn lists_watches(agents: usize) -> (f64, f64, Vec<f64>) {
     (l, w.iter().sum(), w)
 }
 
-/// etcd's revision moved past every agent's resourceVersion (puts of a key outside /registry
-/// through etcd's JSON gateway) and compacted to it, with the API server down.
-fn compact_etcd() -> Res<String> {
-    let post = |what: &str, body: &str| -> Res<String> {
-        let out = Command::new("curl")
-            .args([
-                "-sf",
-                "-X",
-                "POST",
-                &format!("http://127.0.0.1:23790/v3/kv/{what}"),
-                "-d",
-                body,
-            ])
-            .output()
-            .map_err(|e| format!("curl etcd: {e}"))?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    let mut rev = String::new();
-    for _ in 0..20 {
-        // key "/tern-scale/advance", value "x", base64
-        let r = post(
-            "put",
-            r#"{"key":"L3Rlcm4tc2NhbGUvYWR2YW5jZQ==","value":"eA=="}"#,
-        )?;
-        let v: serde_json::Value =
-            serde_json::from_str(&r).map_err(|e| format!("etcd put: {e}: {r}"))?;
-        rev = v["header"]["revision"].as_str().unwrap_or("").to_string();
-    }
-    post(
-        "compaction",
-        &json!({"revision": rev, "physical": true}).to_string(),
-    )?;
-    Ok(rev)
-}
-
 /// Phase 4 (`compact` false: a plain restart) or 5 (etcd compacted while the server is down).
 fn restart(o: &Opts, c: &Cluster, api: &Api, compact: bool) -> Res<()> {
     if compact {
@@ -298,7 +263,7 @@ fn restart(o: &Opts, c: &Cluster, api: &Api, compact: bool) -> Res<()> {
     if compact {
         say(&format!(
             "  etcd at revision {}, compacted to it",
-            compact_etcd()?
+            crate::cluster::compact_etcd()?
         ));
     } else {
         thread::sleep(Duration::from_secs(5));
