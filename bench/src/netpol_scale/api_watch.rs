@@ -229,7 +229,7 @@ mod tests {
         let gone = r#"{"type":"ERROR","object":{"kind":"Status","code":410}}"#;
         assert_eq!(parse_line("pods", 4.0, gone), Err(410));
         assert_eq!(parse_line("pods", 4.0, "not json"), Err(0));
-        let events: Vec<Seen> = [a, m].into_iter().flatten().collect();
+        let events = vec![a, m];
         assert_eq!(events[1].rv, "11");
         assert_eq!(
             first_seen(&events, "pods", "newpeer-3", "MODIFIED", 0.5),

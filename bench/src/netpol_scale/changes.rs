@@ -60,6 +60,64 @@ impl Latencies {
     }
 }
 
+/// The write of change KIND on fixture c, the marker it puts in (or takes out of) the tables,
+/// and whether the marker should be present after it.
+fn change(kind: &str, c: usize) -> Res<(Vec<Write>, String, bool)> {
+    let pol = "/apis/networking.k8s.io/v1/namespaces/np-free/networkpolicies";
+    Ok(match kind {
+        "label" => (
+            vec![Write::merge(
+                format!("/api/v1/namespaces/np-free/pods/peer-{c}"),
+                &json!({"metadata": {"labels": {"role": "peer"}}}),
+            )],
+            fixture_ip(1, c),
+            true,
+        ),
+        "newpod" => {
+            let p: PodSpec = newpeer(c);
+            (vec![p.create(), p.status()], fixture_ip(2, c), true)
+        }
+        "delpod" => (
+            vec![Write::delete(format!(
+                "/api/v1/namespaces/np-free/pods/newpeer-{c}?gracePeriodSeconds=0"
+            ))],
+            fixture_ip(2, c),
+            false,
+        ),
+        "polcreate" => (
+            vec![policy(
+                "np-free",
+                &format!("newpol-{c}"),
+                newpol_spec(c, 16),
+            )],
+            format!("172.16.{c}.0/24"),
+            true,
+        ),
+        "polupdate" => (
+            vec![Write::merge(
+                format!("{pol}/newpol-{c}"),
+                &json!({"spec": newpol_spec(c, 17)}),
+            )],
+            format!("172.17.{c}.0/24"),
+            true,
+        ),
+        "poldelete" => (
+            vec![Write::delete(format!("{pol}/newpol-{c}"))],
+            format!("172.17.{c}.0/24"),
+            false,
+        ),
+        "nslabel" => (
+            vec![Write::merge(
+                format!("/api/v1/namespaces/np-nsl-{c}"),
+                &json!({"metadata": {"labels": {"peer": "yes"}}}),
+            )],
+            fixture_ip(3, c),
+            true,
+        ),
+        _ => return Err(format!("no change kind {kind}")),
+    })
+}
+
 /// The collection, object name and watch event type that show change `kind` on fixture c.
 fn event_of(kind: &str, c: usize) -> (&'static str, String, &'static str) {
     match kind {

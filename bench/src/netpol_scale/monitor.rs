@@ -52,10 +52,13 @@ pub(crate) struct Tx {
     pub(crate) added: HashSet<String>,
     pub(crate) deleted: HashSet<String>,
     pub(crate) sets_deleted: bool,
-    /// Elements deleted that are no marker's (a pod, namespace or policy the changes did not
-    /// touch), and the first few of them.
+    /// Elements deleted and not added back in the same transaction (which the kernel commits
+    /// at once: a map entry replaced is a delete and an add) that are no marker's — a pod,
+    /// namespace or policy the changes did not touch — and the first few of them.
     pub(crate) other_deleted: usize,
     pub(crate) other_sample: Vec<String>,
+    /// Such elements while the transaction is open.
+    other_gone: HashSet<String>,
 }
 
 /// An interval's start, waiting for its end key (the next element of the same set and verb).
@@ -119,11 +122,19 @@ fn record(tx: &mut Tx, token: String, deleted: bool) {
             tx.added.insert(token);
         }
     } else if deleted {
-        tx.other_deleted += 1;
-        if tx.other_sample.len() < 5 {
-            tx.other_sample.push(token);
-        }
+        tx.other_gone.insert(token);
+    } else if !tx.other_gone.is_empty() {
+        tx.other_gone.remove(&token);
     }
+}
+
+/// Counts the elements a closing transaction deleted and did not add back.
+fn close(tx: &mut Tx) {
+    tx.other_deleted = tx.other_gone.len();
+    let mut gone: Vec<String> = tx.other_gone.drain().collect();
+    gone.sort_unstable();
+    gone.truncate(5);
+    tx.other_sample = gone;
 }
 
 /// An interval start that no end followed: a plain set's element.
@@ -171,6 +182,7 @@ fn fold(st: &mut State, ts: f64, ev: Event) {
             settle(st);
             if let Some(mut done) = st.cur.take() {
                 done.gen = ts;
+                close(&mut done);
                 st.txs.push(done);
             }
         }

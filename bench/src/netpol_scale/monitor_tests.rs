@@ -95,10 +95,15 @@ fn a_delete_of_an_element_no_marker_names_is_counted_and_an_add_is_not() {
         el("ipb", true, "10.64.1.0", false),
         el("ipb", true, "10.64.2.0", true),
         el("peers", true, "10.251.1.4", false),
+        el("map", true, "10.30.0.1", false),
+        el("map", false, "10.30.0.1", false),
         Event::Gen,
     ]);
     let t = &txs[0];
-    assert_eq!(t.other_deleted, 2, "an address and an interval");
+    assert_eq!(
+        t.other_deleted, 2,
+        "an address and an interval; not an entry added back in the same transaction"
+    );
     assert_eq!(t.other_sample, ["10.64.0.3", "10.64.1.0/24"]);
     assert_eq!(sorted(&t.deleted), ["10.251.1.4"]);
 }

@@ -18,7 +18,7 @@ use super::{say, Opts};
 use crate::cluster::api::{now, Api};
 use crate::cluster::{agent_metrics, agent_ns, cpu, hwm_kib, rss_kib, sum, Cluster};
 use crate::host::load;
-use crate::stats::{pct, spread as stats};
+use crate::stats::spread as stats;
 use crate::Res;
 
 struct Agents {
@@ -303,6 +303,10 @@ fn timed(
         a.cpu_apart()
     })?;
     let secs = now() - t0;
+    for (k, m) in a.mons.iter().enumerate() {
+        let l = super::relist::losses(&m.since(t0));
+        let _ = writeln!(out, "| changes phase, agent {k}: table replaced {}, elements deleted that no change explains {} {:?} |", l.replaced, l.other_deleted, l.sample);
+    }
     let (ev1, acpu1, arss1) = api_state(api, c);
     let comp: Vec<f64> = a
         .metric("tern_agent_network_policy_compiles_total")
