@@ -211,7 +211,9 @@ impl<T: PartialEq + Send + Sync> Reflector<T> {
         ctl.sleep(delay)
     }
 
-    /// One full list, page by page, each page decoded into the slim type and dropped.
+    /// One full list, page by page, each page decoded into the slim type and dropped; an
+    /// object equal to the stored one is kept as the stored one at once ([`Store::shared`]), so
+    /// a relist holds one copy of what did not change, not two.
     fn list(&mut self, api: &dyn Api) -> Result<(), KubeError> {
         let mut items = Vec::new();
         let mut cont: Option<String> = None;
@@ -220,7 +222,7 @@ impl<T: PartialEq + Send + Sync> Reflector<T> {
             let page = api.list_page(self.kind.collection, cont.as_deref())?;
             for v in &page.items {
                 match (self.kind.decode)(v) {
-                    Ok(t) => items.push((key_of(v), t)),
+                    Ok(t) => items.push(self.store.shared(&key_of(v), t)),
                     Err(e) => {
                         undecodable += 1;
                         debug!(kind = self.kind.label, object = %key_of(v), error = %e, "not of the kind's shape; left out of the list");

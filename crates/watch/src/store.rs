@@ -103,18 +103,34 @@ impl<T: PartialEq> Store<T> {
         }
     }
 
-    /// Replaces every object with `items` (a full list, in any order; a key twice keeps the
-    /// last); the changes, in key order: values that differ, keys that appeared, keys that went.
-    pub fn replace(&mut self, items: impl IntoIterator<Item = (String, T)>) -> Vec<Change<T>> {
+    /// `key` and `v` as a list read them, sharing what the store holds: its key's allocation,
+    /// and its object when equal to `v` (dropped here). A list that reads its pages through this
+    /// holds no second copy of what did not change, so a relist of an unchanged cluster costs no
+    /// more memory than a reference per object.
+    pub fn shared(&self, key: &str, v: T) -> (Arc<str>, Arc<T>) {
+        match self.objects.get_key_value(key) {
+            Some((k, old)) if **old == v => (Arc::clone(k), Arc::clone(old)),
+            Some((k, _)) => (Arc::clone(k), Arc::new(v)),
+            None => (Arc::from(key), Arc::new(v)),
+        }
+    }
+
+    /// Replaces every object with `items` (a full list, in any order, each made by
+    /// [`Store::shared`]; a key twice keeps the last); the changes, in key order: values that
+    /// differ, keys that appeared, keys that went.
+    pub fn replace(
+        &mut self,
+        items: impl IntoIterator<Item = (Arc<str>, Arc<T>)>,
+    ) -> Vec<Change<T>> {
         let mut next: BTreeMap<Arc<str>, Arc<T>> = BTreeMap::new();
         let mut changes = Vec::new();
         for (key, v) in items {
             // The old `Arc` is kept when the value is the same: one copy, and no change.
-            let value = match self.objects.get(key.as_str()) {
-                Some(old) if **old == v => Arc::clone(old),
-                _ => Arc::new(v),
+            let value = match self.objects.get(&*key) {
+                Some(old) if Arc::ptr_eq(old, &v) || **old == *v => Arc::clone(old),
+                _ => v,
             };
-            next.insert(self.own_key(&key), value);
+            next.insert(key, value);
         }
         for (key, old) in &self.objects {
             if !next.contains_key(&**key) {
@@ -156,16 +172,18 @@ mod tests {
         assert!(s.apply("gone", None).is_none(), "a delete of nothing");
         s.apply("b", Some(5));
         let kept = Arc::clone(s.get("b").unwrap());
-        let changes = s.replace([("c".to_owned(), 7), ("b".to_owned(), 5)]);
+        let listed = |s: &Store<u32>| [s.shared("c", 7), s.shared("b", 5)];
+        let items = listed(&s);
+        assert!(Arc::ptr_eq(&kept, &items[1].1), "shared while listed");
+        let changes = s.replace(items);
         let keys: Vec<_> = changes
             .iter()
             .map(|c| (&*c.key, c.old.is_some(), c.new.is_some()))
             .collect();
         assert_eq!(keys, [("a", true, false), ("c", false, true)]);
         assert!(Arc::ptr_eq(&kept, s.get("b").unwrap()), "one copy kept");
-        assert!(s
-            .replace([("c".to_owned(), 7), ("b".to_owned(), 5)])
-            .is_empty());
+        let again = listed(&s);
+        assert!(s.replace(again).is_empty());
         assert_eq!(s.values().copied().collect::<Vec<_>>(), [5, 7]);
     }
 }
