@@ -9,6 +9,7 @@
 
 mod agents;
 pub(crate) mod api;
+pub(crate) mod writer;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -16,6 +16,7 @@ use super::monitor::Monitor;
 use super::objects::{fixture_ip, newpeer, newpol_spec, policy, PodSpec, Rng};
 use crate::cluster::api::Api;
 use crate::cluster::api::Write;
+use crate::cluster::writer::Writer;
 use crate::Res;
 
 /// The kinds of change, in the order they run for each fixture c.
@@ -29,10 +30,10 @@ pub(crate) const KINDS: [&str; 7] = [
     "nslabel",
 ];
 
-/// Where a change's latency is timed from: the marker write's curl returning (a lower bound:
-/// the server sends the watch event as it answers, before curl exits), its start (an upper
-/// bound: curl's exec, TLS handshake and the request), and the harness's own watch receiving the
-/// event ([`ApiWatch`]: committed and sent to watchers).
+/// Where a change's latency is timed from: the marker write's answer read (a lower bound: the
+/// server sends the watch event as it answers), its start (an upper bound: the request over a
+/// kept-alive connection, [`Writer`]), and the harness's own watch receiving the event
+/// ([`ApiWatch`]: committed and sent to watchers).
 pub(crate) const BOUNDS: [&str; 3] = ["from return", "from start", "from seen"];
 
 /// Latencies (ms) per bound (in [`BOUNDS`]' order) and kind, one list per agent; `missed` per
@@ -41,7 +42,7 @@ pub(crate) const BOUNDS: [&str; 3] = ["from return", "from start", "from seen"];
 pub(crate) struct Latencies {
     pub(crate) per_agent: [BTreeMap<&'static str, Vec<Vec<f64>>>; 3],
     pub(crate) missed: BTreeMap<&'static str, usize>,
-    /// The marker write's own time through curl (ms), per kind.
+    /// The marker write's own time, start to answer (ms), per kind.
     pub(crate) write_ms: BTreeMap<&'static str, Vec<f64>>,
     /// Changes the harness's watch did not see (no "from seen" for them).
     pub(crate) unseen: usize,
@@ -146,7 +147,7 @@ pub(crate) struct Written {
 }
 
 /// Writes change `kind` on fixture c.
-pub(crate) fn write(api: &Api, kind: &'static str, c: usize) -> Res<Written> {
+pub(crate) fn write(api: &Writer, kind: &'static str, c: usize) -> Res<Written> {
     let (writes, mark, present) = change(kind, c)?;
     let (mut first, mut start, mut ret) = (f64::NAN, 0.0, 0.0);
     for w in &writes {
@@ -233,7 +234,7 @@ impl Latencies {
 /// Runs C changes of every kind, each waited for in every agent's table for up to `timeout`;
 /// `cpu` reads each agent's (own, children's) CPU seconds.
 pub(crate) fn run(
-    api: &Api,
+    api: &Writer,
     mons: &[Monitor],
     watch: &ApiWatch,
     changes: usize,

@@ -103,7 +103,7 @@ pub(crate) fn nft_per_change(windows: &[Vec<(f64, f64)>], agents: usize) -> (Vec
 }
 
 /// The changes' latencies by kind and bound (and OUT/latencies.tsv), and the marker writes'
-/// own time through curl.
+/// own time.
 pub(crate) fn latency_rows(lat: &Latencies, o: &Opts, out: &mut String, agents: usize) {
     let mut tsv = String::from("bound\tkind\tagent\tms\n");
     for (b, bound) in BOUNDS.iter().enumerate() {
@@ -137,7 +137,7 @@ pub(crate) fn latency_rows(lat: &Latencies, o: &Opts, out: &mut String, agents: 
             format!("{k} {:.1} / {:.1}", pct(&v, 50.0), pct(&v, 99.0))
         })
         .collect();
-    let _ = writeln!(out, "| the marker write's own time through curl (exec, TLS, the request), p50 / p99 ms | {} |", w.join("; "));
+    let _ = writeln!(out, "| the marker write's own time, start to answer (one kept-alive connection), p50 / p99 ms | {} |", w.join("; "));
     let _ = writeln!(
         out,
         "| changes the harness's own watch did not see | {} |",

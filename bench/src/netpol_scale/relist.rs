@@ -23,6 +23,7 @@ use super::changes::{landed, seen, write, Latencies, Written, BOUNDS};
 use super::monitor::{Monitor, Tx};
 use super::say;
 use crate::cluster::api::{now, Api};
+use crate::cluster::writer::Writer;
 use crate::cluster::{compact_etcd, hwm_kib, Cluster};
 use crate::stats::pct;
 use crate::Res;
@@ -131,7 +132,7 @@ fn windows(c: &Cluster, agents: usize, t0: f64) -> Vec<(f64, f64)> {
 /// The phase (see the module doc); `fixtures`: the first fixture index of its own and how many.
 pub(crate) fn measure(
     c: &Cluster,
-    api: &Api,
+    (api, writer): (&Api, &Writer),
     mons: &[Monitor],
     watch: &ApiWatch,
     (first, count): (usize, usize),
@@ -160,9 +161,9 @@ pub(crate) fn measure(
         if windows(c, n, t0).iter().all(|w| !w.1.is_nan()) {
             break;
         }
-        pending.push(write(api, "label", fixture)?);
+        pending.push(write(writer, "label", fixture)?);
         for kind in WAITED {
-            let w = write(api, kind, fixture)?;
+            let w = write(writer, kind, fixture)?;
             let got = landed(mons, &w, Instant::now() + timeout);
             let s = seen(watch, &w);
             made.push(Made { w, got, seen: s });

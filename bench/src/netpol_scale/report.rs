@@ -16,6 +16,7 @@ use super::objects::{agent_node, PodSpec};
 use super::per_agent::{latency_rows, nft_per_change, rows, PerAgent, LISTING};
 use super::{say, Opts};
 use crate::cluster::api::{now, Api};
+use crate::cluster::writer::Writer;
 use crate::cluster::{agent_metrics, agent_ns, cpu, hwm_kib, rss_kib, sum, Cluster};
 use crate::host::load;
 use crate::stats::spread as stats;
@@ -174,8 +175,9 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
     let _ = writeln!(out, "| steady: API server CPU / RSS / watch events sent per s (kwok heartbeats included) | {:.1} % / {arss1:.0} MiB / {:.1} |", (acpu1 - acpu0) / st * 100.0, (ev1 - ev0) / st);
     churn(o, api, c, &a, pods, &mut out)?;
     let watch = ApiWatch::start(api);
+    let writer = Writer::new(api)?;
     let per = if o.shape.changes > 0 {
-        timed(o, api, c, &a, &watch, &mut out)?
+        timed(o, (api, &writer), c, &a, &watch, &mut out)?
     } else {
         PerAgent::default()
     };
@@ -211,7 +213,7 @@ pub(crate) fn measure(o: &Opts, c: &Cluster, api: &Api, pods: &[PodSpec], load_s
     );
     if o.shape.relist > 0 {
         let fixtures = (o.shape.changes, o.shape.relist);
-        super::relist::measure(c, api, &a.mons, &watch, fixtures, &mut out)?;
+        super::relist::measure(c, (api, &writer), &a.mons, &watch, fixtures, &mut out)?;
     }
     let _ = writeln!(
         out,
@@ -286,7 +288,7 @@ fn churn(
 
 fn timed(
     o: &Opts,
-    api: &Api,
+    (api, writer): (&Api, &Writer),
     c: &Cluster,
     a: &Agents,
     watch: &ApiWatch,
@@ -299,7 +301,7 @@ fn timed(
     let c0 = a.cpu_apart();
     let t0 = now();
     let timeout = Duration::from_secs(120);
-    let lat = changes::run(api, &a.mons, watch, o.shape.changes, timeout, &|| {
+    let lat = changes::run(writer, &a.mons, watch, o.shape.changes, timeout, &|| {
         a.cpu_apart()
     })?;
     let secs = now() - t0;
