@@ -105,9 +105,7 @@ fn stream(api: &Api, path: &str, rv: &str) -> Option<Child> {
 fn list_rv(api: &Api, path: &str) -> Option<String> {
     let body = api.get(&format!("{path}?limit=1")).ok()?;
     let v: Value = serde_json::from_str(&body).ok()?;
-    v["metadata"]["resourceVersion"]
-        .as_str()
-        .map(str::to_owned)
+    v["metadata"]["resourceVersion"].as_str().map(str::to_owned)
 }
 
 /// Watches one collection until `stop`.
@@ -220,7 +218,9 @@ mod tests {
     #[test]
     fn events_bookmarks_and_gone_are_told_apart_and_matched_by_name_and_type() {
         let ev = |t: &str, name: &str, rv: &str| {
-            format!(r#"{{"type":"{t}","object":{{"metadata":{{"name":"{name}","resourceVersion":"{rv}"}}}}}}"#)
+            format!(
+                r#"{{"type":"{t}","object":{{"metadata":{{"name":"{name}","resourceVersion":"{rv}"}}}}}}"#
+            )
         };
         let a = parse_line("pods", 1.0, &ev("ADDED", "newpeer-3", "10")).unwrap();
         let m = parse_line("pods", 2.0, &ev("MODIFIED", "newpeer-3", "11")).unwrap();

@@ -58,7 +58,7 @@ pub(crate) struct Tx {
     pub(crate) other_deleted: usize,
     pub(crate) other_sample: Vec<String>,
     /// Such elements while the transaction is open.
-    other_gone: HashSet<String>,
+    pub(crate) other_gone: HashSet<String>,
 }
 
 /// An interval's start, waiting for its end key (the next element of the same set and verb).

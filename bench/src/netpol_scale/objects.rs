@@ -205,7 +205,9 @@ pub(crate) fn pods(s: &Shape, r: &mut Rng) -> Vec<PodSpec> {
             dns: false,
         });
     }
-    let remote = s.pods.saturating_sub(v.len() + 2 * s.fixtures() + 2 * s.adds);
+    let remote = s
+        .pods
+        .saturating_sub(v.len() + 2 * s.fixtures() + 2 * s.adds);
     for j in 0..remote {
         let i = j % s.nodes.max(1);
         let labels = generic_labels(r);

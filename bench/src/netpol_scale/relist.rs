@@ -52,9 +52,7 @@ pub(crate) fn pods_relist(log: &str, t0: f64) -> (Option<f64>, Option<f64>) {
         .by_ref()
         .find(|l| l.contains("listing again"))
         .and_then(log_time);
-    let end = lines
-        .find(|l| l.contains(": listed "))
-        .and_then(log_time);
+    let end = lines.find(|l| l.contains(": listed ")).and_then(log_time);
     (start, end)
 }
 
@@ -200,7 +198,13 @@ pub(crate) fn measure(
 }
 
 /// The changes made during the relist and after it, by kind and bound.
-fn write_rows(win: &[(f64, f64)], t0: f64, during: &Latencies, after: &Latencies, out: &mut String) {
+fn write_rows(
+    win: &[(f64, f64)],
+    t0: f64,
+    during: &Latencies,
+    after: &Latencies,
+    out: &mut String,
+) {
     let _ = writeln!(out, "| relist: changes during each agent's Pods relist (its 410 at {:?} s, its list in at {:?} s after the kill): p50 / p90 / p99 / max ms, n; {} | |",
         win.iter().map(|w| format!("{:.1}", w.0 - t0)).collect::<Vec<_>>(),
         win.iter().map(|w| format!("{:.1}", w.1 - t0)).collect::<Vec<_>>(),

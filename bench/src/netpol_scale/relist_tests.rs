@@ -20,7 +20,11 @@ fn the_pods_relist_is_read_from_the_agents_log_after_the_restart_only() {
     assert_eq!(log_time("no time here"), None);
     let (s, e) = pods_relist(LOG, AT_2040);
     assert_eq!(s, Some(AT_2040 + 1.25), "the Pods 410, not the Namespaces'");
-    assert_eq!(e, Some(AT_2040 + 40.75), "the list after it, not the first sync's");
+    assert_eq!(
+        e,
+        Some(AT_2040 + 40.75),
+        "the list after it, not the first sync's"
+    );
     assert_eq!(pods_relist(LOG, AT_2040 + 50.0), (None, None));
     let unfinished: String = LOG.lines().take(4).map(|l| format!("{l}\n")).collect();
     assert_eq!(
@@ -35,7 +39,7 @@ fn losses_count_replaces_and_deletes_no_change_explains() {
         deleted: ["172.17.3.0/24".to_owned()].into(),
         ..Tx::default()
     };
-    assert_eq!(losses(&[ok.clone()]), Losses::default());
+    assert_eq!(losses(std::slice::from_ref(&ok)), Losses::default());
     let lost = Tx {
         other_deleted: 2,
         other_sample: vec!["10.64.0.2".into(), "10.64.0.3".into()],
@@ -65,8 +69,17 @@ fn a_change_counts_as_during_for_the_agents_still_relisting_only() {
     assert_eq!((d[0].len(), d[1].len()), (0, 1));
     let a = &after.per_agent[0]["polcreate"];
     assert_eq!((a[0].len(), a[1].len()), (1, 0));
-    assert!((during.all(0, "polcreate")[0] - 5.0).abs() < 1e-6, "from return");
-    assert!((during.all(1, "polcreate")[0] - 10.0).abs() < 1e-6, "from start");
-    assert!((during.all(2, "polcreate")[0] - 8.0).abs() < 1e-6, "from seen");
+    assert!(
+        (during.all(0, "polcreate")[0] - 5.0).abs() < 1e-6,
+        "from return"
+    );
+    assert!(
+        (during.all(1, "polcreate")[0] - 10.0).abs() < 1e-6,
+        "from start"
+    );
+    assert!(
+        (during.all(2, "polcreate")[0] - 8.0).abs() < 1e-6,
+        "from seen"
+    );
     assert_eq!(during.missed["polcreate"] + after.missed["polcreate"], 0);
 }

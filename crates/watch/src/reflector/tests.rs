@@ -61,7 +61,11 @@ fn end() -> KubeError {
 impl Api for FakeApi {
     fn list_page(&self, _: &str, cont: Option<&str>) -> Result<ObjectPage, KubeError> {
         if let Some(probe) = self.0.probe {
-            self.0.asked.lock().unwrap().push(format!("live {}", probe()));
+            self.0
+                .asked
+                .lock()
+                .unwrap()
+                .push(format!("live {}", probe()));
         }
         match self.0.next(format!("list {}", cont.unwrap_or("-"))) {
             Some(Answer::Page(p)) => p,
@@ -311,7 +315,11 @@ const COUNTED: Kind<Counted> = Kind {
 fn a_relist_of_unchanged_objects_holds_one_copy_of_each_while_it_reads_its_pages() {
     let two_pages = || {
         [
-            page(vec![obj("a", "3", "1"), obj("b", "4", "2")], "7", Some("t1")),
+            page(
+                vec![obj("a", "3", "1"), obj("b", "4", "2")],
+                "7",
+                Some("t1"),
+            ),
             page(vec![obj("c", "5", "3")], "7", None),
         ]
     };
@@ -324,7 +332,8 @@ fn a_relist_of_unchanged_objects_holds_one_copy_of_each_while_it_reads_its_pages
         ..Server::default()
     });
     let s = Arc::clone(&server);
-    let connect = move || -> Result<Box<dyn Api>, KubeError> { Ok(Box::new(FakeApi(Arc::clone(&s)))) };
+    let connect =
+        move || -> Result<Box<dyn Api>, KubeError> { Ok(Box::new(FakeApi(Arc::clone(&s)))) };
     let mut ctl = Ctl {
         server: Arc::clone(&server),
         backoffs: Vec::new(),
@@ -332,9 +341,18 @@ fn a_relist_of_unchanged_objects_holds_one_copy_of_each_while_it_reads_its_pages
     let mut r = Reflector::new(COUNTED, Vec::new());
     r.run(&connect, &mut ctl);
     let asked = server.asked.lock().unwrap().clone();
-    let at = |i: usize| asked.iter().filter(|a| a.starts_with("live")).nth(i).cloned();
+    let at = |i: usize| {
+        asked
+            .iter()
+            .filter(|a| a.starts_with("live"))
+            .nth(i)
+            .cloned()
+    };
     // The first list: nothing stored, page 1's two objects held while page 2 is read.
-    assert_eq!((at(0), at(1)), (Some("live 0".into()), Some("live 2".into())));
+    assert_eq!(
+        (at(0), at(1)),
+        (Some("live 0".into()), Some("live 2".into()))
+    );
     // The relist: the three stored; page 1's two equal to them are dropped as read.
     assert_eq!(
         (at(2), at(3)),
