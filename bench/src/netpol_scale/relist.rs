@@ -205,6 +205,7 @@ fn write_rows(
     after: &Latencies,
     out: &mut String,
 ) {
+    let _ = writeln!(out, "\n| the relist phase | |\n| --- | --- |");
     let _ = writeln!(out, "| relist: changes during each agent's Pods relist (its 410 at {:?} s, its list in at {:?} s after the kill): p50 / p90 / p99 / max ms, n; {} | |",
         win.iter().map(|w| format!("{:.1}", w.0 - t0)).collect::<Vec<_>>(),
         win.iter().map(|w| format!("{:.1}", w.1 - t0)).collect::<Vec<_>>(),
