@@ -297,7 +297,7 @@ fn compare_chains(
         let want: Vec<String> = expected
             .chains
             .get(&name)
-            .map(|r| r.iter().map(|r| printed(r)).collect())
+            .map(|r| r.iter().map(|r| printed(&r.to_string())).collect())
             .unwrap_or_default();
         for rule in &want {
             if let Some(target) = rule.strip_prefix("jump ") {

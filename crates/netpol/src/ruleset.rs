@@ -173,7 +173,7 @@ pub struct Table {
     /// Peer and endpoint sets by name.
     pub sets: BTreeMap<String, NamedSet>,
     /// Per-pod chains by name: their rules, `drop` last.
-    pub chains: BTreeMap<String, Vec<String>>,
+    pub chains: BTreeMap<String, Vec<Rule>>,
     /// `ingress4`/`ingress6`: a local pod's address → the chain judging what it receives.
     pub ingress: BTreeMap<IpAddr, String>,
     /// `egress4`/`egress6`: a local pod's address → the chain judging what it sends.
@@ -265,7 +265,7 @@ pub(crate) fn sorted_minus<T: Ord + Copy>(a: &[T], b: &[T]) -> Vec<T> {
     out
 }
 
-fn write_chain(name: &str, rules: &[String], out: &mut String) {
+fn write_chain(name: &str, rules: &[Rule], out: &mut String) {
     let _ = writeln!(out, "\tchain {name} {{");
     for r in rules {
         let _ = writeln!(out, "\t\t{r}");
@@ -359,6 +359,7 @@ mod elements;
 mod journal;
 mod log;
 mod render;
+mod rule;
 mod rules;
 pub use elements::{ElementPlan, SetElements};
 pub use journal::{update_script, Journal};
@@ -367,6 +368,7 @@ pub use log::{
     LOG_PREFIX_STEM,
 };
 pub use render::{render, render_logging, replace_script};
+pub use rule::{Addr, Match, Rule, Verdict};
 pub use rules::{chain, host_chains, pod_chains};
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 
-use tern_netpol::ruleset::{NamedSet, Table};
+use tern_netpol::ruleset::{Addr, Match, NamedSet, Rule, Table, Verdict};
 
 use super::*;
 
@@ -47,7 +47,7 @@ impl TableReader for Fake {
             .0
             .chains
             .get(name)
-            .map(|r| r.iter().map(|r| printed(r)).collect()))
+            .map(|r| r.iter().map(|r| printed(&r.to_string())).collect()))
     }
     fn holds(
         &self,
@@ -69,6 +69,14 @@ fn as_u128(ip: IpAddr) -> u128 {
     }
 }
 
+fn peer(set: &str) -> Match {
+    Match::Peer {
+        v4: true,
+        addr: Addr::Source,
+        set: set.into(),
+    }
+}
+
 fn table() -> Table {
     let web: IpAddr = "10.0.1.2".parse().unwrap();
     let cli: IpAddr = "10.0.2.2".parse().unwrap();
@@ -84,12 +92,22 @@ fn table() -> Table {
             (
                 "in_1".to_owned(),
                 vec![
-                    "jump ai_1".to_owned(),
-                    "ip saddr @p4_1 meta l4proto tcp th dport { 80 } accept".to_owned(),
-                    "drop".to_owned(),
+                    Rule::verdict(Verdict::Jump("ai_1".into())),
+                    Rule::new(
+                        vec![
+                            peer("p4_1"),
+                            Match::Protocol(Protocol::Tcp),
+                            Match::Ports(vec![(80, 80)]),
+                        ],
+                        Verdict::Accept,
+                    ),
+                    Rule::verdict(Verdict::Drop),
                 ],
             ),
-            ("ai_1".to_owned(), vec!["ip saddr @p4_1 return".to_owned()]),
+            (
+                "ai_1".to_owned(),
+                vec![Rule::new(vec![peer("p4_1")], Verdict::Return)],
+            ),
         ]),
         ingress: BTreeMap::from([(web, "in_1".to_owned())]),
         ..Table::default()
@@ -124,7 +142,7 @@ fn the_same_table_agrees_and_each_change_is_named() {
             elements: Elements::Addrs(Vec::new()),
         },
     );
-    k.chains.get_mut("ai_1").unwrap()[0] = "ip saddr @p4_1 drop".into();
+    k.chains.get_mut("ai_1").unwrap()[0] = Rule::new(vec![peer("p4_1")], Verdict::Drop);
     let c = compare(&t, &[end()], &Fake(k)).unwrap();
     assert_eq!(
         c.differences,

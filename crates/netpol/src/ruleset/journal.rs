@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 
-use super::{write_chain, NamedSet, Table, VerdictMap, FAMILY, TABLE};
+use super::{write_chain, NamedSet, Rule, Table, VerdictMap, FAMILY, TABLE};
 
 impl Table {
     /// Sets the set `name` (`None`: removes it), noting in `j` what it was.
@@ -20,7 +20,7 @@ impl Table {
     }
 
     /// Sets the chain `name` (`None`: removes it), noting in `j` what it was.
-    pub fn put_chain(&mut self, j: &mut Journal, name: &str, rules: Option<Vec<String>>) {
+    pub fn put_chain(&mut self, j: &mut Journal, name: &str, rules: Option<Vec<Rule>>) {
         let before = match rules {
             Some(r) => self.chains.insert(name.to_owned(), r),
             None => self.chains.remove(name),
@@ -65,7 +65,7 @@ impl Table {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Journal {
     pub(super) sets: BTreeMap<String, Option<NamedSet>>,
-    pub(super) chains: BTreeMap<String, Option<Vec<String>>>,
+    pub(super) chains: BTreeMap<String, Option<Vec<Rule>>>,
     /// Per [`VerdictMap`], in its order.
     pub(super) maps: [BTreeMap<IpAddr, Option<String>>; 3],
 }

@@ -3,49 +3,36 @@
 
 use std::collections::BTreeMap;
 
+use super::rule::{joined, Addr, Match, Rule, Verdict};
 use super::LogDenied;
-use crate::addrs::Range;
 use crate::compile::{Allow, Dir, PortRange, TierRule, Tiers};
 use crate::model::Action;
 use crate::sets::fnv1a;
 
-/// ` th dport { 80, 1000-2000 }` (ports merged), or `""` when every port.
-fn ports_of(ranges: &[&PortRange]) -> String {
-    let mut v: Vec<Range> = Vec::new();
+/// `th dport { 80, 1000-2000 }` (ports merged), or `None` when every port.
+fn ports_of(ranges: &[&PortRange]) -> Option<Match> {
+    let mut v: Vec<(u16, u16)> = Vec::new();
     for r in ranges {
-        match r.range {
-            None => return String::new(),
-            Some((lo, hi)) => v.push((u128::from(lo), u128::from(hi))),
-        }
+        v.push(r.range?);
     }
     v.sort_unstable();
-    let mut merged: Vec<Range> = Vec::new();
+    let mut merged: Vec<(u16, u16)> = Vec::new();
     for (lo, hi) in v {
         match merged.last_mut() {
-            Some(last) if lo <= last.1 + 1 => last.1 = last.1.max(hi),
+            Some(last) if u32::from(lo) <= u32::from(last.1) + 1 => last.1 = last.1.max(hi),
             _ => merged.push((lo, hi)),
         }
     }
-    let items: Vec<String> = merged
-        .iter()
-        .map(|&(lo, hi)| {
-            if lo == hi {
-                lo.to_string()
-            } else {
-                format!("{lo}-{hi}")
-            }
-        })
-        .collect();
-    format!(" th dport {{ {} }}", items.join(", "))
+    Some(Match::Ports(merged))
 }
 
-/// The rules of one [`Allow`] (`addr` is `saddr` for ingress, `daddr` for egress), each
-/// ending in `verdict`.
-fn allow_rules(a: &Allow, addr: &str, verdict: &str, out: &mut Vec<String>) {
+/// The rules of one [`Allow`] (`addr`: the source for ingress, the destination for egress),
+/// each ending in `verdict`.
+fn allow_rules(a: &Allow, addr: Addr, verdict: &Verdict, out: &mut Vec<Rule>) {
     match a {
         Allow::Match { peers, ports } => {
-            let port_parts: Vec<String> = match ports {
-                None => vec![String::new()],
+            let port_parts: Vec<Vec<Match>> = match ports {
+                None => vec![Vec::new()],
                 Some(list) => {
                     let mut by_proto: BTreeMap<_, Vec<&PortRange>> = BTreeMap::new();
                     for p in list {
@@ -53,30 +40,41 @@ fn allow_rules(a: &Allow, addr: &str, verdict: &str, out: &mut Vec<String>) {
                     }
                     by_proto
                         .iter()
-                        .map(|(proto, rs)| format!(" meta l4proto {}{}", proto.nft(), ports_of(rs)))
+                        .map(|(proto, rs)| {
+                            let mut m = vec![Match::Protocol(*proto)];
+                            m.extend(ports_of(rs));
+                            m
+                        })
                         .collect()
                 }
             };
             // Both families always: an empty set matches nothing, and a pod joining the peers
             // later changes the set's elements, not this rule.
-            let peer_parts: Vec<String> = match peers {
-                None => vec![String::new()],
-                Some(id) => vec![
-                    format!("ip {addr} @p4_{id}"),
-                    format!("ip6 {addr} @p6_{id}"),
-                ],
+            let peer_parts: Vec<Option<Match>> = match peers {
+                None => vec![None],
+                Some(id) => [(true, 4), (false, 6)]
+                    .into_iter()
+                    .map(|(v4, v)| {
+                        Some(Match::Peer {
+                            v4,
+                            addr,
+                            set: format!("p{v}_{id}"),
+                        })
+                    })
+                    .collect(),
             };
             for peer in &peer_parts {
                 for port in &port_parts {
-                    out.push(format!("{peer}{port} {verdict}").trim_start().to_owned());
+                    let matches = peer.iter().chain(port).cloned().collect();
+                    out.push(Rule::new(matches, verdict.clone()));
                 }
             }
         }
         Allow::Endpoints(id) => {
-            for (f, v) in [("ip", 4), ("ip6", 6)] {
-                out.push(format!(
-                    "{f} {addr} . meta l4proto . th dport @e{v}_{id} {verdict}"
-                ));
+            for (v4, v) in [(true, 4), (false, 6)] {
+                let set = format!("e{v}_{id}");
+                let m = Match::Endpoint { v4, addr, set };
+                out.push(Rule::new(vec![m], verdict.clone()));
             }
         }
     }
@@ -85,20 +83,20 @@ fn allow_rules(a: &Allow, addr: &str, verdict: &str, out: &mut Vec<String>) {
 /// The chain of one pod's rules in `dir`: its name (`in_<hash>`/`eg_<hash>` of its rules:
 /// pods with the same rules share it) and its rules, `drop` last, the log rule in front of it
 /// when `log` is on.
-pub fn chain(dir: Dir, allows: &[Allow], log: Option<LogDenied>) -> (String, Vec<String>) {
-    let (prefix, addr) = match dir {
-        Dir::Ingress => ("in", "saddr"),
-        Dir::Egress => ("eg", "daddr"),
+pub fn chain(dir: Dir, allows: &[Allow], log: Option<LogDenied>) -> (String, Vec<Rule>) {
+    let prefix = match dir {
+        Dir::Ingress => "in",
+        Dir::Egress => "eg",
     };
     let mut rules = Vec::new();
     for a in allows {
-        allow_rules(a, addr, "accept", &mut rules);
+        allow_rules(a, Addr::of(dir), &Verdict::Accept, &mut rules);
     }
     if let Some(log) = log {
-        rules.push(log.rule(dir));
+        rules.push(Rule::Log(log, dir));
     }
-    rules.push("drop".to_owned());
-    let name = format!("{prefix}_{:016x}", fnv1a(&rules.join("\n")));
+    rules.push(Rule::verdict(Verdict::Drop));
+    let name = format!("{prefix}_{:016x}", fnv1a(&joined(&rules)));
     (name, rules)
 }
 
@@ -106,23 +104,23 @@ pub fn chain(dir: Dir, allows: &[Allow], log: Option<LogDenied>) -> (String, Vec
 /// rules): each rule's matches with its action's verdict — Accept `accept`, Deny `drop`, Pass
 /// `return` (to the pod's chain, which goes on to the next tier) — and nothing at the end, so
 /// a connection no rule matches returns too.
-fn tier_chain(tier: char, dir: Dir, rules: &[TierRule]) -> (String, Vec<String>) {
-    let (d, addr) = match dir {
-        Dir::Ingress => ('i', "saddr"),
-        Dir::Egress => ('e', "daddr"),
+fn tier_chain(tier: char, dir: Dir, rules: &[TierRule]) -> (String, Vec<Rule>) {
+    let d = match dir {
+        Dir::Ingress => 'i',
+        Dir::Egress => 'e',
     };
     let mut out = Vec::new();
     for r in rules {
         let verdict = match r.action {
-            Action::Accept => "accept",
-            Action::Deny => "drop",
-            Action::Pass => "return",
+            Action::Accept => Verdict::Accept,
+            Action::Deny => Verdict::Drop,
+            Action::Pass => Verdict::Return,
         };
         for m in &r.matches {
-            allow_rules(m, addr, verdict, &mut out);
+            allow_rules(m, Addr::of(dir), &verdict, &mut out);
         }
     }
-    let name = format!("{tier}{d}_{:016x}", fnv1a(&out.join("\n")));
+    let name = format!("{tier}{d}_{:016x}", fnv1a(&joined(&out)));
     (name, out)
 }
 
@@ -137,7 +135,7 @@ pub fn pod_chains(
     np: Option<&[Allow]>,
     tiers: &Tiers,
     log: Option<LogDenied>,
-) -> Vec<(String, Vec<String>)> {
+) -> Vec<(String, Vec<Rule>)> {
     if np.is_none() && tiers.is_empty() {
         return Vec::new();
     }
@@ -145,7 +143,7 @@ pub fn pod_chains(
     let mut head = Vec::new();
     if !tiers.admin.is_empty() {
         let (name, rules) = tier_chain('a', dir, &tiers.admin);
-        head.push(format!("jump {name}"));
+        head.push(Rule::verdict(Verdict::Jump(name.clone())));
         subs.push((name, rules));
     }
     let (name, mut rules) = match np {
@@ -154,15 +152,15 @@ pub fn pod_chains(
             let mut rules = Vec::new();
             if !tiers.baseline.is_empty() {
                 let (name, b) = tier_chain('b', dir, &tiers.baseline);
-                rules.push(format!("jump {name}"));
+                rules.push(Rule::verdict(Verdict::Jump(name.clone())));
                 subs.push((name, b));
             }
-            rules.push("accept".to_owned());
+            rules.push(Rule::verdict(Verdict::Accept));
             let prefix = match dir {
                 Dir::Ingress => "in",
                 Dir::Egress => "eg",
             };
-            (format!("{prefix}_{:016x}", fnv1a(&rules.join("\n"))), rules)
+            (format!("{prefix}_{:016x}", fnv1a(&joined(&rules))), rules)
         }
     };
     let name = if head.is_empty() {
@@ -171,7 +169,7 @@ pub fn pod_chains(
         head.append(&mut rules);
         rules = head;
         let prefix = &name[..2];
-        format!("{prefix}_{:016x}", fnv1a(&rules.join("\n")))
+        format!("{prefix}_{:016x}", fnv1a(&joined(&rules)))
     };
     let mut out = vec![(name, rules)];
     out.append(&mut subs);
@@ -183,7 +181,7 @@ pub fn pod_chains(
 /// a NetworkPolicy isolates the pod for egress (NetworkPolicy never judges a pod's own node),
 /// else the egress Baseline chain and accept. None when no tier rule could judge it: the
 /// pod's traffic to its node stays unjudged, as without cluster policies.
-pub fn host_chains(np: Option<&[Allow]>, tiers: &Tiers) -> Vec<(String, Vec<String>)> {
+pub fn host_chains(np: Option<&[Allow]>, tiers: &Tiers) -> Vec<(String, Vec<Rule>)> {
     let baseline = np.is_none() && !tiers.baseline.is_empty();
     if tiers.admin.is_empty() && !baseline {
         return Vec::new();
@@ -191,16 +189,16 @@ pub fn host_chains(np: Option<&[Allow]>, tiers: &Tiers) -> Vec<(String, Vec<Stri
     let (mut rules, mut subs) = (Vec::new(), Vec::new());
     if !tiers.admin.is_empty() {
         let (name, r) = tier_chain('a', Dir::Egress, &tiers.admin);
-        rules.push(format!("jump {name}"));
+        rules.push(Rule::verdict(Verdict::Jump(name.clone())));
         subs.push((name, r));
     }
     if baseline {
         let (name, r) = tier_chain('b', Dir::Egress, &tiers.baseline);
-        rules.push(format!("jump {name}"));
+        rules.push(Rule::verdict(Verdict::Jump(name.clone())));
         subs.push((name, r));
     }
-    rules.push("accept".to_owned());
-    let name = format!("ho_{:016x}", fnv1a(&rules.join("\n")));
+    rules.push(Rule::verdict(Verdict::Accept));
+    let name = format!("ho_{:016x}", fnv1a(&joined(&rules)));
     let mut out = vec![(name, rules)];
     out.append(&mut subs);
     out

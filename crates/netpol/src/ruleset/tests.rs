@@ -362,4 +362,25 @@ fn a_log_prefix_names_its_direction() {
     }
 }
 
+/// Rules are data now; their text, and so every chain's hash name, is what it was as text:
+/// these names were printed by the renderer that wrote rules as strings (a changed name
+/// would make every node's table differ from its last one, and its drift check restore).
+#[test]
+fn chain_names_are_the_hashes_of_the_rules_as_they_were_written() {
+    let pols = [json!({"podSelector": {"matchLabels": {"app": "web"}},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "cli"}}}],
+            "ports": [{"port": 80}, {"port": 1000, "endPort": 2000}, {"protocol": "UDP", "port": 53}]},
+            {"ports": [{"protocol": "SCTP", "port": 9}]}],
+        "egress": [{"to": [{"podSelector": {}}], "ports": [{"port": "h"}]}]})];
+    let (t, _) = render_logging(&plan(&pols), Some(LogDenied::default()));
+    let names: Vec<&String> = t.chains.keys().collect();
+    assert_eq!(
+        names,
+        ["eg_5a5495a7f707b635", "in_964fdc5a482d5b8c"],
+        "{}",
+        t.text()
+    );
+}
+
 mod cluster;

@@ -36,10 +36,11 @@ fn table(pols: &[serde_json::Value], cluster: &[ClusterPolicy], nodes: &[NodeInf
 fn chains_of(t: &Table, ingress: bool, ip: &str) -> Vec<(String, Vec<String>)> {
     let map = if ingress { &t.ingress } else { &t.egress };
     let head = map.get(&ip.parse().unwrap()).unwrap().clone();
-    let mut out = vec![(head.clone(), t.chains[&head].clone())];
+    let text = |name: &str| t.chains[name].iter().map(ToString::to_string).collect();
+    let mut out: Vec<(String, Vec<String>)> = vec![(head.clone(), text(&head))];
     for r in &t.chains[&head] {
-        if let Some(sub) = r.strip_prefix("jump ") {
-            out.push((sub.to_owned(), t.chains[sub].clone()));
+        if let Some(sub) = r.to_string().strip_prefix("jump ") {
+            out.push((sub.to_owned(), text(sub)));
         }
     }
     out
@@ -155,14 +156,17 @@ fn traffic_to_the_own_node_is_judged_by_the_tiers_only() {
     assert!(head.starts_with("ho_"), "{head}");
     let egress = chains_of(&t, false, "10.0.1.2");
     assert_eq!(
-        t.chains[head],
+        t.chains[head]
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         [format!("jump {}", egress[1].0), "accept".into()]
     );
     // Baseline: judged only while no NetworkPolicy isolates the pod for egress (which never
     // judges its own node): then no host entry at all.
     let t = table(&[], &[to_nodes("Baseline")], &[]);
     let head = &t.host[&"fd00:1::3".parse().unwrap()];
-    assert!(t.chains[head][0].starts_with("jump be_"));
+    assert!(t.chains[head][0].to_string().starts_with("jump be_"));
     let t = table(
         std::slice::from_ref(&np_egress),
         &[to_nodes("Baseline")],
