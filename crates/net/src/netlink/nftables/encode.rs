@@ -1,6 +1,7 @@
-//! The bytes of one nf_tables element batch (pure): `NFNL_MSG_BATCH_BEGIN`, one
-//! `NFT_MSG_DELSETELEM` or `NFT_MSG_NEWSETELEM` per set and verb (split when its element list
-//! would outgrow an attribute's 16-bit length), `NFNL_MSG_BATCH_END`.
+//! The bytes of one nf_tables batch (pure): `NFNL_MSG_BATCH_BEGIN`, the messages of each
+//! [`Op`] in order — one `NFT_MSG_DELSETELEM` or `NFT_MSG_NEWSETELEM` per set and verb (split
+//! when its element list would outgrow an attribute's 16-bit length), the sets, chains and
+//! rules of `objects.rs` — then `NFNL_MSG_BATCH_END`.
 //!
 //! Layout (linux/netlink.h, linux/netfilter/nfnetlink.h, nf_tables.h): each message is an
 //! `nlmsghdr` (host order) and an `nfgenmsg` (family, `NFNETLINK_V0`, `res_id` big-endian),
@@ -10,13 +11,14 @@
 
 use std::net::IpAddr;
 
-use super::{Element, SetChange, Verb};
+use super::objects::{put_op, Op};
+use super::{Element, Verb};
 
 /// `NLMSG_MIN_TYPE`: the batch markers' types (nfnetlink.h).
 const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
 const NFNL_MSG_BATCH_END: u16 = 0x11;
 /// The nf_tables subsystem: the batch's `res_id`, and a message type's high byte.
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
+pub(super) const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFNETLINK_V0: u8 = 0;
 /// `enum nf_tables_msg_types`.
 const NFT_MSG_NEWSETELEM: u16 = 12;
@@ -42,15 +44,39 @@ const NFT_JUMP: i32 = -3;
 const NLA_F_NESTED: u16 = 0x8000;
 pub(super) const NLM_F_REQUEST: u16 = 0x1;
 pub(super) const NLM_F_ACK: u16 = 0x4;
-const NLM_F_EXCL: u16 = 0x200;
-const NLM_F_CREATE: u16 = 0x400;
+pub(super) const NLM_F_EXCL: u16 = 0x200;
+pub(super) const NLM_F_CREATE: u16 = 0x400;
 /// `AF_UNSPEC`: the batch markers' family.
 const AF_UNSPEC: u8 = 0;
 
 /// An attribute's length is 16 bits: a message's element list stays below this many bytes.
 const ELEMENTS_BUDGET: usize = 60_000;
 
-/// One element message of a batch: its sequence number, which change it carries, and where
+/// A big-endian `u32` attribute (nf_tables' numbers are all network order).
+pub(super) fn put_u32(buf: &mut Vec<u8>, ty: u16, v: u32) {
+    put_attr(buf, ty, &v.to_be_bytes());
+}
+
+/// A batch's sequence numbers (never 0) and the ids of the sets it makes.
+pub(super) struct Counter {
+    next: u32,
+    set_ids: u32,
+}
+
+impl Counter {
+    pub(super) fn take(&mut self) -> u32 {
+        let s = self.next;
+        self.next = self.next.wrapping_add(1).max(1);
+        s
+    }
+
+    pub(super) fn set_id(&mut self) -> u32 {
+        self.set_ids += 1;
+        self.set_ids
+    }
+}
+
+/// One message of a batch: its sequence number, which op it carries, and where
 /// each of its elements starts (byte offset from the message's header), to name the element
 /// the kernel's extended ack points at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +98,7 @@ fn align(n: usize) -> usize {
     (n + 3) & !3
 }
 
-fn put_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
+pub(super) fn put_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
     let len = 4 + payload.len();
     buf.extend_from_slice(&(len as u16).to_ne_bytes());
     buf.extend_from_slice(&ty.to_ne_bytes());
@@ -80,7 +106,7 @@ fn put_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
     buf.resize(align(buf.len()), 0);
 }
 
-fn put_str(buf: &mut Vec<u8>, ty: u16, s: &str) {
+pub(super) fn put_str(buf: &mut Vec<u8>, ty: u16, s: &str) {
     let mut z = Vec::with_capacity(s.len() + 1);
     z.extend_from_slice(s.as_bytes());
     z.push(0);
@@ -88,20 +114,27 @@ fn put_str(buf: &mut Vec<u8>, ty: u16, s: &str) {
 }
 
 /// Opens a nested attribute; [`nest_end`] writes its length.
-fn nest_start(buf: &mut Vec<u8>, ty: u16) -> usize {
+pub(super) fn nest_start(buf: &mut Vec<u8>, ty: u16) -> usize {
     let at = buf.len();
     buf.extend_from_slice(&[0, 0]);
     buf.extend_from_slice(&(ty | NLA_F_NESTED).to_ne_bytes());
     at
 }
 
-fn nest_end(buf: &mut [u8], at: usize) {
+pub(super) fn nest_end(buf: &mut [u8], at: usize) {
     let len = (buf.len() - at) as u16;
     buf[at..at + 2].copy_from_slice(&len.to_ne_bytes());
 }
 
 /// An `nlmsghdr` with its length left 0 ([`message_end`] writes it) and an `nfgenmsg`.
-fn message_start(buf: &mut Vec<u8>, ty: u16, flags: u16, seq: u32, family: u8, res_id: u16) {
+pub(super) fn message_start(
+    buf: &mut Vec<u8>,
+    ty: u16,
+    flags: u16,
+    seq: u32,
+    family: u8,
+    res_id: u16,
+) {
     buf.extend_from_slice(&0u32.to_ne_bytes());
     buf.extend_from_slice(&ty.to_ne_bytes());
     buf.extend_from_slice(&flags.to_ne_bytes());
@@ -111,7 +144,7 @@ fn message_start(buf: &mut Vec<u8>, ty: u16, flags: u16, seq: u32, family: u8, r
     buf.extend_from_slice(&res_id.to_be_bytes());
 }
 
-fn message_end(buf: &mut [u8], at: usize) {
+pub(super) fn message_end(buf: &mut [u8], at: usize) {
     let len = (buf.len() - at) as u32;
     buf[at..at + 4].copy_from_slice(&len.to_ne_bytes());
 }
@@ -153,16 +186,14 @@ fn flags(verb: Verb) -> (u16, u16) {
     }
 }
 
-/// The batch of `changes` to sets of table `family`/`table`, sequence numbers from `seq`.
-pub(super) fn batch(family: u8, table: &str, changes: &[SetChange], seq: u32) -> Batch {
+/// The batch of `ops` on table `family`/`table`, sequence numbers from `seq`.
+pub(super) fn batch(family: u8, table: &str, ops: &[Op], seq: u32) -> Batch {
     let mut buf = Vec::with_capacity(256);
-    let mut next = seq;
-    let mut take = || {
-        let s = next;
-        next = next.wrapping_add(1).max(1);
-        s
+    let mut counter = Counter {
+        next: seq,
+        set_ids: 0,
     };
-    let begin_seq = take();
+    let begin_seq = counter.take();
     let res_id = NFNL_SUBSYS_NFTABLES;
     message_start(
         &mut buf,
@@ -175,11 +206,24 @@ pub(super) fn batch(family: u8, table: &str, changes: &[SetChange], seq: u32) ->
     message_end(&mut buf, 0);
     let mut sent = Vec::new();
     let mut headers = Vec::new();
-    for (i, change) in changes.iter().enumerate() {
+    for (i, op) in ops.iter().enumerate() {
+        let Op::Elements(change) = op else {
+            let mut started = Vec::new();
+            put_op(&mut buf, op, family, table, &mut counter, &mut started);
+            for (at, seq) in started {
+                headers.push(at);
+                sent.push(Sent {
+                    seq,
+                    change: i,
+                    elements: Vec::new(),
+                });
+            }
+            continue;
+        };
         let (kind, flags) = flags(change.verb);
         let mut rest = &change.elements[..];
         while !rest.is_empty() {
-            let s = take();
+            let s = counter.take();
             let at = buf.len();
             headers.push(at);
             message_start(
@@ -215,7 +259,7 @@ pub(super) fn batch(family: u8, table: &str, changes: &[SetChange], seq: u32) ->
             });
         }
     }
-    // Only the last element message asks for an ack: the kernel answers a refused message
+    // Only the last message asks for an ack: the kernel answers a refused message
     // whether asked or not, and holds every answer in the socket's receive buffer until the
     // batch is done (about 800 bytes each, of a buffer capped by net.core.rmem_max: thousands
     // of acks overflowed it, ENOBUFS, for a batch the kernel had committed).
@@ -228,7 +272,7 @@ pub(super) fn batch(family: u8, table: &str, changes: &[SetChange], seq: u32) ->
         &mut buf,
         NFNL_MSG_BATCH_END,
         NLM_F_REQUEST,
-        take(),
+        counter.take(),
         AF_UNSPEC,
         res_id,
     );

@@ -10,7 +10,7 @@
 #![cfg(target_endian = "little")]
 
 use super::encode::{batch, element_at};
-use super::{Element, SetChange, Verb, NFPROTO_INET};
+use super::{Element, Op, SetChange, Verb, NFPROTO_INET};
 
 /// `nft add element inet tern_netpol p4_x '{ 10.1.2.3 }'`: the NEWSETELEM message.
 const NFT_ADD_V4: &[u8] = &[
@@ -80,7 +80,7 @@ fn one(verb: Verb, set: &str, key: &str, jump: Option<&str>) -> Vec<u8> {
             jump: jump.map(str::to_owned),
         }],
     };
-    let b = batch(NFPROTO_INET, "tern_netpol", &[change], 7);
+    let b = batch(NFPROTO_INET, "tern_netpol", &[Op::Elements(change)], 7);
     assert_eq!(b.begin_seq, 7);
     assert_eq!(b.sent.len(), 1);
     assert_eq!(b.sent[0].seq, 8);
@@ -137,7 +137,7 @@ fn a_big_change_splits_and_offsets_name_elements() {
         set: "p6_x".into(),
         elements,
     };
-    let b = batch(NFPROTO_INET, "tern_netpol", &[change], 1);
+    let b = batch(NFPROTO_INET, "tern_netpol", &[Op::Elements(change)], 1);
     assert!(b.sent.len() >= 5, "{}", b.sent.len());
     let carried: Vec<usize> = b
         .sent
