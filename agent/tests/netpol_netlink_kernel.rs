@@ -1,10 +1,12 @@
-//! The element-only updates of `Engine::flush` (`Flush::elements`) written over netlink by
-//! tern's own nf_tables writer (`tern_net::netlink::nftables`) in a real kernel: one netns gets
-//! the first table replaced through nft and then each flush's element plan over netlink when
-//! it has one, its nft script otherwise (as the agent's syncer does); another gets each step's
-//! full render replaced whole through nft; after every step the two `nft list table` outputs
-//! must be equal (`netpol_steps`: the same fixed changes as `netpol_update_kernel.rs`, two
-//! seeds). And a batch the kernel refuses changes nothing and names the set and element; a
+//! The updates of `Engine::flush` given as a `Flush::plan` (element moves; sets and chains made
+//! and removed with their rules: policies created, changed, deleted, new local pods) written
+//! over netlink by tern's own nf_tables writer (`tern_net::netlink::nftables`) in a real
+//! kernel: one netns gets the first table replaced through nft and then each flush's plan over
+//! netlink when it has one, its nft script otherwise (as the agent's syncer does); another gets
+//! each step's full render replaced whole through nft; after every step the two `nft list
+//! table` outputs must be equal (`netpol_steps`: the same fixed changes as
+//! `netpol_update_kernel.rs`, two seeds of 260 steps), and many steps must have made chains
+//! and sets over netlink. And a batch the kernel refuses changes nothing and names the set and element; a
 //! batch past the socket's default buffer goes whole.
 //! Needs root and nft.
 
@@ -24,8 +26,24 @@ use tern_testkit::netns::TestNetns;
 const ENOENT: i32 = 2;
 const EEXIST: i32 = 17;
 
-/// Steps of one seed: how many went over netlink, and how many of those moved map entries.
-fn run(seed: u64, steps: u64, stem: &str) -> (usize, usize) {
+/// What went over netlink in one seed's steps.
+#[derive(Debug, Default)]
+struct Counts {
+    /// Flushes written over netlink.
+    by_netlink: usize,
+    /// Of those, ones that moved verdict-map entries.
+    maps: usize,
+    /// Of those, ones that made or removed chains or sets (a policy created, changed or
+    /// deleted; a new local pod's chain).
+    objects: usize,
+    /// Chains made over netlink.
+    chains_made: usize,
+    /// Flushes that went through nft (something the writer does not encode).
+    by_nft: usize,
+}
+
+/// Steps of one seed.
+fn run(seed: u64, steps: u64, stem: &str) -> Counts {
     let nft = Nft::find().unwrap();
     let (inc_ns, full_ns) = (
         TestNetns::new(&format!("{stem}-nl")),
@@ -44,35 +62,36 @@ fn run(seed: u64, steps: u64, stem: &str) -> (usize, usize) {
     inc.run_in(|| nft.apply(&e.table().replace_script()))
         .unwrap()
         .unwrap();
-    let (mut by_netlink, mut maps) = (0, 0);
+    let mut n = Counts::default();
     for i in 0..steps {
         let what = step(seed * 1_000_003 + i, &mut m, &mut e);
         let f = e.flush();
         let want = m.full(None);
-        match &f.elements {
+        match &f.plan {
             Some(plan) => {
-                writer
-                    .write(&tern_agent::netpol::element_batch(plan))
-                    .unwrap_or_else(|err| {
-                        panic!("step {i}: {what}: the kernel refused {plan:?}: {err}")
-                    });
-                by_netlink += 1;
+                let ops = tern_agent::netpol::table_batch(plan).expect("a plan is encodable");
+                writer.apply(&ops).unwrap_or_else(|err| {
+                    panic!("step {i}: {what}: the kernel refused {plan:?}: {err}")
+                });
+                n.by_netlink += 1;
                 let is_map = |set: &str| {
                     ["ingress", "egress", "host"]
                         .iter()
                         .any(|p| set.starts_with(p))
                 };
-                maps += usize::from(
-                    plan.deletes
-                        .iter()
-                        .chain(&plan.adds)
-                        .any(|s| is_map(&s.set)),
-                );
+                let moved = plan.elements.deletes.iter().chain(&plan.elements.adds);
+                n.maps += usize::from(moved.clone().any(|s| is_map(&s.set)));
+                n.objects += usize::from(plan.objects() > 0);
+                n.chains_made += plan.new_chains.len();
             }
-            None if !f.script.is_empty() => inc
-                .run_in(|| nft.apply(&f.script))
-                .unwrap()
-                .unwrap_or_else(|err| panic!("step {i}: {what}: nft refused\n{}\n{err}", f.script)),
+            None if !f.script.is_empty() => {
+                n.by_nft += 1;
+                inc.run_in(|| nft.apply(&f.script))
+                    .unwrap()
+                    .unwrap_or_else(|err| {
+                        panic!("step {i}: {what}: nft refused\n{}\n{err}", f.script)
+                    })
+            }
             None => {}
         }
         full.run_in(|| nft.apply(&want.replace_script()))
@@ -82,23 +101,25 @@ fn run(seed: u64, steps: u64, stem: &str) -> (usize, usize) {
             listing(&inc, &nft),
             listing(&full, &nft),
             "seed {seed} step {i}: {what}: the table kept over netlink differs; the plan was\n{:?}",
-            f.elements
+            f.plan
         );
     }
-    (by_netlink, maps)
+    n
 }
 
 #[test]
-fn element_plans_over_netlink_list_as_the_full_render() {
+fn table_plans_over_netlink_list_as_the_full_render() {
     if tern_testkit::root::skip() {
         return;
     }
     for (seed, stem) in [(1, "nlk1"), (2, "nlk2")] {
-        let (by_netlink, maps) = run(seed, 260, stem);
-        // The run exercised what it claims: many element-only updates, some of verdict maps.
+        let n = run(seed, 260, stem);
+        eprintln!("seed {seed}: {n:?}");
+        // The run exercised what it claims: many updates over netlink, some of verdict maps,
+        // some that made or removed chains and sets (policies, new local pods).
         assert!(
-            by_netlink > 25 && maps > 3,
-            "seed {seed}: {by_netlink} {maps}"
+            n.by_netlink > 25 && n.maps > 3 && n.objects > 10 && n.chains_made > 10,
+            "seed {seed}: {n:?}"
         );
     }
 }

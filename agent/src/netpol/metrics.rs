@@ -184,7 +184,7 @@ fn work_done(e: &mut DescriptorEncoder, s: &NetpolStats) -> fmt::Result {
     counters(
         e,
         "tern_agent_network_policy_transactions",
-        "Table changes applied, by how they reached the kernel: netlink (element moves only, one nf_tables batch written by the agent), nft (a script through an exec of nft).",
+        "Table changes applied, by how they reached the kernel: netlink (element moves, sets, chains and rules: one nf_tables batch written by the agent), nft (a script through an exec of nft).",
         "path",
         [
             ("netlink", s.netlink_updates),
@@ -194,7 +194,7 @@ fn work_done(e: &mut DescriptorEncoder, s: &NetpolStats) -> fmt::Result {
     counter(
         e,
         "tern_agent_network_policy_netlink_errors",
-        "Element updates the kernel refused over netlink (the same update then went through nft).",
+        "Updates the kernel refused over netlink (the same update then went through nft).",
         s.netlink_errors,
     )?;
     counter(

@@ -24,6 +24,7 @@ pub use config::{NetpolArgs, NetpolConfig};
 pub use controller::NetpolController;
 pub use store::NetpolStats;
 pub use sync::elements::batch as element_batch;
+pub use sync::elements::ops as table_batch;
 
 // The table the compiler renders is the one a draining uninstall's finish removes
 // (`tern_net::drain`, run by `tern-agent uninstall` and tern's DEL; tern-net does not depend on

@@ -256,10 +256,10 @@ pub struct NetpolStats {
     pub updates: u64,
     /// Tables the kernel refused.
     pub apply_errors: u64,
-    /// Of [`NetpolStats::updates`], those written over netlink (element moves only) rather
+    /// Of [`NetpolStats::updates`], those written over netlink (a `ruleset::TablePlan`) rather
     /// than through an exec of nft.
     pub netlink_updates: u64,
-    /// Element updates the kernel refused over netlink (the nft script of the same update
+    /// Updates the kernel refused over netlink (the nft script of the same update
     /// followed).
     pub netlink_errors: u64,
     /// Tables restored after someone else changed them.

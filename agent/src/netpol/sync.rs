@@ -3,11 +3,13 @@
 //! changed (its generation moved: the watchers leave it for events that change nothing the
 //! compiler reads), it runs the incremental compiler (`tern_netpol::engine`) over what changed
 //! and sends the kernel what that touched in one transaction: set elements, verdict map
-//! entries, a new chain or set, one no rule names any more. An update that only moves elements
-//! of plain sets and verdict maps that exist (most changes: a remote pod created, deleted or
-//! relabelled) goes as one nf_tables netlink batch the agent writes itself (`elements.rs`),
-//! anything else as an nft script (`nft -f -`); a batch the kernel refuses is followed by the
-//! nft script of the same flush (decision 0022). The first table after a start, and any table
+//! entries, a new chain or set, one no rule names any more. An update the engine gives as a
+//! `ruleset::TablePlan` (element moves of plain sets and verdict maps; plain address sets and
+//! chains made and removed, with their rules: a remote pod created, deleted or relabelled, a
+//! policy created, changed or deleted, a new local pod's chain) goes as one nf_tables netlink
+//! batch the agent writes itself (`elements.rs`), anything else (ipBlock and named-port sets
+//! made or changed, the log rule) as an nft script (`nft -f -`); a batch the kernel refuses is
+//! followed by the nft script of the same flush (decision 0022). The first table after a start, and any table
 //! after a transaction the kernel refused, replaces the whole table instead.
 //! A thread of its own ([`drift`]) lists the table once a period and asks for a restore (a
 //! replace) when someone else changed it; that check compiles nothing, and no change or
@@ -25,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use tern_net::netlink::nftables::ElementWriter;
 use tern_net::nft::Nft;
-use tern_netpol::ruleset::{ElementPlan, Size, TABLE};
+use tern_netpol::ruleset::{Size, TablePlan, TABLE};
 use tracing::{info, warn};
 
 use super::store::{Shared, Store};
@@ -39,8 +41,8 @@ const TICK: Duration = Duration::from_millis(100);
 struct Compiled {
     generation: u64,
     script: String,
-    /// The update as element moves only, when it is one (never for a replace).
-    elements: Option<ElementPlan>,
+    /// The update as the netlink writer's parts, when it is one (never for a replace).
+    plan: Option<TablePlan>,
     change: Change,
     size: Size,
     policies: usize,
@@ -56,10 +58,10 @@ fn compile(s: &Shared, whole: bool) -> Option<Compiled> {
     }
     let generation = st.generation;
     let f = st.engine.flush();
-    let (script, elements, change) = if whole {
+    let (script, plan, change) = if whole {
         (st.engine.table().replace_script(), None, Change::Replace)
     } else {
-        (f.script, f.elements, Change::Update)
+        (f.script, f.plan, Change::Update)
     };
     let size = st.engine.size();
     let policies = st.engine.policies_in_force();
@@ -73,7 +75,7 @@ fn compile(s: &Shared, whole: bool) -> Option<Compiled> {
     Some(Compiled {
         generation,
         script,
-        elements,
+        plan,
         change,
         size,
         policies,
@@ -125,8 +127,8 @@ enum Change {
 enum Path<'a> {
     /// A script through an exec of nft.
     Nft(&'a Nft, &'a str),
-    /// Element moves only, one netlink batch (`elements.rs`).
-    Netlink(&'a ElementWriter, &'a ElementPlan),
+    /// Element moves, sets, chains and rules: one netlink batch (`elements.rs`).
+    Netlink(&'a ElementWriter, &'a TablePlan),
 }
 
 /// Makes one transaction and counts the sync; true when the kernel took it.
@@ -226,7 +228,7 @@ pub(crate) fn run(s: &Shared, nft: &Nft, netlink: bool) {
         }
         s.drift.transaction_starts();
         let (size, policies) = (c.size, c.policies);
-        let by_netlink = c.elements.as_ref().zip(writer.as_ref());
+        let by_netlink = c.plan.as_ref().zip(writer.as_ref());
         let done = by_netlink.is_some_and(|(plan, w)| {
             apply(s, Path::Netlink(w, plan), c.change, size, policies, started)
         }) || apply(

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::compile::selects;
 use crate::model::{ClusterPolicy, Labels, NodeInfo, Pod, Policy};
-use crate::ruleset::{ElementPlan, Journal, LogDenied, Size, Table};
+use crate::ruleset::{ElementPlan, Journal, LogDenied, Size, Table, TablePlan};
 use crate::sets::{namespace_labels, SetDef, SetId};
 
 /// A set in force: its definition, how many rules of policies in force define it, and its
@@ -60,6 +60,10 @@ pub struct Flush {
     /// of plain sets and verdict maps that exist before and after); `None` when it touches
     /// anything else, or nothing.
     pub elements: Option<ElementPlan>,
+    /// The same update as the netlink writer's parts (`ruleset::TablePlan`: sets and chains
+    /// made and removed, rules, element moves), when everything it touches is encodable;
+    /// `None` when not, or when nothing changed. A superset of `elements`.
+    pub plan: Option<TablePlan>,
     /// Local pods whose chains were compiled again.
     pub pods: usize,
     /// Sets whose contents were gathered again.

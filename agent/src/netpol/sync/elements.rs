@@ -1,13 +1,19 @@
-//! An update that only moves elements (`ruleset::ElementPlan`) written over netlink
-//! (`tern_net::netlink::nftables`) instead of an exec of nft: the same deletes and adds, in one
-//! batch the kernel applies whole or not at all. Why: nft's child costs 3–4 ms of CPU and
-//! 4–14 ms of wall time a transaction, most of a change's way to the kernel (decision 0022).
+//! An update that is a [`TablePlan`] (element moves, and the sets and chains a policy or a new
+//! local pod makes or leaves behind) written over netlink (`tern_net::netlink::nftables`)
+//! instead of an exec of nft: the same parts, in the script's order, in one batch the kernel
+//! applies whole or not at all. Why: nft's child costs 3–8 ms of CPU and 4–14 ms of wall time a
+//! transaction (it loads the table's cache first), most of a change's way to the kernel
+//! (decision 0022).
 //!
 //! Invariant: a refused batch changed nothing, so the caller falls back to the nft script of
 //! the same flush (then, as for any refused update, to a replace).
 
-use tern_net::netlink::nftables::{Element, ElementWriter, SetChange, Verb, NFPROTO_INET};
-use tern_netpol::ruleset::{ElementPlan, SetElements, TABLE};
+use tern_net::netlink::nftables as nl;
+use tern_net::netlink::nftables::{Element, ElementWriter, Op, SetChange, Verb, NFPROTO_INET};
+use tern_netpol::model::Protocol;
+use tern_netpol::ruleset::{
+    Addr, ElementPlan, Match, Rule, SetElements, TablePlan, Verdict, TABLE,
+};
 use tracing::warn;
 
 /// The writer of the calling thread's network namespace, `None` (the nft script then carries
@@ -46,12 +52,88 @@ pub fn batch(plan: &ElementPlan) -> Vec<SetChange> {
     out
 }
 
-/// Writes `plan`; false (logged) when the kernel or the socket refused it.
-pub(super) fn write(writer: &ElementWriter, plan: &ElementPlan) -> bool {
-    match writer.write(&batch(plan)) {
+fn protocol(p: Protocol) -> u8 {
+    match p {
+        Protocol::Tcp => 6,
+        Protocol::Udp => 17,
+        Protocol::Sctp => 132,
+    }
+}
+
+fn one_match(m: &Match) -> nl::Match {
+    match m {
+        Match::Peer { v4, addr, set } => nl::Match::Peer {
+            v4: *v4,
+            destination: *addr == Addr::Destination,
+            set: set.clone(),
+        },
+        Match::Endpoint { v4, addr, set } => nl::Match::Endpoint {
+            v4: *v4,
+            destination: *addr == Addr::Destination,
+            set: set.clone(),
+        },
+        Match::Protocol(p) => nl::Match::Protocol(protocol(*p)),
+        Match::Ports(r) => nl::Match::Ports(r.clone()),
+    }
+}
+
+/// The rule as the writer's, `None` for one it does not encode (the log rule).
+fn rule(r: &Rule) -> Option<nl::Rule> {
+    let Rule::Match { matches, verdict } = r else {
+        return None;
+    };
+    Some(nl::Rule {
+        matches: matches.iter().map(one_match).collect(),
+        verdict: match verdict {
+            Verdict::Accept => nl::Verdict::Accept,
+            Verdict::Drop => nl::Verdict::Drop,
+            Verdict::Return => nl::Verdict::Return,
+            Verdict::Jump(c) => nl::Verdict::Jump(c.clone()),
+        },
+    })
+}
+
+/// The plan as the writer's ops, in the script's order (`ruleset::TablePlan`): sets, chains,
+/// their rules, element deletes and adds, chains and sets removed (also the kernel test's and
+/// the bench's, as `tern_agent::netpol::table_batch`). `None` when a rule is not encodable.
+pub fn ops(plan: &TablePlan) -> Option<Vec<Op>> {
+    let mut out = Vec::new();
+    for (name, v4) in &plan.new_sets {
+        let key = if *v4 {
+            nl::SetKey::Ipv4
+        } else {
+            nl::SetKey::Ipv6
+        };
+        out.push(Op::NewSet {
+            name: name.clone(),
+            key,
+        });
+    }
+    out.extend(plan.new_chains.iter().map(|(n, _)| Op::NewChain(n.clone())));
+    for (chain, rules) in &plan.new_chains {
+        for r in rules {
+            out.push(Op::AddRule {
+                chain: chain.clone(),
+                rule: rule(r)?,
+            });
+        }
+    }
+    out.extend(batch(&plan.elements).into_iter().map(Op::Elements));
+    out.extend(plan.gone_chains.iter().cloned().map(Op::DeleteChain));
+    out.extend(plan.gone_sets.iter().cloned().map(Op::DeleteSet));
+    Some(out)
+}
+
+/// Writes `plan`; false (logged) when it is not encodable or the kernel or the socket refused
+/// it.
+pub(super) fn write(writer: &ElementWriter, plan: &TablePlan) -> bool {
+    let Some(ops) = ops(plan) else {
+        return false;
+    };
+    match writer.apply(&ops) {
         Ok(()) => true,
         Err(e) => {
-            warn!(error = %e, elements = plan.len(), "network policy: the kernel refused the element update over netlink; sending the same update through nft");
+            warn!(error = %e, elements = plan.elements.len(), objects = plan.objects(), "network policy: the kernel refused the update over netlink; sending the same update through nft");
             false
         }
     }

@@ -27,14 +27,19 @@ impl<P: AsPod> Engine<P> {
         }
         let journal = take(&mut self.journal);
         let script = journal.script(&self.table);
-        let elements = if script.is_empty() {
+        let plan = if script.is_empty() {
             None
         } else {
-            journal.element_plan(&self.table)
+            journal.table_plan(&self.table)
         };
+        let elements = plan
+            .as_ref()
+            .filter(|p| p.elements_only())
+            .map(|p| p.elements.clone());
         Flush {
             script,
             elements,
+            plan,
             pods: pods.len(),
             sets: sets.len(),
         }

@@ -10,6 +10,7 @@
 use std::net::IpAddr;
 
 use super::journal::Journal;
+use super::plan::TablePlan;
 use super::{sorted_minus, Elements, NamedSet, Table, VerdictMap};
 use crate::addrs::address;
 
@@ -46,7 +47,7 @@ impl ElementPlan {
     }
 }
 
-fn push(to: &mut Vec<SetElements>, set: &str, elements: Vec<(IpAddr, Option<String>)>) {
+pub(super) fn push(to: &mut Vec<SetElements>, set: &str, elements: Vec<(IpAddr, Option<String>)>) {
     if !elements.is_empty() {
         to.push(SetElements {
             set: set.to_owned(),
@@ -56,7 +57,12 @@ fn push(to: &mut Vec<SetElements>, set: &str, elements: Vec<(IpAddr, Option<Stri
 }
 
 /// The plan of a plain set that changed, `None` when it is not a plain address set.
-fn set_change(name: &str, old: &NamedSet, new: &NamedSet, plan: &mut ElementPlan) -> Option<()> {
+pub(super) fn set_change(
+    name: &str,
+    old: &NamedSet,
+    new: &NamedSet,
+    plan: &mut ElementPlan,
+) -> Option<()> {
     let (Elements::Addrs(a), Elements::Addrs(b)) = (&old.elements, &new.elements) else {
         return None;
     };
@@ -73,21 +79,14 @@ impl Journal {
     /// The update as element moves only, or `None` when it touches anything else (see the
     /// module's doc). `now` is the table after the changes.
     pub fn element_plan(&self, now: &Table) -> Option<ElementPlan> {
-        let mut plan = ElementPlan::default();
-        for (name, before) in &self.sets {
-            match (before, now.sets.get(name)) {
-                (Some(old), Some(new)) if old != new => set_change(name, old, new, &mut plan)?,
-                (Some(_), Some(_)) | (None, None) => {}
-                _ => return None,
-            }
-        }
-        if self
-            .chains
-            .iter()
-            .any(|(name, before)| before.as_ref() != now.chains.get(name))
-        {
-            return None;
-        }
+        self.table_plan(now)
+            .filter(TablePlan::elements_only)
+            .map(|p| p.elements)
+    }
+
+    /// The verdict maps' moves: per map and family, the keys whose chain changed or went,
+    /// deleted, and the keys whose chain changed or came, added.
+    pub(super) fn map_moves(&self, now: &Table, plan: &mut ElementPlan) {
         for m in VerdictMap::ALL {
             let mut gone: [Vec<_>; 2] = Default::default();
             let mut came: [Vec<_>; 2] = Default::default();
@@ -110,6 +109,5 @@ impl Journal {
                 push(&mut plan.adds, name, came);
             }
         }
-        Some(plan)
     }
 }
