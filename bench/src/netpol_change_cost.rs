@@ -3,8 +3,10 @@
 //! `--netpol-compile`, same flags), by the two paths the agent has, in one run: the engine's
 //! table is put into two fresh network namespaces (gone when the run ends); every change's
 //! flush goes to the first as its nft script (`nft -f -`, the path every update took before the
-//! netlink writer), and to the second as the syncer sends it: the element-only plan over
-//! netlink (`tern_net::netlink::nftables`) when the flush has one, else the same nft script.
+//! netlink writer), and to the second as the syncer sends it: the flush's table plan (element
+//! moves, sets and chains made and removed with their rules) over netlink
+//! (`tern_net::netlink::nftables`) when it has one, else the same nft script. The two tables
+//! are compared (`nft list table`) at the end.
 //!
 //! Per change it separates:
 //! - the engine's CPU: `set_*` + `flush` (compile, the script's text and the plan), this
@@ -92,11 +94,9 @@ impl Kernels {
     /// The agent's path in the second netns: the plan over netlink, or the script through nft
     /// there (on a thread that entered it: its CPU is the child's, its spawn uncounted).
     fn by_agent(&self, f: &Flush) -> Result<(f64, f64, bool), String> {
-        if let Some(plan) = &f.elements {
+        if let Some(ops) = f.plan.as_ref().and_then(tern_agent::netpol::table_batch) {
             let (cpu0, t0) = (thread_cpu(), Instant::now());
-            self.writer
-                .write(&tern_agent::netpol::element_batch(plan))
-                .map_err(|e| e.to_string())?;
+            self.writer.apply(&ops).map_err(|e| e.to_string())?;
             return Ok((us(thread_cpu() - cpu0), us(t0.elapsed()), true));
         }
         let (ch0, t0) = (children_cpu(), Instant::now());
@@ -224,6 +224,13 @@ pub fn main(args: &[String]) -> i32 {
             }
             print_kind(what, &cost);
         }
+        let listed = |t: Result<Option<String>, _>| t.ok().flatten().unwrap_or_default();
+        let nft_path = listed(k.nft.list_table("inet", TABLE));
+        let agent_path = k.ns.run_in(|| listed(k.nft.list_table("inet", TABLE)));
+        let same = agent_path
+            .as_ref()
+            .is_ok_and(|t| *t == nft_path && !t.is_empty());
+        println!("the agent's path lists the same table as the nft path at the end: {same}");
         Ok(())
     });
     match run {
