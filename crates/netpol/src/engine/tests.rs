@@ -147,7 +147,7 @@ fn the_engine_equals_a_full_compile_after_every_random_change() {
             log,
             ..Table::default()
         };
-        let mut plans = 0;
+        let (mut plans, mut objects) = (0, 0);
         for step in 0..600 {
             let what = change(&mut r, &mut m, &mut e);
             let f = e.flush();
@@ -163,15 +163,25 @@ fn the_engine_equals_a_full_compile_after_every_random_change() {
                 "seed {seed} step {step}: {what}\n{}",
                 f.script
             );
-            // An element-only plan does too (applied in place: no copy of the table).
+            // An element-only plan does too (applied in place: no copy of the table), and a
+            // table plan (sets and chains too) to a copy.
             if let Some(p) = &f.elements {
-                plan::apply(&mut kernel, p);
-                assert!(kernel == want, "seed {seed} step {step}: {what}");
+                plan::apply(&mut kernel.clone(), p);
                 plans += 1;
+            }
+            if let Some(p) = &f.plan {
+                plan::apply_table(&mut kernel, p);
+                assert!(kernel == want, "seed {seed} step {step}: {what}");
+                objects += usize::from(p.objects() > 0);
             }
             kernel = want;
         }
         assert!(plans > 50, "seed {seed}: {plans} element-only flushes");
+        // Without the log rule, policies and new local pods make and remove chains by plan.
+        assert!(
+            log.is_some() || objects > 20,
+            "seed {seed}: {objects} plans with sets or chains"
+        );
     }
 }
 
