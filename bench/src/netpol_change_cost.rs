@@ -6,7 +6,7 @@
 //! netlink writer), and to the second as the syncer sends it: the flush's table plan (element
 //! moves, sets and chains made and removed with their rules) over netlink
 //! (`tern_net::netlink::nftables`) when it has one, else the same nft script. The two tables
-//! are compared (`nft list table`) at the end.
+//! are compared at the end (`nft -j list table`, the kernel's object handles aside).
 //!
 //! Per change it separates:
 //! - the engine's CPU: `set_*` + `flush` (compile, the script's text and the plan), this
@@ -165,6 +165,24 @@ fn print_kind(what: &str, k: &Cost) {
     );
 }
 
+/// An `nft -j` listing without the kernel's object handles (numbers the kernel hands out per
+/// table as objects are made: not what the table holds).
+fn without_handles(listing: &[u8]) -> Option<serde_json::Value> {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("handle");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(listing).ok()?;
+    strip(&mut v);
+    Some(v)
+}
+
 /// Runs the bench; the exit status.
 pub fn main(args: &[String]) -> i32 {
     let mut args = args.to_vec();
@@ -224,13 +242,21 @@ pub fn main(args: &[String]) -> i32 {
             }
             print_kind(what, &cost);
         }
-        let listed = |t: Result<Option<String>, _>| t.ok().flatten().unwrap_or_default();
-        let nft_path = listed(k.nft.list_table("inet", TABLE));
-        let agent_path = k.ns.run_in(|| listed(k.nft.list_table("inet", TABLE)));
-        let same = agent_path
-            .as_ref()
-            .is_ok_and(|t| *t == nft_path && !t.is_empty());
-        println!("the agent's path lists the same table as the nft path at the end: {same}");
+        // `nft -j`: every object with its kernel handle, rules with their expressions as nft
+        // reads them back.
+        let json = || {
+            std::process::Command::new(k.nft.bin())
+                .args(["-j", "list", "table", "inet", TABLE])
+                .output()
+                .map(|o| o.stdout)
+                .unwrap_or_default()
+        };
+        let nft_path = json();
+        let agent_path = k.ns.run_in(json).unwrap_or_default();
+        let (a, b) = (without_handles(&agent_path), without_handles(&nft_path));
+        let same = a.is_some() && a == b;
+        let handles = agent_path == nft_path;
+        println!("the agent's path lists the same table as the nft path at the end (nft -j): {same} (the kernel's object handles equal too: {handles})");
         Ok(())
     });
     match run {
