@@ -1,6 +1,7 @@
 //! Admission in a real kernel: one "node" netns with two pods wired as tern wires them (a /32
 //! and a /128 behind 169.254.1.1 / fe80::1, a host route each), the controller's real syncer
-//! applying `inet tern_netpol` there with the nft tool, and a deny-all ingress policy for `web`.
+//! applying `inet tern_netpol` there (the first table with the nft tool, then updates over
+//! netlink: web's admission makes its chain), and a deny-all ingress policy for `web`.
 //! `web`'s Pod is known without addresses (the kubelet posts them only after ADD returned):
 //! before its admission `cli` reaches it; once `admit` answered `isolated`, the first
 //! connection already fails. A second `web` pod admitted after it shares its chain: the syncer
@@ -76,9 +77,25 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
         );
     }
     let web_refs: Vec<&str> = web_s.iter().map(String::as_str).collect();
+    let (chains, by_netlink) = (
+        s.store().engine.table().chains.len(),
+        s.stats().netlink_updates,
+    );
     let started = Instant::now();
     assert_eq!(admit(&s, &req("web", &web_refs), later()), Ok(true));
     let took = started.elapsed();
+    // Its update, web's new chain with its rule and its map entries, went over netlink: no nft.
+    let stats = s.stats().clone();
+    assert_eq!(
+        (chains, s.store().engine.table().chains.len()),
+        (0, 1),
+        "the admission made web's chain"
+    );
+    assert_eq!(
+        (stats.netlink_updates, stats.netlink_errors),
+        (by_netlink + 1, 0),
+        "the admission's update went over netlink"
+    );
     for ip in web_ips {
         assert!(
             !connects(&cli, ip, Duration::from_millis(600)),
@@ -89,7 +106,7 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
     for ip in cli_ips {
         assert!(connects(&web, ip, Duration::from_secs(3)), "web -> {ip}");
     }
-    eprintln!("admission of an isolated pod answered in {took:?} (compile and nft apply, the syncer woken by the admission)");
+    eprintln!("admission of an isolated pod answered in {took:?} (compile and a netlink batch making its chain, the syncer woken by the admission)");
 
     // A second pod the policy selects shares web's chain: its addresses enter the verdict maps
     // by an element update, and it too is refused from its first connection.
