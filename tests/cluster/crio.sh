@@ -59,11 +59,6 @@ SH
 start_crio() {
     local c="$KT/crio" d
     for d in storage run ns runc exits attach pods hooks.d cdi tmp conf.d; do mkdir -p "$c/$d"; done
-    mkdir -p "$CNI_BIN" "$CNI_NET"
-    # The node's CNI bin dir as a node's `kubernetes-cni` package leaves it (see start_containerd).
-    for p in loopback host-local; do
-        [ -e "$CNI_BIN/$p" ] || { cp "/usr/lib/cni/$p" "$CNI_BIN/$p" && echo "$CNI_BIN/$p" >>"$KT/created"; }
-    done
     echo '{"default": [{"type": "insecureAcceptAnything"}]}' >"$c/policy.json"
     : >"$c/registries.conf"
     # tests/cri's renderer (the harness sets TERN_CRIO_CONF to its tern-cluster-crio-conf)
@@ -71,7 +66,6 @@ start_crio() {
     "$TERN_CRIO_CONF" "$c" "$CRIO_BIN/pinns" "$(crio_runc)" "$CNI_NET" "$CNI_BIN" 10351 >"$c/crio.conf"
     CONTAINERS_REGISTRIES_CONF="$c/registries.conf" start crio "$CRIO_BIN/crio" \
         --config "$c/crio.conf" --config-dir "$c/conf.d" --log-level info
-    wait_for 60 "CRI-O's CRI" crictl version
 }
 
 # crio_down: after the kubelet and CRI-O are stopped, conmon and the containers' processes (by the

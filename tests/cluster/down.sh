@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# tests/cluster/down.sh — the tier's teardown (`down`): node 2, the agent's and the tier's
+# tests/cluster/down.sh — the tier's teardown (`down`): the container nodes, the agent's and the tier's
 # processes, tables, routes, links, cgroups, mounts and files, then a check that nothing is left.
 # Sourced by tests/cluster/lib.sh.
 
@@ -7,14 +7,14 @@
 
 down() {
     log "tearing down $KT"
-    # node 2 first (its podman state is under $KT), whether or not TERN_CLUSTER_NODES is set now
-    node2_down
-    if [ -S "$CRI_SOCK" ]; then
-        stop kubelet
-        local ids
-        ids=$(crictl pods -q 2>/dev/null || true)
-        for id in $ids; do crictl stopp "$id" >/dev/null 2>&1 || true; crictl rmp -f "$id" >/dev/null 2>&1 || true; done
-    fi
+    # the container nodes first (their podman state is under $KT), whether or not
+    # TERN_CLUSTER_NODES is set now, then the switch or router between them; node 1 drained
+    local n
+    for ((n = 2; n <= ${#N_NAME[@]}; n++)); do container_down "$n"; done
+    ip netns del "$ROUTER_NS" 2>/dev/null || true
+    ip netns del "$SWITCH_NS" 2>/dev/null || true
+    ip link del "$BRIDGE" 2>/dev/null || true
+    if [ -S "$CRI_SOCK" ]; then node_drain 1; fi
     for c in kube-proxy kubelet scheduler controller-manager apiserver containerd crio etcd registry; do stop "$c"; done
     crio_down
     # shims and pod processes left by a killed containerd: by their cgroup under $CGROUP_ROOT
@@ -30,7 +30,7 @@ down() {
     done
     # only tern's files and what the tier copied, never a file that was there before the run
     local f
-    for f in $(node_files) $(cat "$KT/created" 2>/dev/null); do
+    for f in $(tern_node_files) $(cat "$KT/created" 2>/dev/null); do
         grep -qxF "$f" "$KT/preexisting" 2>/dev/null || rm -f "$f"
     done
     rm -f /run/tern/agent.sock /run/tern/metrics.sock && rmdir /run/tern 2>/dev/null || true

@@ -13,7 +13,7 @@
 #   API server bind and advertise that address with the lease endpoint reconciler, as operators
 #   run it, so the `kubernetes` Service and its EndpointSlice are real; TERN_CLUSTER_DNS=IP gives
 #   the kubelet that clusterDNS (domain cluster.local). Every bring-up puts up the guard table
-#   inet tern_kt_guard before the kubelet (node_parts.sh guard_up: pods reach the pod ranges and
+#   inet tern_kt_guard before the kubelet (nodes.sh guard_up: pods reach the pod ranges and
 #   the node, nothing else); tests/conformance/lib.sh adds kube-proxy (its tables ip/ip6
 #   kube-proxy, or its KUBE-* iptables chains) and CoreDNS; `down` removes those too
 #   (`kube-proxy --cleanup`).
@@ -41,10 +41,10 @@ K8S_BIN="${TERN_K8S_BIN:-$GOBIN_DIR/kubernetes}"
 # nodes, as the 2-node specs compare what a hostNetwork pod on node 1 answers with its Node's name).
 NODE="${TERN_CLUSTER_NODE_NAME:-tern-node}"
 API_PORT=16443
-# Two nodes (TERN_CLUSTER_NODES=2): node 2 reaches the API server at node 1's address, so it
+# Container nodes (TERN_CLUSTER_NODES=2 or more) reach the API server at node 1's address, so it
 # binds that address unless told otherwise.
 API_ADDR=127.0.0.1
-[ "${TERN_CLUSTER_NODES:-1}" != 2 ] || API_ADDR=10.99.219.1
+[ "${TERN_CLUSTER_NODES:-1}" -lt 2 ] || API_ADDR=10.99.219.1
 API_ADDR="${TERN_CLUSTER_API_ADDR:-$API_ADDR}"
 # The kubelet's port on the node's address (TERN_CLUSTER_KUBELET_PORT; scripts/conformance sets the
 # standard 10250, which "Proxy ... on node with explicit kubelet port" hard-codes).
@@ -147,8 +147,12 @@ stop() {
 
 # shellcheck source=pki.sh
 . "$(dirname "${BASH_SOURCE[0]}")/pki.sh"
-# shellcheck source=node2.sh
-. "$(dirname "${BASH_SOURCE[0]}")/node2.sh"
+# shellcheck source=nodes.sh
+. "$(dirname "${BASH_SOURCE[0]}")/nodes.sh"
+# shellcheck source=node_files.sh
+. "$(dirname "${BASH_SOURCE[0]}")/node_files.sh"
+# shellcheck source=container.sh
+. "$(dirname "${BASH_SOURCE[0]}")/container.sh"
 
 # --- control plane -----------------------------------------------------------------------------
 
@@ -247,7 +251,25 @@ start_scheduler() {
         --bind-address 127.0.0.1 --secure-port 10359 --leader-elect=false --v=1
 }
 
-# shellcheck source=node_parts.sh
-. "$(dirname "${BASH_SOURCE[0]}")/node_parts.sh"
+# control_plane_up: the PKI, node 1's address (before the API server that binds it), etcd, the
+# API server, the controller-manager and the scheduler.
+control_plane_up() {
+    make_pki
+    node_address
+    start_etcd
+    start_apiserver
+    start_controller_manager
+    start_scheduler
+}
+
+# container_nodes_up: node 2 and on (TERN_CLUSTER_NODES), each in nodes.sh's order.
+container_nodes_up() {
+    local n
+    for ((n = 2; n <= NODES; n++)); do
+        node_runtime_up "$n"
+        node_kubelet_up "$n"
+    done
+}
+
 # shellcheck source=down.sh
 . "$(dirname "${BASH_SOURCE[0]}")/down.sh"

@@ -5,14 +5,14 @@
 # Usage (root): bash tests/cluster/node.sh up | down | vars | FUNCTION [ARG ...]
 #   up [conformance]
 #            tears down a previous instance under $KT, refuses to run over another tern install
-#            (check_node_clean), then brings up the control plane and the node (cluster_up), or,
-#            with TERN_CLUSTER_NODES=2, both nodes (two_nodes_up); `up conformance` the whole
-#            conformance tier instead (tests/conformance/lib.sh conformance_up)
+#            (check_node_clean), then brings up the control plane and the nodes (cluster_up:
+#            TERN_CLUSTER_NODES=2 for two); `up conformance` the whole conformance tier instead
+#            (tests/conformance/lib.sh conformance_up)
 #   down     tears everything down (lib.sh's `down`) when $KT exists
 #   vars     prints the layout as KEY=VALUE lines (what the cases in tests/cluster/tests read)
-#   FUNCTION a function of lib.sh, pki.sh, crio.sh, node2.sh or tests/conformance/ (lib.sh,
-#            images.sh, checks.sh, cnp.sh) with its arguments (e.g. start_apiserver
-#            --service-account-max-token-expiration 1h, node2_crictl pods -q, install_tern)
+#   FUNCTION a function of tests/cluster/*.sh or tests/conformance/ (lib.sh, images.sh,
+#            checks.sh, cnp.sh) with its arguments (e.g. start_apiserver
+#            --service-account-max-token-expiration 1h, node_crictl 2 pods -q, install_tern)
 # The Rust harnesses (tests/cluster/tests/cluster and tests/conformance) run it; nothing else in
 # these tiers is shell.
 #
@@ -24,24 +24,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=lib.sh
 . "$ROOT/tests/cluster/lib.sh"
 
-# cluster_up: the control plane, the runtime, the guard and the kubelet, by the steps and in the
-# order conformance_up brings node 1 up (node_parts.sh node1_control_plane_up, node1_kubelet_up),
-# until the node has registered and been given its podCIDRs (one per family).
+# cluster_up: the control plane, then each node in nodes.sh's order (node 1's images between its
+# runtime and its kubelet), until every Node has registered and been given its podCIDRs; with
+# TERN_CLUSTER_NODES=2 the container node too (the two-node cases, `cluster-2node::NAME`: tern is
+# installed by their first case, `install_tern`, as scripts/conformance installs it). No
+# kube-proxy, no CoreDNS: conformance_up adds them in the same order.
 cluster_up() {
-    node1_control_plane_up
-    node1_kubelet_up
-}
-
-# two_nodes_up: TERN_CLUSTER_NODES=2 (the two-node cases, `cluster-2node::NAME`): node 1 as
-# conformance_up brings it up (its address, a /24 on kt-node0, before the API server that binds
-# it), without kube-proxy and CoreDNS, by conformance_up's own steps (node_parts.sh
-# node1_control_plane_up, node1_kubelet_up: the guard on node 1); then node 2 (node2.sh node2_up). tern is installed by
-# the first case (`install_tern`, as scripts/conformance installs it).
-two_nodes_up() {
-    node1_control_plane_up
-    node2_pki
-    node1_kubelet_up
-    node2_up
+    control_plane_up
+    node_runtime_up 1
+    import_images
+    node_kubelet_up 1
+    container_nodes_up
 }
 
 # install_tern, conformance_up and the checks around the specs
@@ -59,7 +52,6 @@ case "$cmd" in
         check_node_clean
         mkdir -p "$KT"
         if [ "${1:-}" = conformance ]; then conformance_up
-        elif [ "$TWO_NODES" = 1 ]; then two_nodes_up
         else cluster_up; fi
         ;;
     down)

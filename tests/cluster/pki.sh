@@ -1,7 +1,8 @@
 # tests/cluster/pki.sh — the real-cluster tier's PKI: a CA, the components' certificates and
 # kubeconfigs, the service-account signing key, all under $KT/pki.
 #
-# Sourced by tests/cluster/lib.sh; uses its KT, API, NODE and NODE_IP when called.
+# Sourced by tests/cluster/lib.sh; uses its KT, API and NODE_IP when called. Each node's kubelet
+# certificates are nodes.sh's node_pki.
 
 # --- PKI ---------------------------------------------------------------------------------------
 
@@ -67,10 +68,8 @@ make_pki() {
     cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
     cert controller-manager system:kube-controller-manager ""
     cert scheduler system:kube-scheduler ""
-    cert kubelet "system:node:$NODE" system:nodes
     # kube-proxy's own identity: bound to system:node-proxier by the default RBAC
     cert kube-proxy system:kube-proxy ""
-    cert kubelet-serving "system:node:$NODE" system:nodes "IP:$NODE_IP,${NODE_IP6:+IP:$NODE_IP6,}IP:127.0.0.1,DNS:$NODE"
-    for n in admin controller-manager scheduler kubelet kube-proxy; do kubeconfig "$n"; done
+    for n in admin controller-manager scheduler kube-proxy; do kubeconfig "$n"; done
     sa_key sa
 }

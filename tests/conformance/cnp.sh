@@ -55,7 +55,7 @@ SH
     echo "$out"
 }
 
-# cnp_images: the suite's image in the node's store (before node2_up, which pushes node 1's
+# cnp_images: the suite's image in the node's store (before container_nodes_up, which pushes node 1's
 # images to node 2 through the local registry).
 cnp_images() {
     local a

@@ -59,7 +59,7 @@ YAML
 # this cluster's): its chain is tern, tern-tuning, portmap, bandwidth, and `tern-agent install`
 # puts the reference portmap and bandwidth from tern's image beside tern's plugins; this tier adds
 # nothing to it, so the specs test what deploy/ ships. With TERN_CLUSTER_NODE_ROUTES=vxlan (two
-# nodes on two subnets, node2.sh) deploy/README.md's VXLAN steps on top.
+# nodes on two subnets, container.sh) deploy/README.md's VXLAN steps on top.
 install_tern() {
     kubectl apply -f "$ROOT/deploy/00-namespace.yaml"
     kubectl -n tern create configmap kubernetes-services-endpoint \
@@ -198,14 +198,16 @@ YAML
 # reaches the API server at its real address anyway, and before CoreDNS, which reaches it through
 # the `kubernetes` Service).
 conformance_up() {
-    node1_control_plane_up
+    control_plane_up
+    node_runtime_up 1
+    import_images
     conformance_images
     if [ "${TERN_CLUSTER_CNP:-0}" = 1 ]; then cnp_images; fi
-    node1_kubelet_up
+    node_kubelet_up 1
     start_kube_proxy
-    # TERN_CLUSTER_NODES=2: node 2 (tests/cluster/node2.sh) with its own kube-proxy, the images
-    # through the local registry
-    if [ "$TWO_NODES" = 1 ]; then node2_up; fi
+    # TERN_CLUSTER_NODES=2: node 2 (tests/cluster/container.sh) with its own kube-proxy, the
+    # images through the local registry
+    container_nodes_up
     install_tern
     coredns_up
 }

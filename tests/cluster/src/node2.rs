@@ -1,4 +1,4 @@
-//! The two-node tier's hosts (TERN_CLUSTER_NODES=2, tests/cluster/node2.sh): node 1 is this
+//! The two-node tier's hosts (TERN_CLUSTER_NODES=2, tests/cluster/container.sh): node 1 is this
 //! machine's root netns, node 2 a privileged podman container with its own netns, PID namespace
 //! and root filesystem. A [`Host`] runs a command in a node's netns and names a file of its
 //! filesystem as this machine sees it (`/proc/PID/root/...`), so a case asks both nodes the same
@@ -68,11 +68,7 @@ impl Node {
     /// # Errors
     /// No node 2 running.
     pub fn node2(&self) -> Res<Host> {
-        let ctr = self.var("NODE2_CTR");
-        let pid = self.sh(
-            &["node2_podman", "inspect", "-f", "{{.State.Pid}}", ctr],
-            &[],
-        )?;
+        let pid = self.sh(&["node_pid", "2"], &[])?;
         let pid = pid
             .trim()
             .parse()
@@ -108,7 +104,7 @@ impl Node {
         }
     }
 
-    /// `crictl ARGS` on `host`'s runtime (node 2's through node.sh node2_crictl).
+    /// `crictl ARGS` on `host`'s runtime (node 2's through node.sh `node_crictl 2`).
     ///
     /// # Errors
     /// As [`Node::run`].
@@ -116,7 +112,7 @@ impl Node {
         if !host.is_node2() {
             return self.crictl(args);
         }
-        let mut all = vec!["node2_crictl"];
+        let mut all = vec!["node_crictl", "2"];
         all.extend_from_slice(args);
         self.sh(&all, &[])
     }

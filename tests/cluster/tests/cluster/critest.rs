@@ -232,6 +232,6 @@ pub fn critest(node: &Node) -> Res {
     }
     nothing_left_critest(node, &links_before)?;
     node.sh(&["stop", "registry"], &[])?;
-    node.sh(&["start_kubelet"], &[])?;
+    node.sh(&["kubelet_start", "1"], &[])?;
     node.wait_for(60, "node Ready again", || node.node_ready())
 }

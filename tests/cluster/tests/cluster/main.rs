@@ -13,7 +13,7 @@
 //! node on CRI-O: names `cluster-crio::NAME`, only `install` and `pods` unless `--include-ignored`.
 //! The cluster is dual stack unless TERN_CLUSTER_IP_FAMILY=ipv4 (then `dual_stack` is ignored).
 //! TERN_CLUSTER_KEEP=1 leaves the cluster running (tear down: `bash tests/cluster/node.sh down`).
-//! TERN_CLUSTER_NODES=2 brings up two nodes (node 2 a podman container, tests/cluster/node2.sh;
+//! TERN_CLUSTER_NODES=2 brings up two nodes (node 2 a podman container, tests/cluster/container.sh;
 //! VXLAN node routes unless TERN_CLUSTER_NODE_ROUTES=host-gw) and runs the two-node cases
 //! instead: names `cluster-2node::NAME` (two_nodes/, and faults/ with the probes across).
 //!

@@ -23,7 +23,7 @@
 //!   TERN_CNP_FLAG=0, TERN_CNP_CHANNEL, TERN_CNP_FEATURES; a whole run writes
 //!   docs/conformance/network-policy-api-v0.3.0.yaml.
 //!
-//! Knobs: TERN_CLUSTER_NODES=2 (node 2, tests/cluster/node2.sh; with TERN_CLUSTER_NODE_ROUTES=vxlan
+//! Knobs: TERN_CLUSTER_NODES=2 (node 2, tests/cluster/container.sh; with TERN_CLUSTER_NODE_ROUTES=vxlan
 //! on another subnet), TERN_CLUSTER_IP_FAMILY=ipv4, TERN_CONFORMANCE_PROCS (ginkgo's processes,
 //! 2), TERN_CONFORMANCE_TIMEOUT (90m), TERN_KUBE_PROXY_MODE (nftables|iptables),
 //! TERN_CLUSTER_CNP=1 with TERN_CNP_BASELINE_DENY=1 (a Baseline deny before the specs),

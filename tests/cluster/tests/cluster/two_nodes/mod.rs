@@ -1,5 +1,5 @@
 //! The two-node cases (`cluster-2node::NAME`, TERN_CLUSTER_NODES=2): node 2 a privileged podman
-//! container with its own containerd and kubelet (tests/cluster/node2.sh), on a subnet of its own
+//! container with its own containerd and kubelet (tests/cluster/container.sh), on a subnet of its own
 //! behind a router netns with VXLAN node routes (TERN_CLUSTER_NODE_ROUTES=vxlan, the default
 //! here) or on node 1's bridge with host-gw ones. tern from deploy/ as scripts/conformance
 //! installs it (tests/conformance/lib.sh install_tern). The guard (inet tern_kt_guard) on both

@@ -63,7 +63,7 @@ pub fn node2_reregistered(node: &Node) -> Res {
     })?;
     let gone = t0.elapsed();
     let t0 = Instant::now();
-    node.sh(&["node2_restart_kubelet"], &[])?;
+    node.sh(&["kubelet_restart", "2"], &[])?;
     node.wait_for(120, "node 2 registered again with podCIDRs", || {
         cidrs_of(node, node2).is_ok_and(|c| !c.is_empty())
     })?;
@@ -125,7 +125,7 @@ pub fn node2_readdressed(node: &Node) -> Res {
     } else {
         format!("{next},{ip6}")
     };
-    node.sh(&["node2_restart_kubelet", &ips], &[])?;
+    node.sh(&["kubelet_restart", "2", &ips], &[])?;
     let node2 = node.var("NODE2");
     node.wait_for(60, "node 2's InternalIP the new address", || {
         node.kubectl(&["get", "node", node2, "-o", "jsonpath={.status.addresses}"])
