@@ -2,20 +2,12 @@
 # (SC2153: KT, NODE_IP and the rest are lib.sh's and nodes.sh's)
 # tests/cluster/container.sh — what is a container node's own (node 2 and on, TERN_CLUSTER_NODES):
 # the privileged podman container (its own mount, PID and cgroup namespaces: its CNI dirs,
-# /run/tern, kubelet root and containerd state are private by construction, its processes die
-# with it), its Debian root filesystem and PID 1, the registry it pulls node 1's images from, and
-# its cabling. The steps every node shares are nodes.sh's; docs/TESTING.md ("Two nodes") has the
-# layout and why. Sourced by tests/cluster/lib.sh (always: `down` removes container nodes whatever
-# TERN_CLUSTER_NODES says).
-# - Cabling: node 1's address is on kt-node0 (a /24), whose peer is outside node 1's netns, as a
-#   NIC is cabled to a switch (never a bridge in node 1's netns: br_netfilter would run node 1's
-#   conntrack and NAT on the frames it bridged, docs/DESIGN.md "The two-node tier"). host-gw: the
-#   peer and each node's veth kt-nNh are ports of the bridge kt-br0 in the switch netns kt-switch,
-#   node N is 10.99.219.N/24 (fd99:219::N/64), default routes via node 1. vxlan: node N is on a
-#   subnet of its own, 10.99.(220-N).N/24, behind the router netns kt-router (.254 on each subnet;
-#   no default route, so it forwards between the node subnets and nothing else).
-# - Images: a local registry (distribution) on node 1's address holds every named image of node 1's
-#   containerd; each container's containerd sends every registry there.
+# /run/tern, kubelet root and containerd state private by construction, its processes dying with
+# it), its Debian root filesystem and PID 1, the registry it pulls node 1's images from, and its
+# cabling (host-gw: one switch for every node; vxlan: each container node on a subnet of its own
+# behind a router). The steps every node shares are nodes.sh's; docs/TESTING.md ("Two nodes") has
+# the layout and why. Sourced by tests/cluster/lib.sh (always: `down` removes container nodes
+# whatever TERN_CLUSTER_NODES says).
 
 NODE2_REGISTRY=$NODE_IP:15000
 NODE2_PACKAGES=iproute2,iptables,nftables,runc,ca-certificates,procps,iputils-ping,conntrack

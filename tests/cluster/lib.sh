@@ -86,11 +86,6 @@ esac
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
 
-# has GREP_ARGS...: grep's verdict on its whole input, printing nothing. Not `grep -q`: it exits at
-# the first match, and a writer still writing (`ip route show` writes a line at a time) then dies
-# of SIGPIPE, which pipefail turns into a failed check.
-has() { grep "$@" >/dev/null; }
-
 kubectl() { "$K8S_BIN/kubectl" --kubeconfig "$KT/pki/admin.kubeconfig" "$@"; }
 ctr() { "$GOBIN_DIR/containerd/ctr" --address "$KT/containerd/containerd.sock" "$@"; }
 crictl() {
@@ -169,6 +164,7 @@ start_etcd() {
 }
 
 # start_apiserver [EXTRA FLAG...]: the signing key is $KT/pki/sa.key unless SA_KEY names another.
+# (A case that restarts it then waits for the control plane: tests/cluster/src/apiserver.rs.)
 start_apiserver() {
     local d="$KT/pki" key="${SA_KEY:-sa}" reconciler=lease
     # Endpoints validation refuses loopback addresses: no reconciler when the server is on loopback
@@ -189,44 +185,12 @@ start_apiserver() {
         --allow-privileged=true --profiling=false --v=1 "$@"
     wait_for 90 "kube-apiserver /readyz" curl -sf --cacert "$d/ca.crt" --cert "$d/admin.crt" \
         --key "$d/admin.key" "$API/readyz"
-    settle_after_restart
 }
 
 # stop_apiserver: the API server killed, as in a crash. A SIGTERM'd kube-apiserver stops listening
 # at once but outlived the 10 s grace here, and the longer the outage, the further the clients'
 # list/watch retries back off (client-go: exponential from 0.8 s, capped at 30 s, with jitter).
 stop_apiserver() { stop apiserver KILL; }
-
-# settle_after_restart: after a restart of the API server (the node registered, its kubelet
-# running), waits until a pod can be scheduled, started and deleted again. Seen here: after a
-# 13 s outage the scheduler's and the kubelet's pod watches came back 70-90 s after the server
-# did (their backoff), so a pod created at once waited that long; with the server killed, this
-# wait took 14-59 s. The cases' own timeouts start after it. The canary is host-network: no CNI
-# call, nothing of tern's to count.
-settle_after_restart() {
-    kill -0 "$(cat "$KT/kubelet/pid" 2>/dev/null)" 2>/dev/null || return 0
-    kubectl get node "$NODE" >/dev/null 2>&1 || return 0
-    local p="settle-$RANDOM" t0=$SECONDS
-    kubectl apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $p, namespace: default}
-spec:
-  hostNetwork: true
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  nodeSelector: {kubernetes.io/hostname: $NODE}
-  tolerations: [{operator: Exists}]
-  containers: [{name: main, image: $PAUSE_IMAGE, imagePullPolicy: Never}]
-EOF
-    if ! kubectl wait --for=condition=Ready "pod/$p" --timeout=240s >/dev/null; then
-        kubectl delete pod "$p" --wait=false >/dev/null 2>&1
-        log "canary pod $p not Ready 240 s after the API server's restart"
-        return 1
-    fi
-    kubectl delete pod "$p" --wait=true --timeout=120s >/dev/null
-    log "control plane settled after the API server's restart in $((SECONDS - t0))s"
-}
 
 start_controller_manager() {
     local d="$KT/pki" mask=(--node-cidr-mask-size 24)

@@ -28,7 +28,9 @@ server = "http://$registry"
   capabilities = ["pull", "resolve"]
 TOML
     containerd_config "$ctrd" "$state" "${N_SOCK[$n]}" "$e/certs.d" "$extra" >"$fs$e/containerd.toml"
-    cat - <(kubelet_config_common) >"$fs$e/kubelet.yaml" <<YAML
+    # no swap check, cgroup v1 allowed, no eviction or image GC, no local-storage isolation, short
+    # sync periods
+    cat >"$fs$e/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: ${N_IP[$n]}
@@ -46,6 +48,17 @@ authentication:
 authorization: {mode: AlwaysAllow}
 tlsCertFile: $KT/pki/$c-serving.crt
 tlsPrivateKeyFile: $KT/pki/$c-serving.key
+failSwapOn: false
+failCgroupV1: false
+resolvConf: /etc/resolv.conf
+evictionHard: {}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+localStorageCapacityIsolation: false
+serializeImagePulls: false
+syncFrequency: 10s
+fileCheckFrequency: 5s
+nodeStatusUpdateFrequency: 5s
 YAML
     [ -z "$CLUSTER_DNS" ] || printf 'clusterDNS: [%s]\nclusterDomain: cluster.local\n' "$CLUSTER_DNS" >>"$fs$e/kubelet.yaml"
     # the kubelet's command, on its own so that a case can restart it (kubelet_start)
@@ -99,24 +112,6 @@ ${extra}  [plugins.'io.containerd.cri.v1.runtime'.cni]
 TOML
 }
 
-# kubelet_config_common: the KubeletConfiguration fields every node shares (no swap check, cgroup
-# v1 allowed, no eviction or image GC, no local-storage isolation, short sync periods).
-kubelet_config_common() {
-    cat <<YAML
-failSwapOn: false
-failCgroupV1: false
-resolvConf: /etc/resolv.conf
-evictionHard: {}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-localStorageCapacityIsolation: false
-serializeImagePulls: false
-syncFrequency: 10s
-fileCheckFrequency: 5s
-nodeStatusUpdateFrequency: 5s
-YAML
-}
-
 # start_runtime: node 1's runtime, containerd with node_files' configuration or CRI-O.
 start_runtime() {
     if [ "$RUNTIME" = crio ]; then
@@ -127,7 +122,11 @@ start_runtime() {
     fi
 }
 
-# import_image ARCHIVE NAME: an OCI archive (scripts/image) into node 1's image store.
+# xtask ARGS...: the repository's dev tool (tools/xtask: `image` builds the OCI archives), from the
+# release build the tier runs (TERN_BIN_DIR).
+xtask() { "${TERN_BIN_DIR:-$ROOT/target/$(uname -m)-unknown-linux-musl/release}/tern-xtask" "$@"; }
+
+# import_image ARCHIVE NAME: an OCI archive (xtask image) into node 1's image store.
 import_image() {
     if [ "$RUNTIME" = crio ]; then crio_import "$1" "$2" >&2; else ctr -n k8s.io images import "$1" >&2; fi
 }
@@ -135,8 +134,8 @@ import_image() {
 import_images() {
     local img="$KT/images"
     mkdir -p "$img"
-    bash "$ROOT/scripts/image" --busybox --name "$PAUSE_IMAGE" --out "$img/pause.oci.tar" >&2
-    bash "$ROOT/scripts/image" --name "$TERN_IMAGE" --out "$img/tern.oci.tar" >&2
+    xtask image --busybox --name "$PAUSE_IMAGE" --out "$img/pause.oci.tar" >&2
+    xtask image --name "$TERN_IMAGE" --out "$img/tern.oci.tar" >&2
     import_image "$img/pause.oci.tar" "$PAUSE_IMAGE"
     import_image "$img/tern.oci.tar" "$TERN_IMAGE"
 }

@@ -33,8 +33,10 @@ NODE_NET6="${NODE_IP6:+fd99:219::/64}"
 # container node's)
 NODE_NETS=$NODE_NET NODE_NETS6=$NODE_NET6
 
-# N_*[N]: node N's name and addresses; N_FS its filesystem as this machine sees it, N_ETC where
-# its configuration is (as the node names it), N_SOCK its CRI socket.
+# N_*[N]: node N's name and addresses (node 2 and on: 10.99.219.N and fd99:219::N on node 1's
+# subnet, or with vxlan 10.99.(220-N).N and fd99:(220-N)::N on a /24 and /64 of their own); N_FS its
+# filesystem as this machine sees it, N_ETC where its configuration is (as the node names it),
+# N_SOCK its CRI socket.
 N_NAME=([1]="$NODE") N_IP=([1]="$NODE_IP") N_IP6=([1]="$NODE_IP6") N_FS=([1]='')
 N_ETC=([1]="$KT/etc") N_SOCK=([1]="$CRI_SOCK")
 for ((n = 2; n <= (NODES > 2 ? NODES : 2); n++)); do

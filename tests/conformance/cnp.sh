@@ -47,7 +47,7 @@ exec /agnhost.bin "$@"
 SH
         chmod 0755 "$work/rootfs/agnhost"
         ln -sf agnhost.bin "$work/rootfs/agnhost-2"
-        bash "$ROOT/scripts/image" --rootfs "$work/rootfs" --entrypoint '["/agnhost"]' --cmd '["pause"]' \
+        xtask image --rootfs "$work/rootfs" --entrypoint '["/agnhost"]' --cmd '["pause"]' \
             --name "$CNP_AGNHOST_IMAGE" --out "$out.tmp" >&2 || { rm -rf "$work"; return 1; }
         rm -rf "$work"
         mv "$out.tmp" "$out"

@@ -20,7 +20,7 @@
 #   second to run. So is build-image/distroless-iptables:v0.7.14: "KubeProxy should set TCP
 #   CLOSE_WAIT timeout" runs `sleep 600` in it and execs `conntrack -L` there.
 # - pause:3.10.1 (pause *containers* of "Service endpoints latency") is the tier's busybox image
-#   whose entrypoint sleeps (scripts/image --busybox); the sandbox image stays the tier's own.
+#   whose entrypoint sleeps (xtask image --busybox); the sandbox image stays the tier's own.
 # - busybox:1.37.0-1 ([sig-node] Sysctls: its containers run /bin/sysctl as their command) is that
 #   same busybox-static image, tagged: every busybox applet is linked under /bin.
 # - regression-issue-74839:1.2 ("Conntrack proxy implementation should not be vulnerable to the
@@ -65,7 +65,7 @@ agnhost_archive() {
         install -m 0755 "$GOBIN_DIR/coredns/coredns" "$work/rootfs/coredns"
         mkdir -p "$work/rootfs/uploads"
         rm -rf "$work/rootfs/var/cache/apt/archives/"*.deb "$work/rootfs/var/lib/apt/lists/"*
-        bash "$ROOT/scripts/image" --rootfs "$work/rootfs" --entrypoint '["/agnhost"]' --cmd '["pause"]' \
+        xtask image --rootfs "$work/rootfs" --entrypoint '["/agnhost"]' --cmd '["pause"]' \
             --name "$AGNHOST_IMAGE" --out "$out.tmp" >&2 || { rm -rf "$work"; return 1; }
         rm -rf "$work"
         mv "$out.tmp" "$out"
@@ -85,7 +85,7 @@ conformance_images() {
     a=$(agnhost_archive)
     import_image "$a" "$AGNHOST_IMAGE"
     for n in "$DNSUTILS_IMAGE" "$NGINX_IMAGE" "$IPTABLES_IMAGE"; do tag_image "$AGNHOST_IMAGE" "$n"; done
-    bash "$ROOT/scripts/image" --busybox --name "$E2E_PAUSE_IMAGE" --out "$img/e2e-pause.oci.tar" >&2
+    xtask image --busybox --name "$E2E_PAUSE_IMAGE" --out "$img/e2e-pause.oci.tar" >&2
     import_image "$img/e2e-pause.oci.tar" "$E2E_PAUSE_IMAGE"
     tag_image "$E2E_PAUSE_IMAGE" "$BUSYBOX_IMAGE"
     work=$(mktemp -d)
@@ -93,14 +93,14 @@ conformance_images() {
         GOCACHE="${TERN_GO_CACHE:-/var/cache/tern-build}/gocache" GOFLAGS="-mod=readonly -buildvcs=false" \
         GOTOOLCHAIN=local CGO_ENABLED=0 /usr/local/go/bin/go build -trimpath -ldflags "-s -w" \
         -o "$work/regression-issue-74839" k8s.io/kubernetes/test/images/regression-issue-74839) >&2
-    bash "$ROOT/scripts/image" --rootfs "$work" --entrypoint '["/regression-issue-74839"]' --name "$BOOM_IMAGE" \
+    xtask image --rootfs "$work" --entrypoint '["/regression-issue-74839"]' --name "$BOOM_IMAGE" \
         --out "$img/boom.oci.tar" >&2
     import_image "$img/boom.oci.tar" "$BOOM_IMAGE"
     rm -rf "$work"
     work=$(mktemp -d)
     install -D -m 0755 "$GOBIN_DIR/coredns/coredns" "$work/coredns"
     mkdir -p "$work/etc/coredns" "$work/tmp"
-    bash "$ROOT/scripts/image" --rootfs "$work" --entrypoint '["/coredns"]' --name "$COREDNS_IMAGE" \
+    xtask image --rootfs "$work" --entrypoint '["/coredns"]' --name "$COREDNS_IMAGE" \
         --out "$img/coredns.oci.tar" >&2
     rm -rf "$work"
     import_image "$img/coredns.oci.tar" "$COREDNS_IMAGE"

@@ -95,7 +95,7 @@ pub struct GcInput {
 pub trait Plugin {
     /// One line about the plugin, printed to stderr when run without `CNI_COMMAND` and to stdout
     /// by `--version`: its name, the version its binary reports ([`tern_node::version::version`],
-    /// which `scripts/image --version` can rewrite) and what it does.
+    /// which `cargo xtask image --version` can rewrite) and what it does.
     fn about(&self) -> String;
 
     /// The name this plugin's verb reports carry (one of [`tern_node::report::PLUGINS`]); `None`,

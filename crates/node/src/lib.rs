@@ -4,7 +4,7 @@
 //! per-attachment file name may be ([`lock`]), the plugins' log lines and `logFile` rotation
 //! ([`logging`]), per-phase timing marks for `tern-bench --breakdown` ([`phase`]), and the
 //! verb report's wire format, sent by the plugins and parsed by the agent ([`report`]), and the
-//! version stamp every binary reports and `scripts/image --version` rewrites ([`version`]).
+//! version stamp every binary reports and `cargo xtask image --version` rewrites ([`version`]).
 //!
 //! What belongs here: code that runs on the node, on its files, sockets and clock, and that more
 //! than one of the plugins, tern-net, tern-kube and the agent use. What does not: anything the

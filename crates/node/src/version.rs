@@ -1,5 +1,5 @@
-//! tern's version as the binaries report it, held in a stamp that `scripts/stamp-version` (run
-//! by `scripts/image --version V`) rewrites in a built binary, with no rebuild and no `unsafe`.
+//! tern's version as the binaries report it, held in a stamp that `cargo xtask stamp-version` (run
+//! by `cargo xtask image --version V`) rewrites in a built binary, with no rebuild and no `unsafe`.
 //!
 //! Shape: [`VERSION_STAMP`] is [`MARKER`] followed by a [`VERSION_FIELD`]-byte field holding the
 //! version in ASCII, padded with NUL bytes (built with the crate's Cargo version, the workspace's
@@ -17,7 +17,7 @@
 //! print when run without `CNI_COMMAND` (`Plugin::about`), `tern-lookup --version`, and
 //! `tern-agent --version`, its `tern-agent starting` log line and its `tern_build_info` metric.
 
-/// The bytes that precede the version field in [`VERSION_STAMP`]: what `scripts/stamp-version`
+/// The bytes that precede the version field in [`VERSION_STAMP`]: what `cargo xtask stamp-version`
 /// searches for (its `marker=` line spells the same bytes).
 pub const MARKER: &[u8] = b"TERN-VERSION-STAMP:";
 
@@ -51,7 +51,7 @@ const fn stamp(version: &str) -> [u8; MARKER.len() + VERSION_FIELD] {
 }
 
 /// tern's version as this binary's stamp holds it, e.g. `0.1.0`, or `0.1.0+upgrade` once
-/// `scripts/image --version 0.1.0+upgrade` rewrote it: the field's bytes up to the first NUL.
+/// `cargo xtask image --version 0.1.0+upgrade` rewrote it: the field's bytes up to the first NUL.
 /// A field that is not UTF-8 (only a hand-edited binary has one) reads as `invalid-stamp`.
 pub fn version() -> &'static str {
     field_version(std::hint::black_box(&VERSION_STAMP))

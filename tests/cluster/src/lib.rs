@@ -7,6 +7,7 @@
 //! command and its stderr, never a value to compare (no pipeline can swallow a failure here).
 //! The cluster itself is brought up and torn down by node.sh (`up`/`down`).
 
+mod apiserver;
 pub mod conformance;
 pub mod node2;
 pub mod pods;
@@ -42,7 +43,7 @@ pub fn fail<T>(msg: impl Into<String>) -> Res<T> {
 /// case log every command writes to.
 pub struct Node {
     vars: HashMap<String, String>,
-    /// The repository root (deploy/, scripts/image).
+    /// The repository root (deploy/, cargo xtask image).
     pub root: PathBuf,
     /// The instance directory (`$KT`, default /tmp/tern-cluster).
     pub kt: PathBuf,

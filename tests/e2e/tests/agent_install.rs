@@ -36,7 +36,7 @@ fn installed_conflist_wires_a_pod() {
     for b in ["tern", "tern-tuning", "tern-ipam", "tern-lookup"] {
         std::fs::copy(bin_dir().join(b), src.join(b)).unwrap();
     }
-    // the reference portmap and bandwidth tern's image ships beside them (scripts/image)
+    // the reference portmap and bandwidth tern's image ships beside them (tern-xtask image)
     let reference = std::path::PathBuf::from(
         std::env::var("TERN_REF_PLUGINS_CURRENT")
             .unwrap_or_else(|_| "/var/cache/tern-build/bin/plugins".into()),

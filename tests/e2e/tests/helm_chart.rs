@@ -2,7 +2,7 @@
 //! (helm v4.3.2, tools/go/helm).
 //!
 //! What it proves: `helm lint --strict` passes; `deploy/*.yaml` is exactly what
-//! `scripts/render-deploy` renders from the chart's defaults (a drifted file is named, with its
+//! `cargo xtask render-deploy` renders from the chart's defaults (a drifted file is named, with its
 //! diff), and the check does fail on a drifted copy; each value an operator changes reaches the
 //! manifests (image, egress NAT ranges, node routes off, metrics address and port, scrape
 //! annotations, sysctls, reference plugins, log level, tolerations, resources), and the rendered
@@ -23,7 +23,7 @@ mod helm;
 use helm::{chart, helm, template};
 use std::process::Command;
 
-use tern_testkit::exec::{output_text, workspace_root};
+use tern_testkit::exec::{bin_dir, output_text, workspace_root};
 
 /// The document of `kind` named `name` in a rendering (from its `kind:` line to the next `---`).
 fn doc<'a>(all: &'a str, kind: &str, name: &str) -> &'a str {
@@ -79,16 +79,15 @@ fn helm_lint_strict_passes() {
 #[test]
 fn deploy_is_the_charts_default_rendering() {
     let Some(helm) = helm() else { return };
-    let script = workspace_root().join("scripts/render-deploy");
-    let out = Command::new("bash")
-        .arg(&script)
-        .arg("--check")
+    let xtask = bin_dir().join("tern-xtask");
+    let out = Command::new(&xtask)
+        .args(["render-deploy", "--check"])
         .env("TERN_HELM", &helm)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "deploy/ drifted from deploy/helm/tern (run bash scripts/render-deploy):\n{}",
+        "deploy/ drifted from deploy/helm/tern (run cargo xtask render-deploy):\n{}",
         output_text(&out)
     );
     // The check fails on drift: a copy of deploy/ with one line changed is named, with the line.
@@ -105,9 +104,8 @@ fn deploy_is_the_charts_default_rendering() {
     let cm = copy.path().join("configmap.yaml");
     let text = std::fs::read_to_string(&cm).unwrap();
     std::fs::write(&cm, text.replace("\"mtu\": 1500", "\"mtu\": 1400")).unwrap();
-    let out = Command::new("bash")
-        .arg(&script)
-        .args(["--check", "--out"])
+    let out = Command::new(&xtask)
+        .args(["render-deploy", "--check", "--out"])
         .arg(copy.path())
         .env("TERN_HELM", &helm)
         .output()

@@ -2,7 +2,7 @@
 //! on a private containerd 2, as the README's "Use tern without Kubernetes" shows it: `nerdctl run
 //! --net tern` on `cni-conf-examples/10-tern.conflist` (the file the release tarball ships, with
 //! this test's range and data dirs), tern + host-local + tern-tuning, the busybox image of
-//! `scripts/image --busybox` brought in with `nerdctl load` (no registry is reachable).
+//! `tern-xtask image --busybox` brought in with `nerdctl load` (no registry is reachable).
 //!
 //! What it proves: nerdctl's OCI hook runs tern's ADD (a /32 in the range, the default route via
 //! 169.254.1.1, tern-tuning's keepalive sysctl, a host route through a tern veth, a host-local

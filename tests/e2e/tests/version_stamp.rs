@@ -1,5 +1,5 @@
 //! The version stamp (crates/node/src/version.rs) on the release binaries: each holds the marker
-//! exactly once; `scripts/stamp-version`, the routine `scripts/image --version` runs on the
+//! exactly once; `tern-xtask stamp-version`, the routine `tern-xtask image --version` runs on the
 //! image's copies, rewrites it in a copy with no rebuild, changing only the stamp's version field;
 //! the copy then reports the new version where the binary reports one (`--version`, and a
 //! plugin's line without `CNI_COMMAND`), so the compiler did not fold the Cargo version into the
@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use tern_node::version::{MARKER, VERSION_FIELD};
-use tern_testkit::exec::{bin_dir, output_text, workspace_root};
+use tern_testkit::exec::{bin_dir, output_text};
 
 const BINARIES: [&str; 5] = [
     "tern",
@@ -27,10 +27,10 @@ const BINARIES: [&str; 5] = [
 /// The version the test stamps: SemVer with build metadata, as the cluster tier's second image.
 const STAMPED: &str = "0.1.0+stamp-test.7";
 
-/// `bash scripts/stamp-version ARGS...`.
+/// `tern-xtask stamp-version ARGS...`.
 fn stamp(args: &[&Path], version: &str) -> Output {
-    Command::new("bash")
-        .arg(workspace_root().join("scripts/stamp-version"))
+    Command::new(bin_dir().join("tern-xtask"))
+        .arg("stamp-version")
         .args(args)
         .arg(version)
         .output()

@@ -1,6 +1,6 @@
 // Pins SIG Network's policy API (sigs.k8s.io/network-policy-api v0.3.0): the ClusterNetworkPolicy
 // CRDs the chart ships (deploy/helm/tern/files/, compared with the module's config/crd/ by
-// scripts/render-deploy --check) and its conformance suite (conformance/, built with `go test -c`
+// cargo xtask render-deploy --check) and its conformance suite (conformance/, built with `go test -c`
 // as conformance.test; scripts/conformance cnp runs it). See build.env.
 module tern.test/netpol-api
 

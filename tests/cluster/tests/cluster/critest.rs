@@ -4,7 +4,7 @@
 //! `tern-agent install` wrote) and runs its Networking specs: DNS config, hostname, a web server
 //! reached at the pod's IP, and a hostPort. critest pulls its images through the CRI, so a local
 //! registry (distribution v3, scripts/build-go) serves the busybox and web server images built
-//! by scripts/image; containerd reaches it over plain HTTP through a hosts.toml (lib.sh).
+//! by tern-xtask image; containerd reaches it over plain HTTP through a hosts.toml (lib.sh).
 //!
 //! Expectations (also in docs/TESTING.md, "critest"). critest's sandboxes are not pods of the API, and
 //! tern's lookup refuses those (code 3, as for a deleted pod) and the agent never admits them
@@ -52,15 +52,17 @@ fn start_registry(node: &Node) -> Res {
     })
 }
 
-/// Builds a scripts/image KIND archive named NAME and pushes it to the registry from a
+/// Builds a `tern-xtask image --KIND` archive named NAME and pushes it to the registry from a
 /// containerd namespace of its own, so that critest's pull really goes through the registry.
 fn push_image(node: &Node, kind: &str, name: &str) -> Res {
     let base = name.split(':').next().unwrap_or(name);
     let file = base.rsplit('/').next().unwrap_or(base);
     let out = node.kt.join("images").join(format!("{file}.oci.tar"));
     let out = out.to_string_lossy();
-    let mut build = Node::cmd("bash", &[]);
-    build.arg(node.root.join("scripts/image")).args([
+    let xtask = tern_testkit::exec::bin_dir().join("tern-xtask");
+    let mut build = Node::cmd(&xtask.to_string_lossy(), &[]);
+    build.args([
+        "image",
         &format!("--{kind}"),
         "--name",
         name,

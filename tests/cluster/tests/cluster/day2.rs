@@ -79,29 +79,27 @@ pub fn apiserver_down(node: &Node) -> Res {
     node.crictl(&["stopp", &sandbox])?;
     node.crictl(&["rmp", &sandbox])?;
     node.nothing_left(ip)?;
-    node.sh(&["start_apiserver"], &[])?;
+    node.start_apiserver(&[], &[])?;
     node.delete_pods(&["pod-d"])?;
     node.create_pods(&["pod-e"])?;
     node.wait_ready(&["pod-e"], 90)?;
     node.delete_pods(&["pod-e"])
 }
 
-/// tern's image (scripts/image) as `<TERN_IMAGE's repository>:TAG`, imported into the node's
-/// runtime: its name. With `version`, its binaries report that version (`scripts/image
+/// tern's image (`tern-xtask image`) as `<TERN_IMAGE's repository>:TAG`, imported into the node's
+/// runtime: its name. With `version`, its binaries report that version (`tern-xtask image
 /// --version`: the same release build, the version stamp rewritten in the image's copies).
 ///
 /// # Errors
-/// scripts/image or the import failing.
+/// tern-xtask or the import failing.
 pub fn next_image(node: &Node, tag: &str, version: Option<&str>) -> Res<String> {
     let image = node.var("TERN_IMAGE");
     let next = format!("{}:{tag}", image.rsplit_once(':').map_or(image, |(r, _)| r));
     let archive = node.kt.join(format!("images/{tag}.oci.tar"));
     let archive = archive.to_string_lossy();
-    let script = node.root.join("scripts/image");
-    let mut build = Node::cmd("bash", &[]);
-    build
-        .arg(&script)
-        .args(["--name", &next, "--out", &archive]);
+    let xtask = tern_testkit::exec::bin_dir().join("tern-xtask");
+    let mut build = Node::cmd(&xtask.to_string_lossy(), &[]);
+    build.args(["image", "--name", &next, "--out", &archive]);
     if let Some(v) = version {
         build.args(["--version", v]);
     }

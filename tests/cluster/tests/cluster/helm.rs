@@ -24,7 +24,7 @@ use crate::day2::next_image;
 use crate::lifecycle::nothing_of_tern_left;
 
 /// The version the upgrade's image reports: the same release build as the first image, its
-/// version stamp rewritten by `scripts/image --version` (crates/node/src/version.rs).
+/// version stamp rewritten by `cargo xtask image --version` (crates/node/src/version.rs).
 const UPGRADE_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+upgrade");
 
 /// Interval of the ping that measures the upgrade's gap, in seconds (busybox ping `-i`).

@@ -187,7 +187,7 @@ pub fn node_routes(node: &Node) -> Res {
     if during != before {
         return fail(format!("routes changed with the API server down: {during}"));
     }
-    node.sh(&["start_apiserver"], &[])?;
+    node.start_apiserver(&[], &[])?;
     std::thread::sleep(Duration::from_secs(2));
     let after = tern_routes(node)?;
     if after != before {

@@ -79,14 +79,7 @@ fn token_lifetime(node: &Node) -> Res<i64> {
 /// expires.
 pub fn max_token_expiration(node: &Node) -> Res {
     node.sh(&["stop_apiserver"], &[])?;
-    node.sh(
-        &[
-            "start_apiserver",
-            "--service-account-max-token-expiration",
-            "1h",
-        ],
-        &[],
-    )?;
+    node.start_apiserver(&["--service-account-max-token-expiration", "1h"], &[])?;
     node.kubectl(&["-n", "tern", "rollout", "restart", "daemonset/tern-agent"])?;
     rollout_status(node)?;
     node.wait_for(60, "a token minted under the 1 h cap", || {
@@ -116,7 +109,7 @@ pub fn max_token_expiration(node: &Node) -> Res {
         ));
     }
     node.sh(&["stop_apiserver"], &[])?;
-    node.sh(&["start_apiserver"], &[]).map(drop)
+    node.start_apiserver(&[], &[])
 }
 
 /// The signing key replaced with no overlap (every token, the agent's own included, is 401): a
@@ -128,7 +121,7 @@ pub fn signing_key_rotated(node: &Node) -> Res {
     }
     node.sh(&["stop_apiserver"], &[])?;
     node.sh(&["stop", "controller-manager"], &[])?;
-    node.sh(&["start_apiserver"], &[("SA_KEY", "sa2")])?;
+    node.start_apiserver(&[], &[("SA_KEY", "sa2")])?;
     node.sh(&["start_controller_manager"], &[("SA_KEY", "sa2")])?;
     std::thread::sleep(Duration::from_secs(11));
     node.create_pods(&["pod-k"])?;

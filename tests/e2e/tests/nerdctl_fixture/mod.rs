@@ -229,16 +229,15 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime",
         format!("/tern-nerdctl-{}", std::process::id())
     }
 
-    /// The busybox image of `scripts/image --busybox`, loaded with `nerdctl load`.
+    /// The busybox image of `tern-xtask image --busybox`, loaded with `nerdctl load`.
     pub fn load_busybox(&self) {
         let archive = self.dir.join("image/busybox.oci.tar");
-        let out = run(Command::new("bash")
-            .arg(workspace_root().join("scripts/image"))
-            .args(["--busybox", "--name", IMAGE, "--out"])
+        let out = run(Command::new(bin_dir().join("tern-xtask"))
+            .args(["image", "--busybox", "--name", IMAGE, "--out"])
             .arg(&archive));
         assert!(
             out.status.success(),
-            "scripts/image --busybox: {}",
+            "tern-xtask image --busybox: {}",
             text(&out)
         );
         self.ok(&["load", "--input", &archive.to_string_lossy()]);

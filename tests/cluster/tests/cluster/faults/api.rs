@@ -84,7 +84,7 @@ pub fn apiserver_restart(node: &Node) -> Res {
         let before = relists(node)?;
         node.sh(&["stop_apiserver"], &[])?;
         let rev = compact_past_the_agents(node)?;
-        node.sh(&["start_apiserver"], &[])?;
+        node.start_apiserver(&[], &[])?;
         api_answers(node)?;
         node.wait_for(60, "the agent listed again after 410 Gone", || {
             relists(node).is_ok_and(|n| n > before)
