@@ -27,35 +27,6 @@ crio_import() {
     crio_podman tag "$id" "$2"
 }
 
-# crio_runc: runc behind a wrapper that edits a bundle's config.json as containerd's settings do
-# and CRI-O has none for: process.oomScoreAdj raised to this process's own (containerd's
-# restrict_oom_score_adj; root here may not lower it, no CAP_SYS_RESOURCE, and the kubelet asks
-# -997 for critical pods like tern-agent), and hugepage limits dropped when no hugetlb hierarchy
-# is mounted (containerd's tolerate_missing_hugetlb_controller; CRI-O reads /proc/cgroups, which
-# lists hugetlb here though it is not mounted, and runc then fails to join it).
-crio_runc() {
-    local w="$KT/crio/runc-clamp"
-    cat >"$w" <<'SH'
-#!/bin/sh
-b="" prev=""
-for a in "$@"; do
-    case "$prev" in --bundle | -b) b=$a ;; esac
-    prev=$a
-done
-if [ -n "$b" ] && [ -f "$b/config.json" ]; then
-    h=true
-    [ -d /sys/fs/cgroup/hugetlb ] || [ -f /sys/fs/cgroup/cgroup.controllers ] || h=false
-    jq --argjson m "$(cat /proc/self/oom_score_adj)" --argjson h "$h" \
-        '(if (.process.oomScoreAdj // $m) < $m then .process.oomScoreAdj = $m else . end)
-         | (if $h then . else del(.linux.resources.hugepageLimits) end)' \
-        "$b/config.json" >"$b/config.json.clamp" && mv "$b/config.json.clamp" "$b/config.json"
-fi
-exec /usr/sbin/runc "$@"
-SH
-    chmod 755 "$w"
-    echo "$w"
-}
-
 start_crio() {
     local c="$KT/crio" d
     for d in storage run ns runc exits attach pods hooks.d cdi tmp conf.d; do mkdir -p "$c/$d"; done
@@ -63,7 +34,10 @@ start_crio() {
     : >"$c/registries.conf"
     # tests/cri's renderer (the harness sets TERN_CRIO_CONF to its tern-cluster-crio-conf)
     [ -x "${TERN_CRIO_CONF:-}" ] || { log "TERN_CRIO_CONF: tern-cluster-crio-conf not set (run the cases: cargo test -p tern-cluster --test cluster)"; return 1; }
-    "$TERN_CRIO_CONF" "$c" "$CRIO_BIN/pinns" "$(crio_runc)" "$CNI_NET" "$CNI_BIN" 10351 >"$c/crio.conf"
+    # runc behind tern-cluster-runc-clamp (beside the renderer): containerd's oom_score_adj and
+    # hugetlb settings, which CRI-O has none for
+    "$TERN_CRIO_CONF" "$c" "$CRIO_BIN/pinns" "$(dirname "$TERN_CRIO_CONF")/tern-cluster-runc-clamp" \
+        "$CNI_NET" "$CNI_BIN" 10351 >"$c/crio.conf"
     CONTAINERS_REGISTRIES_CONF="$c/registries.conf" start crio "$CRIO_BIN/crio" \
         --config "$c/crio.conf" --config-dir "$c/conf.d" --log-level info
 }

@@ -1,38 +1,26 @@
-# tests/cluster/lib.sh — a real one-node Kubernetes on this machine, for the real-cluster tier.
-#
-# Sourced by tests/cluster/node.sh (and read by `tern-bench pod-start`). Everything lives under $KT (default /tmp/tern-cluster): PKI,
-# etcd's data, each component's config, log and pid file, a private containerd 2 (root, state,
-# sockets), the node's CNI dirs (bin, net.d, tuning) and the kubelet's root. The components are the
-# programs scripts/build-go builds from pinned modules (Kubernetes v1.34.4, etcd, containerd 2).
+# tests/cluster/lib.sh — a real Kubernetes on this machine, for the real-cluster tier: its settings,
+# the helpers every step uses and the control plane. Sourced by tests/cluster/node.sh (and read by
+# `tern-bench pod-start`); the nodes are nodes.sh's, node_files.sh's and container.sh's, the PKI
+# pki.sh's, the teardown down.sh's. docs/TESTING.md ("The real-cluster tier", its layout) says why.
 #
 # Invariants:
-# - Every component listens on loopback only, on ports no default install uses (etcd 23790/23800,
-#   apiserver 16443, kubelet 10350 (on the node's address), controller-manager 10357, scheduler 10359); the one exception
-#   is tern-agent's /metrics on 0.0.0.0:9413, as deploy/ (applied as it is) sets it.
-#   TERN_CLUSTER_API_ADDR=10.99.219.1 (the node's address; scripts/conformance sets it) makes the
-#   API server bind and advertise that address with the lease endpoint reconciler, as operators
-#   run it, so the `kubernetes` Service and its EndpointSlice are real; TERN_CLUSTER_DNS=IP gives
-#   the kubelet that clusterDNS (domain cluster.local). Every bring-up puts up the guard table
-#   inet tern_kt_guard before the kubelet (nodes.sh guard_up: pods reach the pod ranges and
-#   the node, nothing else); tests/conformance/lib.sh adds kube-proxy (its tables ip/ip6
-#   kube-proxy, or its KUBE-* iptables chains) and CoreDNS; `down` removes those too
-#   (`kube-proxy --cleanup`).
-# - The node is the machine's root netns (the kubelet and containerd need it): pod ranges are
-#   10.99.210.0/23 and fd99:210::/56 (cluster) with the node's /24 and /64 from the
-#   controller-manager, services 10.99.220.0/24 and fd99:220::/112, the node's addresses
-#   10.99.219.1 and fd99:219::1 (dual stack, the default; TERN_CLUSTER_IP_FAMILY=ipv4: IPv4 only);
-#   teardown removes host routes into them, tern's host veths, the agent's egress NAT table
-#   (inet tern_nat) and NetworkPolicy table (inet tern_netpol), and puts back net.ipv6.conf.all.forwarding (tern's ADD turns it on).
-# - Cgroups go under the cgroupfs parent /tern-kube (cgroup v1 here, no systemd: cgroupfs driver
-#   everywhere); teardown removes them.
-# - No registry for the cluster's images: the pause/test image and tern's image are OCI archives
-#   built here and imported; only the critest case runs a local one (critest pulls through the CRI).
-# - deploy/ is applied as it is, so the node's CNI paths are the real ones: /opt/cni/bin,
-#   /etc/cni/net.d, /etc/cni/tuning, /run/tern. The tier refuses to start when tern's files are
-#   already there, and teardown removes only what the tier (or the DaemonSet it ran) put there:
-#   files present before are listed in $KT/preexisting and kept.
-# - TERN_CLUSTER_RUNTIME=crio puts a private CRI-O (tests/cluster/crio.sh) in containerd's place:
-#   the kubelet, crictl and the cases then talk to $CRI_SOCK, CRI-O's socket.
+# - Everything lives under $KT (default /tmp/tern-cluster): PKI, etcd's data, each component's
+#   configuration, log and pid file, containerd's root, state and sockets, the kubelet's root;
+#   the programs are scripts/build-go's, from pinned modules.
+# - Every component listens on loopback or on the node's address, on ports no default install
+#   uses (etcd 23790/23800, apiserver 16443, kubelet 10350, controller-manager 10357, scheduler
+#   10359); tern-agent's /metrics is on 0.0.0.0:9413 as deploy/ sets it. TERN_CLUSTER_API_ADDR
+#   makes the API server bind and advertise that address (the lease endpoint reconciler, as
+#   operators run it); TERN_CLUSTER_DNS gives the kubelets that clusterDNS.
+# - Pod ranges 10.99.210.0/23 and fd99:210::/56, services 10.99.220.0/24 and fd99:220::/112,
+#   node 1 10.99.219.1 and fd99:219::1 (dual stack, the default; TERN_CLUSTER_IP_FAMILY=ipv4);
+#   cgroups under the cgroupfs parent /tern-kube; no registry (the images are OCI archives built
+#   here and imported) but the critest case's and the container nodes'.
+# - deploy/ is applied as it is, so the node's CNI paths are the real ones: the tier refuses to
+#   start over another tern install, and `down` removes only what the tier or the DaemonSet put
+#   there (files present before are listed in $KT/preexisting and kept), with the routes, links,
+#   nft tables, sysctls and cgroups the run made.
+# - TERN_CLUSTER_RUNTIME=crio puts a private CRI-O (crio.sh) in containerd's place on node 1.
 
 KT="${KT:-/tmp/tern-cluster}"
 GOBIN_DIR="${TERN_GO_CACHE:-/var/cache/tern-build}/bin"

@@ -53,19 +53,10 @@ unset n sub
 
 node_ips() { echo "${N_IP[$1]}${N_IP6[$1]:+,${N_IP6[$1]}}"; }
 
-# node_exec N COMMAND...: COMMAND on node N (node 2 and on: in its container).
-node_exec() {
-    local n=$1
-    shift
-    if [ "$n" = 1 ]; then "$@"; else node_podman "$n" exec "$(node_ctr "$n")" "$@"; fi
-}
-
-# node_net N COMMAND...: this machine's COMMAND in node N's netns.
-node_net() {
-    local n=$1
-    shift
-    if [ "$n" = 1 ]; then "$@"; else nsenter -t "$(node_pid "$n")" -n "$@"; fi
-}
+# node_exec N COMMAND...: COMMAND on node N (node 2 and on: in its container); node_net N
+# COMMAND...: this machine's COMMAND in node N's netns.
+node_exec() { if [ "$1" = 1 ]; then "${@:2}"; else node_podman "$1" exec "$(node_ctr "$1")" "${@:2}"; fi; }
+node_net() { if [ "$1" = 1 ]; then "${@:2}"; else nsenter -t "$(node_pid "$1")" -n "${@:2}"; fi; }
 
 # node_crictl N ARGS...: crictl against node N's runtime.
 node_crictl() {
@@ -177,7 +168,10 @@ kubelet_stop() {
     # shellcheck disable=SC2016 # expanded in the node
     if [ "$1" = 1 ]; then stop kubelet; else node_exec "$1" sh -c 'p=$(cat /run/kubelet.pid) && kill $p && while kill -0 $p 2>/dev/null; do sleep 0.2; done'; fi
 }
-kubelet_restart() { kubelet_stop "$1" && kubelet_start "$@"; }
+kubelet_restart() {
+    kubelet_stop "$1"
+    kubelet_start "$@"
+}
 
 # node_drain N: the kubelet stopped (it would restart the pods), then each sandbox stopped and
 # removed through node N's CRI: tern's DEL, as a node's drain runs it.
