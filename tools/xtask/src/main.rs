@@ -8,10 +8,13 @@
 //! - `stamp-version FILE... VERSION`: rewrites the version a built tern binary reports ([`stamp`]).
 //! - `render-deploy [--out DIR] [--check]`: deploy/*.yaml from the Helm chart, or the check that
 //!   they are its rendering ([`render`]).
+//! - `release-pack --bins DIR [--out DIR]`: the release tarball of scripts/release's build
+//!   ([`release`]).
 //!
 //! Exit status: 0 done, 1 failed (the reason on stderr), 2 a usage error.
 
 mod image;
+mod release;
 mod render;
 mod stamp;
 
@@ -71,8 +74,9 @@ fn run(mut args: Args) -> Res {
         Some("image") => image::main(args),
         Some("stamp-version") => stamp::main(args),
         Some("render-deploy") => render::main(args),
+        Some("release-pack") => release::main(args),
         _ => Err(usage(
-            "usage: tern-xtask image|stamp-version|render-deploy ARGS (tools/xtask/src/main.rs)",
+            "usage: tern-xtask image|stamp-version|render-deploy|release-pack ARGS (tools/xtask/src/main.rs)",
         )),
     }
 }
