@@ -22,12 +22,17 @@ impl Node {
         args.extend_from_slice(flags);
         self.sh(&args, env)?;
         let pid = std::fs::read_to_string(self.kt.join("kubelet/pid")).unwrap_or_default();
-        let kubelet_runs = !pid.trim().is_empty() && std::path::Path::new("/proc").join(pid.trim()).exists();
+        let kubelet_runs =
+            !pid.trim().is_empty() && std::path::Path::new("/proc").join(pid.trim()).exists();
         if !kubelet_runs || self.kubectl(&["get", "node", &self.name]).is_err() {
             return Ok(());
         }
         let t0 = Instant::now();
-        let pod = format!("settle-{}-{}", std::process::id(), t0.elapsed().subsec_nanos() % 100_000);
+        let pod = format!(
+            "settle-{}-{}",
+            std::process::id(),
+            t0.elapsed().subsec_nanos() % 100_000
+        );
         let image = self.var("PAUSE_IMAGE");
         let doc = format!(
             "apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: default}}\nspec:\n  \
@@ -38,13 +43,20 @@ impl Node {
         );
         self.kubectl_in(&["apply", "-f", "-"], &doc)?;
         let target = format!("pod/{pod}");
-        if self.kubectl(&["wait", "--for=condition=Ready", &target, "--timeout=240s"]).is_err() {
+        if self
+            .kubectl(&["wait", "--for=condition=Ready", &target, "--timeout=240s"])
+            .is_err()
+        {
             self.kubectl(&["delete", "pod", &pod, "--wait=false"]).ok();
-            return fail(format!("canary pod {pod} not Ready 240 s after the API server's restart"));
+            return fail(format!(
+                "canary pod {pod} not Ready 240 s after the API server's restart"
+            ));
         }
         self.kubectl(&["delete", "pod", &pod, "--wait=true", "--timeout=120s"])?;
         let secs = t0.elapsed().as_secs();
-        self.note(&format!("control plane settled after the API server's restart in {secs}s"));
+        self.note(&format!(
+            "control plane settled after the API server's restart in {secs}s"
+        ));
         Ok(())
     }
 }

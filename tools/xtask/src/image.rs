@@ -37,7 +37,10 @@ const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// What the layer holds.
 #[derive(Debug, PartialEq)]
 enum Kind {
-    Tern { bins: PathBuf, version: Option<String> },
+    Tern {
+        bins: PathBuf,
+        version: Option<String>,
+    },
     Busybox,
     Webserver,
     Rootfs(PathBuf),
@@ -59,7 +62,11 @@ pub(crate) fn main(args: Args) -> Res {
     let (rootfs, entrypoint, env) = stage(&spec, work.path())?;
     let digest = archive(&spec, &rootfs, &entrypoint, &env, work.path())?;
     let size = std::fs::metadata(&spec.out).map_or(0, |m| m.len());
-    println!("{} -> {} ({size} bytes, {digest})", spec.name, spec.out.display());
+    println!(
+        "{} -> {} ({size} bytes, {digest})",
+        spec.name,
+        spec.out.display()
+    );
     Ok(())
 }
 
@@ -77,11 +84,17 @@ fn parse(mut args: Args) -> Res<Spec> {
             "--out" => out = Some(PathBuf::from(args.value(&a)?)),
             "--version" => version = Some(args.value(&a)?),
             "--bins" => bins = Some(PathBuf::from(args.value(&a)?)),
-            _ => return Err(usage(format!("image: unknown argument {a} (tools/xtask/src/image.rs)"))),
+            _ => {
+                return Err(usage(format!(
+                    "image: unknown argument {a} (tools/xtask/src/image.rs)"
+                )))
+            }
         }
     }
     if kind != "tern" && (version.is_some() || bins.is_some()) {
-        return Err(usage("image: --version and --bins are for tern's image only"));
+        return Err(usage(
+            "image: --version and --bins are for tern's image only",
+        ));
     }
     let kind = match kind {
         "tern" => Kind::Tern {
@@ -106,10 +119,18 @@ fn parse(mut args: Args) -> Res<Spec> {
         (Kind::Busybox, ..) => return Err(usage("image: --busybox needs --out FILE")),
         (Kind::Webserver, ..) => return Err(usage("image: --webserver needs --name and --out")),
         (Kind::Rootfs(_), ..) => {
-            return Err(usage("image: --rootfs needs a directory, --entrypoint, --name and --out"))
+            return Err(usage(
+                "image: --rootfs needs a directory, --entrypoint, --name and --out",
+            ))
         }
     };
-    Ok(Spec { kind, name, out, entrypoint, cmd })
+    Ok(Spec {
+        kind,
+        name,
+        out,
+        entrypoint,
+        cmd,
+    })
 }
 
 fn io(what: &Path) -> impl Fn(std::io::Error) -> crate::Failure + '_ {
@@ -145,13 +166,18 @@ fn stage(spec: &Spec, work: &Path) -> Res<(PathBuf, String, String)> {
         )),
         Kind::Busybox => {
             stage_busybox(&rootfs)?;
-            Ok((rootfs, r#"["/bin/sleep","infinity"]"#.to_owned(), busybox_env))
+            Ok((
+                rootfs,
+                r#"["/bin/sleep","infinity"]"#.to_owned(),
+                busybox_env,
+            ))
         }
         Kind::Webserver => {
             stage_busybox(&rootfs)?;
             let www = rootfs.join("www");
             std::fs::create_dir_all(&www).map_err(io(&www))?;
-            std::fs::write(www.join("index.html"), "tern critest web server\n").map_err(io(&www))?;
+            std::fs::write(www.join("index.html"), "tern critest web server\n")
+                .map_err(io(&www))?;
             let ep = r#"["/bin/httpd","-f","-p","80","-h","/www"]"#.to_owned();
             Ok((rootfs, ep, busybox_env))
         }
@@ -160,20 +186,36 @@ fn stage(spec: &Spec, work: &Path) -> Res<(PathBuf, String, String)> {
 
 fn stage_tern(rootfs: &Path, bins: &Path, version: Option<&str>) -> Res {
     let mut ours = Vec::new();
-    for b in ["tern", "tern-tuning", "tern-ipam", "tern-lookup", "tern-agent"] {
+    for b in [
+        "tern",
+        "tern-tuning",
+        "tern-ipam",
+        "tern-lookup",
+        "tern-agent",
+    ] {
         let src = bins.join(b);
         if !src.is_file() {
             let shown = src.display();
-            return Err(failed(format!("{shown} missing: cargo build --release --workspace")));
+            return Err(failed(format!(
+                "{shown} missing: cargo build --release --workspace"
+            )));
         }
-        let dir = if b == "tern-agent" { "usr/local/bin" } else { "opt/tern/bin" };
+        let dir = if b == "tern-agent" {
+            "usr/local/bin"
+        } else {
+            "opt/tern/bin"
+        };
         let dst = rootfs.join(dir).join(b);
         install(&src, &dst, 0o755)?;
         ours.push(dst);
     }
     if let Some(v) = version {
         crate::stamp::main(Args(
-            ours.iter().map(|p| p.display().to_string()).chain([v.to_owned()]).collect::<Vec<_>>().into_iter(),
+            ours.iter()
+                .map(|p| p.display().to_string())
+                .chain([v.to_owned()])
+                .collect::<Vec<_>>()
+                .into_iter(),
         ))?;
     }
     let plugins = go_cache().join("bin/plugins");
@@ -190,7 +232,9 @@ fn stage_tern(rootfs: &Path, bins: &Path, version: Option<&str>) -> Res {
     // the nft tool (Debian's nftables) and the shared libraries it loads, where the loader looks
     let nft = Path::new("/usr/sbin/nft");
     if !nft.is_file() {
-        return Err(failed("/usr/sbin/nft missing: apt-get install nftables (scripts/setup)"));
+        return Err(failed(
+            "/usr/sbin/nft missing: apt-get install nftables (scripts/setup)",
+        ));
     }
     install(nft, &rootfs.join("usr/sbin/nft"), 0o755)?;
     let ldd = output(Command::new("ldd").arg(nft))?;
@@ -231,7 +275,13 @@ fn output(cmd: &mut Command) -> Res<String> {
 /// GNU tar, sorted by name, every entry's mtime 0 and owner 0:0 by number: `tar ARGS`.
 fn tar(args: &[&str]) -> Res {
     let mut c = Command::new("tar");
-    c.args(["--numeric-owner", "--owner=0", "--group=0", "--sort=name", "--mtime=@0"]);
+    c.args([
+        "--numeric-owner",
+        "--owner=0",
+        "--group=0",
+        "--sort=name",
+        "--mtime=@0",
+    ]);
     output(c.args(args).env("LC_ALL", "C")).map(drop)
 }
 
@@ -250,21 +300,38 @@ fn archive(spec: &Spec, rootfs: &Path, entrypoint: &str, env: &str, work: &Path)
     let blobs = layout.join("blobs/sha256");
     std::fs::create_dir_all(&blobs).map_err(io(&blobs))?;
     let layer = work.join("layer.tar");
-    tar(&["-C", &rootfs.to_string_lossy(), "-cf", &layer.to_string_lossy(), "."])?;
+    tar(&[
+        "-C",
+        &rootfs.to_string_lossy(),
+        "-cf",
+        &layer.to_string_lossy(),
+        ".",
+    ])?;
     let layer = std::fs::read(&layer).map_err(io(&layer))?;
     let layer = blob(&layout, &layer)?;
     let docs = Documents::new(spec, entrypoint, env)?;
     let config = blob(&layout, docs.config(&layer.0).as_bytes())?;
     let manifest = blob(&layout, Documents::manifest(&config, &layer).as_bytes())?;
     let index = docs.index(&manifest);
-    for (file, text) in [("index.json", index.as_str()), ("oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}\n")] {
+    for (file, text) in [
+        ("index.json", index.as_str()),
+        ("oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}\n"),
+    ] {
         std::fs::write(layout.join(file), text).map_err(io(&layout))?;
     }
     if let Some(dir) = spec.out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
     let tmp = PathBuf::from(format!("{}.tmp", spec.out.display()));
-    tar(&["-C", &layout.to_string_lossy(), "-cf", &tmp.to_string_lossy(), "oci-layout", "index.json", "blobs"])?;
+    tar(&[
+        "-C",
+        &layout.to_string_lossy(),
+        "-cf",
+        &tmp.to_string_lossy(),
+        "oci-layout",
+        "index.json",
+        "blobs",
+    ])?;
     std::fs::rename(&tmp, &spec.out).map_err(io(&spec.out))?;
     std::io::stdout().flush().ok();
     Ok(manifest.0)
@@ -282,7 +349,8 @@ struct Documents {
 impl Documents {
     fn new(spec: &Spec, entrypoint: &str, env: &str) -> Res<Self> {
         let parse = |what: &str, s: &str| {
-            serde_json::from_str(s).map_err(|e| usage(format!("image: {what} {s:?} is not JSON: {e}")))
+            serde_json::from_str(s)
+                .map_err(|e| usage(format!("image: {what} {s:?} is not JSON: {e}")))
         };
         let arch = match std::env::consts::ARCH {
             "x86_64" => "amd64",
@@ -307,8 +375,10 @@ impl Documents {
         if !matches!(self.cmd, Value::Null | Value::Bool(false)) {
             config["Cmd"] = self.cmd.clone();
         }
-        Self::line(&json!({"architecture": self.arch, "os": "linux", "config": config,
-            "rootfs": {"type": "layers", "diff_ids": [layer]}}))
+        Self::line(
+            &json!({"architecture": self.arch, "os": "linux", "config": config,
+            "rootfs": {"type": "layers", "diff_ids": [layer]}}),
+        )
     }
 
     fn manifest(config: &(String, usize), layer: &(String, usize)) -> String {
@@ -319,10 +389,15 @@ impl Documents {
 
     fn index(&self, manifest: &(String, usize)) -> String {
         // the reference's tag: what follows its last `:` (the whole name when it has none)
-        let tag = self.name.rsplit_once(':').map_or(self.name.as_str(), |(_, t)| t);
-        Self::line(&json!({"schemaVersion": 2, "manifests": [{"mediaType": MANIFEST,
+        let tag = self
+            .name
+            .rsplit_once(':')
+            .map_or(self.name.as_str(), |(_, t)| t);
+        Self::line(
+            &json!({"schemaVersion": 2, "manifests": [{"mediaType": MANIFEST,
             "digest": manifest.0, "size": manifest.1, "platform": {"architecture": self.arch, "os": "linux"},
-            "annotations": {"io.containerd.image.name": self.name, "org.opencontainers.image.ref.name": tag}}]}))
+            "annotations": {"io.containerd.image.name": self.name, "org.opencontainers.image.ref.name": tag}}]}),
+        )
     }
 }
 
@@ -331,7 +406,12 @@ mod tests {
     use super::*;
 
     fn args(a: &[&str]) -> Args {
-        Args(a.iter().map(|s| s.to_string()).collect::<Vec<_>>().into_iter())
+        Args(
+            a.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .into_iter(),
+        )
     }
 
     #[test]
@@ -340,7 +420,16 @@ mod tests {
             &["--busybox"][..],
             &["--webserver", "--out", "x"],
             &["--rootfs", "/", "--name", "n", "--out", "x"],
-            &["--rootfs", "/nonexistent", "--entrypoint", "[]", "--name", "n", "--out", "x"],
+            &[
+                "--rootfs",
+                "/nonexistent",
+                "--entrypoint",
+                "[]",
+                "--name",
+                "n",
+                "--out",
+                "x",
+            ],
             &["--busybox", "--out", "x", "--version", "1"],
             &["--frobnicate"],
         ] {
@@ -351,13 +440,26 @@ mod tests {
         assert_eq!(tern.name, "ghcr.io/tern-cni/tern:0.1.0");
         assert!(matches!(tern.kind, Kind::Tern { version: Some(ref v), .. } if v == "0.1.0+up"));
         let pause = parse(args(&["--busybox", "--out", "p.tar"])).unwrap();
-        assert_eq!((pause.kind, pause.name.as_str()), (Kind::Busybox, "localhost/tern-pause:test"));
+        assert_eq!(
+            (pause.kind, pause.name.as_str()),
+            (Kind::Busybox, "localhost/tern-pause:test")
+        );
     }
 
     #[test]
     fn the_documents_are_what_jq_wrote() {
-        let spec = parse(args(&["--rootfs", "/", "--entrypoint", r#"["/agnhost"]"#, "--cmd", r#"["pause"]"#,
-            "--name", "registry.k8s.io/e2e-test-images/agnhost:2.56", "--out", "x"]))
+        let spec = parse(args(&[
+            "--rootfs",
+            "/",
+            "--entrypoint",
+            r#"["/agnhost"]"#,
+            "--cmd",
+            r#"["pause"]"#,
+            "--name",
+            "registry.k8s.io/e2e-test-images/agnhost:2.56",
+            "--out",
+            "x",
+        ]))
         .unwrap();
         let d = Documents::new(&spec, r#"["/agnhost"]"#, r#"["PATH=/bin"]"#).unwrap();
         assert_eq!(
@@ -366,7 +468,10 @@ mod tests {
         );
         let index = d.index(&("sha256:cd".into(), 7));
         assert!(index.ends_with("\"annotations\":{\"io.containerd.image.name\":\"registry.k8s.io/e2e-test-images/agnhost:2.56\",\"org.opencontainers.image.ref.name\":\"2.56\"}}]}\n"), "{index}");
-        let no_cmd = Documents { cmd: Value::Null, ..d };
+        let no_cmd = Documents {
+            cmd: Value::Null,
+            ..d
+        };
         assert!(!no_cmd.config("sha256:ab").contains("Cmd"));
         assert!(Documents::manifest(&("sha256:c".into(), 1), &("sha256:l".into(), 2))
             .contains("\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar\",\"digest\":\"sha256:l\",\"size\":2}]"));
@@ -375,6 +480,12 @@ mod tests {
     #[test]
     fn ldd_paths_are_each_words_part_from_its_first_slash() {
         let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibnftables.so.1 => /lib/x86_64-linux-gnu/libnftables.so.1 (0x7f)\n\t/lib64/ld-linux-x86-64.so.2 (0x7f)\n";
-        assert_eq!(library_paths(ldd), ["/lib/x86_64-linux-gnu/libnftables.so.1", "/lib64/ld-linux-x86-64.so.2"]);
+        assert_eq!(
+            library_paths(ldd),
+            [
+                "/lib/x86_64-linux-gnu/libnftables.so.1",
+                "/lib64/ld-linux-x86-64.so.2"
+            ]
+        );
     }
 }

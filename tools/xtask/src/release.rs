@@ -19,7 +19,13 @@ use sha2::{Digest, Sha256};
 
 use crate::{failed, usage, workspace_root, Args, Res};
 
-const BINARIES: [&str; 5] = ["tern", "tern-tuning", "tern-ipam", "tern-lookup", "tern-agent"];
+const BINARIES: [&str; 5] = [
+    "tern",
+    "tern-tuning",
+    "tern-ipam",
+    "tern-lookup",
+    "tern-agent",
+];
 
 pub(crate) fn main(mut args: Args) -> Res {
     let root = workspace_root();
@@ -44,23 +50,39 @@ pub(crate) fn main(mut args: Args) -> Res {
     for b in BINARIES {
         files.push((bins.join(b), format!("bin/{b}"), 0o755));
     }
-    let examples = std::fs::read_dir(root.join("cni-conf-examples")).map_err(|e| failed(format!("cni-conf-examples: {e}")))?;
+    let examples = std::fs::read_dir(root.join("cni-conf-examples"))
+        .map_err(|e| failed(format!("cni-conf-examples: {e}")))?;
     for e in examples.flatten() {
-        files.push((e.path(), format!("cni-conf-examples/{}", e.file_name().to_string_lossy()), 0o644));
+        files.push((
+            e.path(),
+            format!("cni-conf-examples/{}", e.file_name().to_string_lossy()),
+            0o644,
+        ));
     }
     for (src, rel, mode) in &files {
         let bytes = std::fs::read(src).map_err(|e| failed(format!("{}: {e}", src.display())))?;
         put(&dir.join(rel), &bytes, *mode)?;
     }
-    put(&dir.join("INSTALL"), install_text(&root, arch)?.as_bytes(), 0o644)?;
+    put(
+        &dir.join("INSTALL"),
+        install_text(&root, arch)?.as_bytes(),
+        0o644,
+    )?;
     put(&dir.join("SHA256SUMS"), sums(&dir)?.as_bytes(), 0o644)?;
     std::fs::create_dir_all(&out).map_err(|e| failed(format!("{}: {e}", out.display())))?;
     let tarball = out.join(format!("{name}.tar.gz"));
     pack(stage.path(), &name, &tarball)?;
-    let bytes = std::fs::read(&tarball).map_err(|e| failed(format!("{}: {e}", tarball.display())))?;
+    let bytes =
+        std::fs::read(&tarball).map_err(|e| failed(format!("{}: {e}", tarball.display())))?;
     let line = format!("{:x}  {name}.tar.gz\n", Sha256::digest(&bytes));
-    std::fs::write(out.join(format!("{name}.tar.gz.sha256")), &line).map_err(|e| failed(format!("{e}")))?;
-    eprintln!("[release] {} ({} bytes), sha256 {}", tarball.display(), bytes.len(), &line[..64]);
+    std::fs::write(out.join(format!("{name}.tar.gz.sha256")), &line)
+        .map_err(|e| failed(format!("{e}")))?;
+    eprintln!(
+        "[release] {} ({} bytes), sha256 {}",
+        tarball.display(),
+        bytes.len(),
+        &line[..64]
+    );
     println!("{}", tarball.display());
     Ok(())
 }
@@ -69,10 +91,12 @@ pub(crate) fn main(mut args: Args) -> Res {
 fn put(path: &Path, bytes: &[u8], mode: u32) -> Res {
     if let Some(d) = path.parent() {
         std::fs::create_dir_all(d).map_err(|e| failed(format!("{}: {e}", d.display())))?;
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).map_err(|e| failed(format!("{e}")))?;
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| failed(format!("{e}")))?;
     }
     std::fs::write(path, bytes).map_err(|e| failed(format!("{}: {e}", path.display())))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| failed(format!("{e}")))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| failed(format!("{e}")))
 }
 
 /// A command's first line of output.
@@ -83,9 +107,16 @@ fn first_line(cmd: &mut Command) -> Res<String> {
 }
 
 fn install_text(root: &Path, arch: &str) -> Res<String> {
-    let commit = first_line(Command::new("git").args(["rev-parse", "HEAD"]).current_dir(root))?;
+    let commit = first_line(
+        Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(root),
+    )?;
     let rustc = first_line(Command::new("rustc").arg("--version"))?;
-    let (version, host) = (env!("CARGO_PKG_VERSION"), format!("{}-unknown-linux-musl", std::env::consts::ARCH));
+    let (version, host) = (
+        env!("CARGO_PKG_VERSION"),
+        format!("{}-unknown-linux-musl", std::env::consts::ARCH),
+    );
     Ok(format!(
         "tern {version} for linux/{arch}: CNI plugins and the node agent
 Built from commit {commit} by {rustc} ({host}).
@@ -114,12 +145,23 @@ fn sums(dir: &Path) -> Res<String> {
     let mut paths = Vec::new();
     let mut todo = vec![dir.to_path_buf()];
     while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).map_err(|e| failed(format!("{}: {e}", d.display())))?.flatten() {
+        for e in std::fs::read_dir(&d)
+            .map_err(|e| failed(format!("{}: {e}", d.display())))?
+            .flatten()
+        {
             let p = e.path();
-            if p.is_dir() { todo.push(p) } else { paths.push(p) }
+            if p.is_dir() {
+                todo.push(p)
+            } else {
+                paths.push(p)
+            }
         }
     }
-    let mut rel: Vec<String> = paths.iter().filter_map(|p| p.strip_prefix(dir).ok()).map(|p| p.display().to_string()).collect();
+    let mut rel: Vec<String> = paths
+        .iter()
+        .filter_map(|p| p.strip_prefix(dir).ok())
+        .map(|p| p.display().to_string())
+        .collect();
     rel.sort();
     let mut out = String::new();
     for r in rel {
@@ -133,12 +175,25 @@ fn sums(dir: &Path) -> Res<String> {
 fn pack(stage: &Path, name: &str, tarball: &Path) -> Res {
     let epoch = match std::env::var("SOURCE_DATE_EPOCH") {
         Ok(e) => e,
-        Err(_) => first_line(Command::new("git").args(["log", "-1", "--format=%ct"]).current_dir(workspace_root()))?,
+        Err(_) => first_line(
+            Command::new("git")
+                .args(["log", "-1", "--format=%ct"])
+                .current_dir(workspace_root()),
+        )?,
     };
     let tmp = PathBuf::from(format!("{}.tmp", tarball.display()));
-    let file = std::fs::File::create(&tmp).map_err(|e| failed(format!("{}: {e}", tmp.display())))?;
+    let file =
+        std::fs::File::create(&tmp).map_err(|e| failed(format!("{}: {e}", tmp.display())))?;
     let mut tar = Command::new("tar")
-        .args(["--sort=name", "--format=gnu", &format!("--mtime=@{epoch}"), "--owner=0", "--group=0", "--numeric-owner", "-C"])
+        .args([
+            "--sort=name",
+            "--format=gnu",
+            &format!("--mtime=@{epoch}"),
+            "--owner=0",
+            "--group=0",
+            "--numeric-owner",
+            "-C",
+        ])
         .arg(stage)
         .args(["-cf", "-", name])
         .env("LC_ALL", "C")
@@ -146,10 +201,16 @@ fn pack(stage: &Path, name: &str, tarball: &Path) -> Res {
         .spawn()
         .map_err(|e| failed(format!("tar: {e}")))?;
     let pipe = tar.stdout.take().ok_or_else(|| failed("tar's output"))?;
-    let gzip = Command::new("gzip").args(["-n", "-9"]).stdin(pipe).stdout(file).status();
+    let gzip = Command::new("gzip")
+        .args(["-n", "-9"])
+        .stdin(pipe)
+        .stdout(file)
+        .status();
     let tar = tar.wait();
     match (tar, gzip) {
-        (Ok(t), Ok(g)) if t.success() && g.success() => std::fs::rename(&tmp, tarball).map_err(|e| failed(format!("{e}"))),
+        (Ok(t), Ok(g)) if t.success() && g.success() => {
+            std::fs::rename(&tmp, tarball).map_err(|e| failed(format!("{e}")))
+        }
         other => Err(failed(format!("tar | gzip -n -9: {other:?}"))),
     }
 }

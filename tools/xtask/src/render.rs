@@ -38,14 +38,27 @@ pub(crate) fn main(mut args: Args) -> Res {
     let helm = helm();
     let mut problems = crds(&root, check);
     let mut files = render(&helm, &root, "", "default values", &[])?;
-    let cnp = ["--set", "clusterNetworkPolicy.enabled=true", "--show-only",
-        "templates/cluster-network-policy-crd.yaml", "--show-only", "templates/cluster-network-policy-rbac.yaml"];
+    let cnp = [
+        "--set",
+        "clusterNetworkPolicy.enabled=true",
+        "--show-only",
+        "templates/cluster-network-policy-crd.yaml",
+        "--show-only",
+        "templates/cluster-network-policy-rbac.yaml",
+    ];
     let values = "values and clusterNetworkPolicy.enabled=true";
-    files.extend(render(&helm, &root, "cluster-network-policy/", values, &cnp)?);
+    files.extend(render(
+        &helm,
+        &root,
+        "cluster-network-policy/",
+        values,
+        &cnp,
+    )?);
     if check {
         problems.extend(compare(&files, &out));
     } else {
-        std::fs::create_dir_all(out.join("cluster-network-policy")).map_err(|e| failed(format!("{}: {e}", out.display())))?;
+        std::fs::create_dir_all(out.join("cluster-network-policy"))
+            .map_err(|e| failed(format!("{}: {e}", out.display())))?;
         for (name, text) in &files {
             std::fs::write(out.join(name), text).map_err(|e| failed(format!("{name}: {e}")))?;
         }
@@ -54,8 +67,16 @@ pub(crate) fn main(mut args: Args) -> Res {
         return Err(failed(problems.join("\n")));
     }
     if !check {
-        let version = Command::new(&helm).args(["version", "--short"]).output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-        println!("render-deploy: {} files in {} from helm {}", files.len(), out.display(), version.unwrap_or_default());
+        let version = Command::new(&helm)
+            .args(["version", "--short"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        println!(
+            "render-deploy: {} files in {} from helm {}",
+            files.len(),
+            out.display(),
+            version.unwrap_or_default()
+        );
     }
     Ok(())
 }
@@ -65,7 +86,11 @@ fn helm() -> PathBuf {
         return h.into();
     }
     let cached = go_cache().join("bin/helm/helm");
-    if cached.is_file() { cached } else { "helm".into() }
+    if cached.is_file() {
+        cached
+    } else {
+        "helm".into()
+    }
 }
 
 /// The pinned module's CRDs into the chart's files/ (with `check`: compared with them); what
@@ -88,13 +113,22 @@ fn crds(root: &Path, check: bool) -> Vec<String> {
     };
     let mut problems = Vec::new();
     for channel in ["standard", "experimental"] {
-        let src = dir.join(format!("config/crd/{channel}/policy.networking.k8s.io_clusternetworkpolicies.yaml"));
+        let src = dir.join(format!(
+            "config/crd/{channel}/policy.networking.k8s.io_clusternetworkpolicies.yaml"
+        ));
         let name = format!("clusternetworkpolicies.{channel}.yaml");
         let dst = root.join("deploy/helm/tern/files").join(&name);
         let (a, b) = (std::fs::read(&src).ok(), std::fs::read(&dst).ok());
-        let done = if check { a.is_some() && a == b } else { a.is_some_and(|a| std::fs::write(&dst, a).is_ok()) };
+        let done = if check {
+            a.is_some() && a == b
+        } else {
+            a.is_some_and(|a| std::fs::write(&dst, a).is_ok())
+        };
         if !done {
-            problems.push(format!("deploy/helm/tern/files/{name} differs from {} (cargo xtask render-deploy)", src.display()));
+            problems.push(format!(
+                "deploy/helm/tern/files/{name} differs from {} (cargo xtask render-deploy)",
+                src.display()
+            ));
         }
     }
     problems
@@ -102,16 +136,30 @@ fn crds(root: &Path, check: bool) -> Vec<String> {
 
 /// `helm template` with `args`: each template's file under `sub` (its name as deploy/ names it)
 /// and its text, with the header naming the template and `values`.
-fn render(helm: &Path, root: &Path, sub: &str, values: &str, args: &[&str]) -> Res<BTreeMap<String, String>> {
+fn render(
+    helm: &Path,
+    root: &Path,
+    sub: &str,
+    values: &str,
+    args: &[&str],
+) -> Res<BTreeMap<String, String>> {
     let out = Command::new(helm)
         .args(["template", "tern"])
         .arg(root.join("deploy/helm/tern"))
         .args(["--namespace", "tern", "--set", "namespace.create=true"])
         .args(args)
         .output()
-        .map_err(|e| failed(format!("{}: {e} (bash scripts/build-go helm)", helm.display())))?;
+        .map_err(|e| {
+            failed(format!(
+                "{}: {e} (bash scripts/build-go helm)",
+                helm.display()
+            ))
+        })?;
     if !out.status.success() {
-        return Err(failed(format!("helm template: {}", String::from_utf8_lossy(&out.stderr))));
+        return Err(failed(format!(
+            "helm template: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
     }
     let all = String::from_utf8_lossy(&out.stdout);
     Ok(split(&all)
@@ -149,8 +197,16 @@ fn split(all: &str) -> BTreeMap<String, String> {
             for l in lines {
                 match l {
                     "" => blank += 1,
-                    "---" => { blank = 0; text.push_str("---\n"); }
-                    _ => { text.push_str(&"\n".repeat(blank)); blank = 0; text.push_str(l); text.push('\n'); }
+                    "---" => {
+                        blank = 0;
+                        text.push_str("---\n");
+                    }
+                    _ => {
+                        text.push_str(&"\n".repeat(blank));
+                        blank = 0;
+                        text.push_str(l);
+                        text.push('\n');
+                    }
                 }
             }
             (t, text)
@@ -163,8 +219,15 @@ fn split(all: &str) -> BTreeMap<String, String> {
 fn compare(files: &BTreeMap<String, String>, dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = files.keys().cloned().collect();
     for sub in ["", "cluster-network-policy/"] {
-        let entries = std::fs::read_dir(dir.join(sub)).into_iter().flatten().flatten();
-        names.extend(entries.map(|e| format!("{sub}{}", e.file_name().to_string_lossy())).filter(|n| n.ends_with(".yaml")));
+        let entries = std::fs::read_dir(dir.join(sub))
+            .into_iter()
+            .flatten()
+            .flatten();
+        names.extend(
+            entries
+                .map(|e| format!("{sub}{}", e.file_name().to_string_lossy()))
+                .filter(|n| n.ends_with(".yaml")),
+        );
     }
     names.sort();
     names.dedup();
@@ -179,12 +242,18 @@ fn compare(files: &BTreeMap<String, String>, dir: &Path) -> Vec<String> {
             Ok(f)
         });
         if let Ok(f) = rendered {
-            let diff = Command::new("diff").arg("-u").arg(dir.join(&name)).arg(f.path()).output();
+            let diff = Command::new("diff")
+                .arg("-u")
+                .arg(dir.join(&name))
+                .arg(f.path())
+                .output();
             if let Ok(d) = diff {
                 eprint!("{}", String::from_utf8_lossy(&d.stdout));
             }
         }
-        problems.push(format!("deploy/{name} differs from the chart's rendering (cargo xtask render-deploy)"));
+        problems.push(format!(
+            "deploy/{name} differs from the chart's rendering (cargo xtask render-deploy)"
+        ));
     }
     problems
 }
@@ -211,10 +280,23 @@ mod tests {
         let files = BTreeMap::from([
             ("a.yaml".to_owned(), "same\n".to_owned()),
             ("b.yaml".to_owned(), "new\n".to_owned()),
-            ("cluster-network-policy/crd.yaml".to_owned(), "crd\n".to_owned()),
+            (
+                "cluster-network-policy/crd.yaml".to_owned(),
+                "crd\n".to_owned(),
+            ),
         ]);
         let p = compare(&files, dir.path());
-        let named: Vec<&str> = p.iter().filter_map(|l| l.split_whitespace().next()).collect();
-        assert_eq!(named, ["deploy/b.yaml", "deploy/cluster-network-policy/crd.yaml", "deploy/stale.yaml"]);
+        let named: Vec<&str> = p
+            .iter()
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(
+            named,
+            [
+                "deploy/b.yaml",
+                "deploy/cluster-network-policy/crd.yaml",
+                "deploy/stale.yaml"
+            ]
+        );
     }
 }

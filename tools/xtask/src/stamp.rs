@@ -94,7 +94,10 @@ mod tests {
 
     #[test]
     fn a_file_without_the_marker_once_is_refused_unchanged() {
-        for mut b in [b"no stamp here".to_vec(), [binary("1"), binary("1")].concat()] {
+        for mut b in [
+            b"no stamp here".to_vec(),
+            [binary("1"), binary("1")].concat(),
+        ] {
             let before = b.clone();
             let n = if b.len() > 20 { 2 } else { 0 };
             let e = stamp_bytes(&mut b, "0.2.0").unwrap_err();
@@ -114,7 +117,12 @@ mod tests {
         for bad in ["", "0.1.0 beta", "0.1.0/x", &"9".repeat(VERSION_FIELD + 1)] {
             assert!(check_version(bad).is_err(), "{bad:?}");
         }
-        for good in ["0.1.0", "0.1.0+upgrade", "1.2.3-rc_1", &"9".repeat(VERSION_FIELD)] {
+        for good in [
+            "0.1.0",
+            "0.1.0+upgrade",
+            "1.2.3-rc_1",
+            &"9".repeat(VERSION_FIELD),
+        ] {
             assert!(check_version(good).is_ok(), "{good:?}");
         }
     }

@@ -25,7 +25,9 @@ fn clamp(config: &mut Value, own: i64, hugetlb: bool) -> bool {
         }
     }
     if !hugetlb {
-        let resources = config.pointer_mut("/linux/resources").and_then(Value::as_object_mut);
+        let resources = config
+            .pointer_mut("/linux/resources")
+            .and_then(Value::as_object_mut);
         changed |= resources.is_some_and(|r| r.remove("hugepageLimits").is_some());
     }
     changed
@@ -71,7 +73,10 @@ mod tests {
     fn a_lower_oom_score_adj_is_raised_and_hugepages_dropped_without_hugetlb() {
         let mut c = json!({"process": {"oomScoreAdj": -997}, "linux": {"resources": {"hugepageLimits": [], "cpu": {}}}});
         assert!(clamp(&mut c, -500, false));
-        assert_eq!(c, json!({"process": {"oomScoreAdj": -500}, "linux": {"resources": {"cpu": {}}}}));
+        assert_eq!(
+            c,
+            json!({"process": {"oomScoreAdj": -500}, "linux": {"resources": {"cpu": {}}}})
+        );
     }
 
     #[test]
@@ -87,7 +92,10 @@ mod tests {
     #[test]
     fn the_bundle_is_the_value_after_its_flag() {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(bundle(&args(&["create", "--bundle", "/b", "id"])), Some("/b"));
+        assert_eq!(
+            bundle(&args(&["create", "--bundle", "/b", "id"])),
+            Some("/b")
+        );
         assert_eq!(bundle(&args(&["create", "-b", "/c", "id"])), Some("/c"));
         assert_eq!(bundle(&args(&["state", "id"])), None);
     }

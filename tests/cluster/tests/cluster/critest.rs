@@ -61,14 +61,7 @@ fn push_image(node: &Node, kind: &str, name: &str) -> Res {
     let out = out.to_string_lossy();
     let xtask = tern_testkit::exec::bin_dir().join("tern-xtask");
     let mut build = Node::cmd(&xtask.to_string_lossy(), &[]);
-    build.args([
-        "image",
-        &format!("--{kind}"),
-        "--name",
-        name,
-        "--out",
-        &out,
-    ]);
+    build.args(["image", &format!("--{kind}"), "--name", name, "--out", &out]);
     node.run(&mut build, None)?;
     let ctr = |args: &[&str]| {
         let mut c = Node::cmd(&format!("{}/containerd/ctr", node.var("GOBIN_DIR")), &[]);
