@@ -22,7 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tern_testkit::exec::{bin_dir, ref_plugin_dir, workspace_root};
+use tern_testkit::exec::{bin_dir, ref_plugin_dir};
 
 /// The pod range of this test: 10.99.208.0/24.
 pub const SUBNET: &str = "10.99.208.0/24";
