@@ -23,7 +23,7 @@ mod helm;
 use helm::{chart, helm, template};
 use std::process::Command;
 
-use tern_testkit::exec::{bin_dir, output_text, workspace_root};
+use tern_testkit::exec::{output_text, workspace_root};
 
 /// The document of `kind` named `name` in a rendering (from its `kind:` line to the next `---`).
 fn doc<'a>(all: &'a str, kind: &str, name: &str) -> &'a str {
@@ -78,18 +78,18 @@ fn helm_lint_strict_passes() {
 
 #[test]
 fn deploy_is_the_charts_default_rendering() {
-    let Some(helm) = helm() else { return };
-    let xtask = bin_dir().join("tern-xtask");
-    let out = Command::new(&xtask)
-        .args(["render-deploy", "--check"])
-        .env("TERN_HELM", &helm)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "deploy/ drifted from deploy/helm/tern (run cargo xtask render-deploy):\n{}",
-        output_text(&out)
-    );
+    // tern-xtask's render-deploy --check, in process (its helm is the same as helm()'s)
+    let Some(_helm) = helm() else { return };
+    let check = |out: &std::path::Path| {
+        let args = ["render-deploy", "--check", "--out"].map(String::from);
+        tern_xtask::run([&args[..], &[out.display().to_string()]].concat())
+    };
+    if let Err(e) = check(&workspace_root().join("deploy")) {
+        panic!(
+            "deploy/ drifted from deploy/helm/tern (run cargo xtask render-deploy):\n{}",
+            e.message
+        );
+    }
     // The check fails on drift: a copy of deploy/ with one line changed is named, with the line.
     let copy = tempfile::tempdir().unwrap();
     std::fs::create_dir(copy.path().join("cluster-network-policy")).unwrap();
@@ -104,17 +104,10 @@ fn deploy_is_the_charts_default_rendering() {
     let cm = copy.path().join("configmap.yaml");
     let text = std::fs::read_to_string(&cm).unwrap();
     std::fs::write(&cm, text.replace("\"mtu\": 1500", "\"mtu\": 1400")).unwrap();
-    let out = Command::new(&xtask)
-        .args(["render-deploy", "--check", "--out"])
-        .arg(copy.path())
-        .env("TERN_HELM", &helm)
-        .output()
-        .unwrap();
-    let text = output_text(&out);
-    assert!(
-        !out.status.success(),
-        "a drifted copy passed the check: {text}"
-    );
+    let text = match check(copy.path()) {
+        Ok(()) => panic!("a drifted copy passed the check"),
+        Err(e) => e.message,
+    };
     assert!(
         text.contains("deploy/configmap.yaml differs") && text.contains("\"mtu\": 1400"),
         "{text}"

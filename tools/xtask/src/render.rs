@@ -241,18 +241,18 @@ fn compare(files: &BTreeMap<String, String>, dir: &Path) -> Vec<String> {
             std::fs::write(f.path(), files.get(&name).map_or("", String::as_str))?;
             Ok(f)
         });
-        if let Ok(f) = rendered {
-            let diff = Command::new("diff")
+        let diff = rendered.ok().and_then(|f| {
+            let d = Command::new("diff")
                 .arg("-u")
                 .arg(dir.join(&name))
                 .arg(f.path())
                 .output();
-            if let Ok(d) = diff {
-                eprint!("{}", String::from_utf8_lossy(&d.stdout));
-            }
-        }
+            d.ok()
+                .map(|d| String::from_utf8_lossy(&d.stdout).into_owned())
+        });
         problems.push(format!(
-            "deploy/{name} differs from the chart's rendering (cargo xtask render-deploy)"
+            "deploy/{name} differs from the chart's rendering (cargo xtask render-deploy):\n{}",
+            diff.unwrap_or_default()
         ));
     }
     problems
