@@ -22,17 +22,18 @@
 //! `ctr -n k8s.io images import FILE` names it NAME; the archive itself is sorted with mtime 0
 //! too, so the same inputs give the same bytes.
 
+mod documents;
+mod stage;
+
 use std::io::Write;
-use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::{failed, go_cache, usage, workspace_root, Args, Res};
-
-const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+use crate::{failed, usage, workspace_root, Args, Res};
+use documents::Documents;
+use stage::stage;
 
 /// What the layer holds.
 #[derive(Debug, PartialEq)]
@@ -133,137 +134,13 @@ fn parse(mut args: Args) -> Res<Spec> {
     })
 }
 
-fn io(what: &Path) -> impl Fn(std::io::Error) -> crate::Failure + '_ {
+/// An I/O error on `what` as a failure naming it.
+pub(super) fn io(what: &Path) -> impl Fn(std::io::Error) -> crate::Failure + '_ {
     move |e| failed(format!("{}: {e}", what.display()))
 }
 
-/// `install -D -m MODE src dst`: a copy with that mode, its directory made.
-fn install(src: &Path, dst: &Path, mode: u32) -> Res {
-    if let Some(dir) = dst.parent() {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-    }
-    std::fs::copy(src, dst).map_err(io(src))?;
-    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(mode)).map_err(io(dst))
-}
-
-/// The layer's directory, its entrypoint and its environment (JSON arrays).
-fn stage(spec: &Spec, work: &Path) -> Res<(PathBuf, String, String)> {
-    let rootfs = work.join("rootfs");
-    for d in ["bin", "dev", "proc", "sys", "etc", "tmp", "run"] {
-        std::fs::create_dir_all(rootfs.join(d)).map_err(io(&rootfs))?;
-    }
-    let busybox_env = r#"["PATH=/bin"]"#.to_owned();
-    match &spec.kind {
-        Kind::Tern { bins, version } => {
-            stage_tern(&rootfs, bins, version.as_deref())?;
-            let ep = r#"["/usr/local/bin/tern-agent"]"#.to_owned();
-            Ok((rootfs, ep, r#"["PATH=/usr/local/bin:/bin"]"#.to_owned()))
-        }
-        Kind::Rootfs(dir) => Ok((
-            dir.clone(),
-            spec.entrypoint.clone().unwrap_or_default(),
-            r#"["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]"#.to_owned(),
-        )),
-        Kind::Busybox => {
-            stage_busybox(&rootfs)?;
-            Ok((
-                rootfs,
-                r#"["/bin/sleep","infinity"]"#.to_owned(),
-                busybox_env,
-            ))
-        }
-        Kind::Webserver => {
-            stage_busybox(&rootfs)?;
-            let www = rootfs.join("www");
-            std::fs::create_dir_all(&www).map_err(io(&www))?;
-            std::fs::write(www.join("index.html"), "tern critest web server\n")
-                .map_err(io(&www))?;
-            let ep = r#"["/bin/httpd","-f","-p","80","-h","/www"]"#.to_owned();
-            Ok((rootfs, ep, busybox_env))
-        }
-    }
-}
-
-fn stage_tern(rootfs: &Path, bins: &Path, version: Option<&str>) -> Res {
-    let mut ours = Vec::new();
-    for b in [
-        "tern",
-        "tern-tuning",
-        "tern-ipam",
-        "tern-lookup",
-        "tern-agent",
-    ] {
-        let src = bins.join(b);
-        if !src.is_file() {
-            let shown = src.display();
-            return Err(failed(format!(
-                "{shown} missing: cargo build --release --workspace"
-            )));
-        }
-        let dir = if b == "tern-agent" {
-            "usr/local/bin"
-        } else {
-            "opt/tern/bin"
-        };
-        let dst = rootfs.join(dir).join(b);
-        install(&src, &dst, 0o755)?;
-        ours.push(dst);
-    }
-    if let Some(v) = version {
-        crate::stamp::main(Args(
-            ours.iter()
-                .map(|p| p.display().to_string())
-                .chain([v.to_owned()])
-                .collect::<Vec<_>>()
-                .into_iter(),
-        ))?;
-    }
-    let plugins = go_cache().join("bin/plugins");
-    for b in ["portmap", "bandwidth"] {
-        let src = plugins.join(b);
-        if !src.is_file() {
-            let shown = src.display();
-            return Err(failed(format!(
-                "{shown} missing (the reference {b} of tools/go/plugins/go.mod that deploy/'s chain runs): bash scripts/build-go plugins"
-            )));
-        }
-        install(&src, &rootfs.join("opt/tern/bin").join(b), 0o755)?;
-    }
-    // the nft tool (Debian's nftables) and the shared libraries it loads, where the loader looks
-    let nft = Path::new("/usr/sbin/nft");
-    if !nft.is_file() {
-        return Err(failed(
-            "/usr/sbin/nft missing: apt-get install nftables (scripts/setup)",
-        ));
-    }
-    install(nft, &rootfs.join("usr/sbin/nft"), 0o755)?;
-    let ldd = output(Command::new("ldd").arg(nft))?;
-    for lib in library_paths(&ldd) {
-        let real = std::fs::canonicalize(&lib).map_err(io(Path::new(&lib)))?;
-        install(&real, &rootfs.join(lib.trim_start_matches('/')), 0o755)?;
-    }
-    Ok(())
-}
-
-/// The paths in `ldd`'s report: each word's part from its first `/`.
-fn library_paths(ldd: &str) -> Vec<String> {
-    ldd.split_whitespace()
-        .filter_map(|w| w.find('/').map(|i| w[i..].to_owned()))
-        .collect()
-}
-
-fn stage_busybox(rootfs: &Path) -> Res {
-    let busybox = Path::new("/bin/busybox");
-    install(busybox, &rootfs.join("bin/busybox"), 0o755)?;
-    let list = output(Command::new(busybox).arg("--list"))?;
-    for applet in list.lines().filter(|a| !a.is_empty() && *a != "busybox") {
-        symlink("busybox", rootfs.join("bin").join(applet)).map_err(io(rootfs))?;
-    }
-    Ok(())
-}
-
 /// A command's standard output; its failure names it.
-fn output(cmd: &mut Command) -> Res<String> {
+pub(super) fn output(cmd: &mut Command) -> Res<String> {
     let out = cmd.output().map_err(|e| failed(format!("{cmd:?}: {e}")))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -337,70 +214,6 @@ fn archive(spec: &Spec, rootfs: &Path, entrypoint: &str, env: &str, work: &Path)
     Ok(manifest.0)
 }
 
-/// The image's JSON documents, each on one line ending in a newline.
-struct Documents {
-    arch: &'static str,
-    name: String,
-    entrypoint: Value,
-    cmd: Value,
-    env: Value,
-}
-
-impl Documents {
-    fn new(spec: &Spec, entrypoint: &str, env: &str) -> Res<Self> {
-        let parse = |what: &str, s: &str| {
-            serde_json::from_str(s)
-                .map_err(|e| usage(format!("image: {what} {s:?} is not JSON: {e}")))
-        };
-        let arch = match std::env::consts::ARCH {
-            "x86_64" => "amd64",
-            "aarch64" => "arm64",
-            other => other,
-        };
-        Ok(Self {
-            arch,
-            name: spec.name.clone(),
-            entrypoint: parse("--entrypoint", entrypoint)?,
-            cmd: parse("--cmd", spec.cmd.as_deref().unwrap_or("null"))?,
-            env: parse("the environment", env)?,
-        })
-    }
-
-    fn line(v: &Value) -> String {
-        format!("{v}\n")
-    }
-
-    fn config(&self, layer: &str) -> String {
-        let mut config = json!({"Entrypoint": self.entrypoint, "Env": self.env, "WorkingDir": "/"});
-        if !matches!(self.cmd, Value::Null | Value::Bool(false)) {
-            config["Cmd"] = self.cmd.clone();
-        }
-        Self::line(
-            &json!({"architecture": self.arch, "os": "linux", "config": config,
-            "rootfs": {"type": "layers", "diff_ids": [layer]}}),
-        )
-    }
-
-    fn manifest(config: &(String, usize), layer: &(String, usize)) -> String {
-        Self::line(&json!({"schemaVersion": 2, "mediaType": MANIFEST,
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config.0, "size": config.1},
-            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer.0, "size": layer.1}]}))
-    }
-
-    fn index(&self, manifest: &(String, usize)) -> String {
-        // the reference's tag: what follows its last `:` (the whole name when it has none)
-        let tag = self
-            .name
-            .rsplit_once(':')
-            .map_or(self.name.as_str(), |(_, t)| t);
-        Self::line(
-            &json!({"schemaVersion": 2, "manifests": [{"mediaType": MANIFEST,
-            "digest": manifest.0, "size": manifest.1, "platform": {"architecture": self.arch, "os": "linux"},
-            "annotations": {"io.containerd.image.name": self.name, "org.opencontainers.image.ref.name": tag}}]}),
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,49 +256,6 @@ mod tests {
         assert_eq!(
             (pause.kind, pause.name.as_str()),
             (Kind::Busybox, "localhost/tern-pause:test")
-        );
-    }
-
-    #[test]
-    fn the_documents_are_what_jq_wrote() {
-        let spec = parse(args(&[
-            "--rootfs",
-            "/",
-            "--entrypoint",
-            r#"["/agnhost"]"#,
-            "--cmd",
-            r#"["pause"]"#,
-            "--name",
-            "registry.k8s.io/e2e-test-images/agnhost:2.56",
-            "--out",
-            "x",
-        ]))
-        .unwrap();
-        let d = Documents::new(&spec, r#"["/agnhost"]"#, r#"["PATH=/bin"]"#).unwrap();
-        assert_eq!(
-            d.config("sha256:ab"),
-            format!("{{\"architecture\":\"{}\",\"os\":\"linux\",\"config\":{{\"Entrypoint\":[\"/agnhost\"],\"Env\":[\"PATH=/bin\"],\"WorkingDir\":\"/\",\"Cmd\":[\"pause\"]}},\"rootfs\":{{\"type\":\"layers\",\"diff_ids\":[\"sha256:ab\"]}}}}\n", d.arch)
-        );
-        let index = d.index(&("sha256:cd".into(), 7));
-        assert!(index.ends_with("\"annotations\":{\"io.containerd.image.name\":\"registry.k8s.io/e2e-test-images/agnhost:2.56\",\"org.opencontainers.image.ref.name\":\"2.56\"}}]}\n"), "{index}");
-        let no_cmd = Documents {
-            cmd: Value::Null,
-            ..d
-        };
-        assert!(!no_cmd.config("sha256:ab").contains("Cmd"));
-        assert!(Documents::manifest(&("sha256:c".into(), 1), &("sha256:l".into(), 2))
-            .contains("\"layers\":[{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar\",\"digest\":\"sha256:l\",\"size\":2}]"));
-    }
-
-    #[test]
-    fn ldd_paths_are_each_words_part_from_its_first_slash() {
-        let ldd = "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibnftables.so.1 => /lib/x86_64-linux-gnu/libnftables.so.1 (0x7f)\n\t/lib64/ld-linux-x86-64.so.2 (0x7f)\n";
-        assert_eq!(
-            library_paths(ldd),
-            [
-                "/lib/x86_64-linux-gnu/libnftables.so.1",
-                "/lib64/ld-linux-x86-64.so.2"
-            ]
         );
     }
 }
