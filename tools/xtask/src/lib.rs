@@ -84,7 +84,7 @@ pub fn run(args: Vec<String>) -> Res {
         Some("render-deploy") => render::main(args),
         Some("release-pack") => release::main(args),
         _ => Err(usage(
-            "usage: tern-xtask image|stamp-version|render-deploy|release-pack ARGS (tools/xtask/src/main.rs)",
+            "usage: tern-xtask image|stamp-version|render-deploy|release-pack ARGS (tools/xtask/src/lib.rs)",
         )),
     }
 }
