@@ -17,6 +17,16 @@
 //! print when run without `CNI_COMMAND` (`Plugin::about`), `tern-lookup --version`, and
 //! `tern-agent --version`, its `tern-agent starting` log line and its `tern_build_info` metric.
 
+/// The five binaries tern ships (release tarball, image, `tern-agent install`'s copies), each
+/// carrying [`VERSION_STAMP`].
+pub const BINARIES: [&str; 5] = [
+    "tern",
+    "tern-tuning",
+    "tern-ipam",
+    "tern-lookup",
+    "tern-agent",
+];
+
 /// The bytes that precede the version field in [`VERSION_STAMP`]: what `cargo xtask stamp-version`
 /// searches for (its `marker=` line spells the same bytes).
 pub const MARKER: &[u8] = b"TERN-VERSION-STAMP:";

@@ -6,16 +6,9 @@
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
+use tern_node::version::BINARIES;
 
 use tern_testkit::exec::bin_dir;
-
-const BINARIES: &[&str] = &[
-    "tern",
-    "tern-tuning",
-    "tern-ipam",
-    "tern-lookup",
-    "tern-agent",
-];
 
 #[test]
 fn every_binary_prints_its_version() {

@@ -19,17 +19,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
+use tern_node::version::BINARIES;
 
 use serde_json::Value;
 use tern_testkit::exec::workspace_root;
-
-const BINS: [&str; 5] = [
-    "tern",
-    "tern-tuning",
-    "tern-ipam",
-    "tern-lookup",
-    "tern-agent",
-];
 
 use tern_testkit::exec::output_text as text;
 
@@ -160,7 +153,7 @@ fn release_tarball_structure_sums_and_same_bytes_twice() {
         format!("{dir}/bin/"),
         format!("{dir}/cni-conf-examples/"),
     ];
-    want.extend(BINS.iter().map(|b| format!("{dir}/bin/{b}")));
+    want.extend(BINARIES.iter().map(|b| format!("{dir}/bin/{b}")));
     let examples: Vec<String> = std::fs::read_dir(root.join("cni-conf-examples"))
         .unwrap()
         .flatten()
@@ -237,7 +230,7 @@ fn release_tarball_structure_sums_and_same_bytes_twice() {
             "the symbol table check finds none in the test binary itself"
         );
     }
-    for b in BINS {
+    for b in BINARIES {
         let path = top.join("bin").join(b);
         let ldd = Command::new("ldd").arg(&path).output().unwrap();
         let ldd_text = String::from_utf8_lossy(&ldd.stdout).into_owned()

@@ -13,16 +13,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use tern_node::version::{MARKER, VERSION_FIELD};
+use tern_node::version::{BINARIES, MARKER, VERSION_FIELD};
 use tern_testkit::exec::{bin_dir, output_text};
-
-const BINARIES: [&str; 5] = [
-    "tern",
-    "tern-tuning",
-    "tern-ipam",
-    "tern-lookup",
-    "tern-agent",
-];
 
 /// The version the test stamps: SemVer with build metadata, as the cluster tier's second image.
 const STAMPED: &str = "0.1.0+stamp-test.7";

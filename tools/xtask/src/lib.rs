@@ -69,6 +69,17 @@ impl Args {
             .next()
             .ok_or_else(|| usage(format!("{flag} needs a value")))
     }
+
+    /// The arguments `a`, as a test passes them.
+    #[cfg(test)]
+    fn of(a: &[&str]) -> Args {
+        Args(
+            a.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .into_iter(),
+        )
+    }
 }
 
 /// Runs the task `args` names (`image`, `stamp-version`, `render-deploy`, `release-pack`, then

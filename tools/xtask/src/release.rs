@@ -14,18 +14,11 @@ use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use tern_node::version::BINARIES;
 
 use sha2::{Digest, Sha256};
 
 use crate::{failed, usage, workspace_root, Args, Res};
-
-const BINARIES: [&str; 5] = [
-    "tern",
-    "tern-tuning",
-    "tern-ipam",
-    "tern-lookup",
-    "tern-agent",
-];
 
 pub(crate) fn main(mut args: Args) -> Res {
     let root = workspace_root();

@@ -77,18 +77,9 @@ mod tests {
     use crate::image::parse;
     use crate::Args;
 
-    fn args(a: &[&str]) -> Args {
-        Args(
-            a.iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .into_iter(),
-        )
-    }
-
     #[test]
     fn the_documents_are_what_jq_wrote() {
-        let spec = parse(args(&[
+        let spec = parse(Args::of(&[
             "--rootfs",
             "/",
             "--entrypoint",

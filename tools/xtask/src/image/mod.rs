@@ -218,15 +218,6 @@ fn archive(spec: &Spec, rootfs: &Path, entrypoint: &str, env: &str, work: &Path)
 mod tests {
     use super::*;
 
-    fn args(a: &[&str]) -> Args {
-        Args(
-            a.iter()
-                .map(|s| s.to_string())
-                .collect::<Vec<_>>()
-                .into_iter(),
-        )
-    }
-
     #[test]
     fn each_kind_needs_its_arguments() {
         for bad in [
@@ -246,13 +237,13 @@ mod tests {
             &["--busybox", "--out", "x", "--version", "1"],
             &["--frobnicate"],
         ] {
-            let e = parse(args(bad)).unwrap_err();
+            let e = parse(Args::of(bad)).unwrap_err();
             assert_eq!(e.status, 2, "{bad:?}: {e:?}");
         }
-        let tern = parse(args(&["--version", "0.1.0+up"])).unwrap();
+        let tern = parse(Args::of(&["--version", "0.1.0+up"])).unwrap();
         assert_eq!(tern.name, "ghcr.io/tern-cni/tern:0.1.0");
         assert!(matches!(tern.kind, Kind::Tern { version: Some(ref v), .. } if v == "0.1.0+up"));
-        let pause = parse(args(&["--busybox", "--out", "p.tar"])).unwrap();
+        let pause = parse(Args::of(&["--busybox", "--out", "p.tar"])).unwrap();
         assert_eq!(
             (pause.kind, pause.name.as_str()),
             (Kind::Busybox, "localhost/tern-pause:test")
