@@ -14,12 +14,27 @@ const MARKER: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
     metadata: {name: fault-marker, namespace: default}\n\
     spec:\n  podSelector: {matchLabels: {probe: deny}}\n  policyTypes: [Ingress]\n";
 
+/// The marker as a change only `nft` carries: the same isolation, and `probe-deny`'s egress
+/// (denied at `probe-srv` already) open only to the namespace's pods on the named port `http`,
+/// whose endpoint sets the agent makes through `nft` (decision 0022: every other change goes
+/// over its own netlink).
+const MARKER_THROUGH_NFT: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
+    metadata: {name: fault-marker, namespace: default}\n\
+    spec:\n  podSelector: {matchLabels: {probe: deny}}\n  policyTypes: [Ingress, Egress]\n\
+    \x20 egress: [{to: [{podSelector: {}}], ports: [{port: http}]}]\n";
+
 /// How long [`wait_in_kernel`] waits at most.
 const WAIT: Duration = Duration::from_secs(30);
 
 /// Creates the marker policy.
 pub fn create(node: &Node) -> Res {
     node.kubectl_in(&["apply", "-f", "-"], MARKER).map(drop)
+}
+
+/// Creates the marker policy as a change only `nft` carries ([`MARKER_THROUGH_NFT`]).
+pub fn create_through_nft(node: &Node) -> Res {
+    node.kubectl_in(&["apply", "-f", "-"], MARKER_THROUGH_NFT)
+        .map(drop)
 }
 
 /// Deletes it (absent is fine).

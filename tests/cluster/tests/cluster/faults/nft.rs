@@ -7,7 +7,8 @@
 //!
 //! The fault proves itself and the agent's retry: near its end the churn pauses and a policy that
 //! isolates `probe-deny`'s ingress (no probed verdict changes: `probe-deny` only sends) is
-//! created; 2 s later its address must still be missing from the kernel's ingress map (the
+//! created, one that only `nft` can carry (an egress named port's endpoint sets; every other change goes
+//! over the agent's own netlink and does not wait for `nft`, decision 0022); 2 s later its address must still be missing from the kernel's ingress map (the
 //! agent's nft really fails), and once `nft` is back it must be there within [`RESTORE_BOUND`]
 //! with no further change from the churn (an agent that forgot a refused transaction, or waited
 //! for the next change to retry it, fails here).
@@ -40,7 +41,7 @@ fn bring(node: &Node, churn: &churn::Control) -> Res {
     in_agent(&["mount", "--bind", "/run/tern/.fault/nft", "/usr/sbin/nft"])?;
     std::thread::sleep(NFT_DOWN - Duration::from_secs(2));
     churn.pause();
-    let marked = marker::create(node);
+    let marked = marker::create_through_nft(node);
     std::thread::sleep(Duration::from_secs(2));
     let applied_meanwhile = isolated_in_kernel(node, &node.node1(), deny_ip);
     in_agent(&["umount", "/usr/sbin/nft"])?;
