@@ -29,8 +29,8 @@
 //! TERN_CLUSTER_CNP=1 with TERN_CNP_BASELINE_DENY=1 (a Baseline deny before the specs),
 //! TERN_CLUSTER_KEEP=1 (leave the cluster up; `bash tests/cluster/node.sh down`).
 //!
-//! Every run writes target/conformance/<UTC>/ (cnp: target/conformance-cnp/<UTC>/): images.log, up.log,
-//! each check's log, the suite's log and reports (report.json, junit.xml; suite.log,
+//! Every run writes target/conformance/<UTC>/ (cnp: target/conformance-cnp/<UTC>/): images.log,
+//! up.log, each check's log, the suite's log and reports (report.json, junit.xml; suite.log,
 //! report.yaml), summary.txt. Everything runs before the first trial is reported: the trials
 //! only tell.
 
