@@ -168,7 +168,17 @@ fn bring_up(run: &Run) -> Res {
             tail(&log, 30)
         )
     })?;
-    let list = list.to_string_lossy();
+    let up = up(run, &list.to_string_lossy());
+    // the archives not kept in the cache are in the node's store now (node 2 pulls from it)
+    if let Some(made) = list.parent() {
+        let _ = std::fs::remove_dir_all(made);
+    }
+    up
+}
+
+/// node.sh `up conformance` with the images of `list`; on failure the log's tail and the
+/// components' logs.
+fn up(run: &Run, list: &str) -> Res {
     eprintln!(
         "[conformance] bringing up the tier under {} (log: {})",
         run.node.kt.display(),
@@ -179,7 +189,7 @@ fn bring_up(run: &Run) -> Res {
         run,
         "up",
         &["up", "conformance"],
-        &[("TERN_CONFORMANCE_IMAGES", &list)],
+        &[("TERN_CONFORMANCE_IMAGES", list)],
     ) {
         let mut msg = e;
         for c in ["apiserver", "kubelet", "kube-proxy", "containerd", "crio"] {
