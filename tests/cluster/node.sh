@@ -10,9 +10,9 @@
 #            (tests/conformance/lib.sh conformance_up)
 #   down     tears everything down (lib.sh's `down`) when $KT exists
 #   vars     prints the layout as KEY=VALUE lines (what the cases in tests/cluster/tests read)
-#   FUNCTION a function of tests/cluster/*.sh or tests/conformance/ (lib.sh, images.sh,
-#            checks.sh, cnp.sh) with its arguments (e.g. start_apiserver
-#            --service-account-max-token-expiration 1h, node_crictl 2 pods -q, install_tern)
+#   FUNCTION a function of tests/cluster/*.sh or tests/conformance/lib.sh with its arguments
+#            (e.g. start_apiserver --service-account-max-token-expiration 1h, node_crictl 2 pods
+#            -q, install_tern)
 # The Rust harnesses (tests/cluster/tests/cluster and tests/conformance) run it; nothing else in
 # these tiers is shell.
 #
@@ -37,9 +37,7 @@ cluster_up() {
     container_nodes_up
 }
 
-# install_tern, conformance_up and the checks around the specs
-# shellcheck source=../conformance/images.sh
-. "$ROOT/tests/conformance/images.sh"
+# install_tern and conformance_up
 # shellcheck source=../conformance/lib.sh
 . "$ROOT/tests/conformance/lib.sh"
 

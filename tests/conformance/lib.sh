@@ -18,18 +18,14 @@
 # - dual stack unless TERN_CLUSTER_IP_FAMILY=ipv4 (tests/cluster/lib.sh): kube-proxy's clusterCIDR
 #   and NodePort addresses in both families, CoreDNS answering AAAA for dual-stack Services.
 #
-# - TERN_CLUSTER_CNP=1: ClusterNetworkPolicy on (tests/conformance/cnp.sh; scripts/conformance cnp).
+# - TERN_CLUSTER_CNP=1: ClusterNetworkPolicy on as deploy/README.md says (install_tern, cnp_deploy).
 #
-# Sourced by tests/cluster/node.sh after tests/cluster/lib.sh and tests/conformance/images.sh
-# (`node.sh up conformance` runs conformance_up for the harness tests/cluster/tests/conformance);
-# the checks around the specs are in tests/conformance/checks.sh.
+# Sourced by tests/cluster/node.sh after tests/cluster/lib.sh (`node.sh up conformance` runs
+# conformance_up for the harness tests/cluster/tests/conformance, which made the images and runs
+# the checks around the specs).
 
-KUBE_DNS_IP=10.99.220.10
-# shellcheck source=cnp.sh
-. "$ROOT/tests/conformance/cnp.sh"
-# shellcheck source=checks.sh
-. "$ROOT/tests/conformance/checks.sh"
 E2E_BIN="$GOBIN_DIR/e2e"
+CNP_CHANNEL="${TERN_CNP_CHANNEL:-experimental}"
 
 start_kube_proxy() {
     local k="$KT/kube-proxy" npa="\"$NODE_IP/32\""
@@ -75,123 +71,54 @@ install_tern() {
         grep -q '"mtu": 1450,' "$KT/deploy/configmap.yaml"
         kubectl apply -f "$KT/deploy/vxlan/"
     fi
-    # TERN_CLUSTER_CNP=1: ClusterNetworkPolicy on as deploy/README.md says (tests/conformance/cnp.sh)
-    if [ "${TERN_CLUSTER_CNP:-0}" = 1 ]; then cnp_deploy "$KT/deploy" && cnp_install; fi
+    # TERN_CLUSTER_CNP=1: ClusterNetworkPolicy on as deploy/README.md says; the CRD and its RBAC
+    # before the agent starts (its watch lists them at once)
+    if [ "${TERN_CLUSTER_CNP:-0}" = 1 ]; then
+        cnp_deploy "$KT/deploy"
+        kubectl apply --server-side -f "$KT/deploy/cluster-network-policy/"
+        kubectl wait --for condition=established --timeout=60s crd/clusternetworkpolicies.policy.networking.k8s.io
+    fi
     kubectl apply -f "$KT/deploy/"
     kubectl -n tern rollout status daemonset/tern-agent --timeout=180s
     wait_for 60 "deploy/'s conflist (tern, tern-tuning, portmap, bandwidth)" bash -c "jq -e '[.plugins[].type] == [\"tern\",\"tern-tuning\",\"portmap\",\"bandwidth\"]' $CNI_NET/10-tern.conflist"
     wait_for 120 "node Ready" bash -c "[ \"\$($K8S_BIN/kubectl --kubeconfig $KT/pki/admin.kubeconfig get node $NODE -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}')\" = True ]"
 }
 
-# coredns_up: kubeadm's CoreDNS manifests (k8s.io/kubernetes@v1.34.4
-# cmd/kubeadm/app/phases/addons/dns/manifests.go), one replica, Corefile without forward/loop.
+# cnp_deploy DIR: deploy/ copied to DIR made to run ClusterNetworkPolicy as deploy/README.md says:
+# --cluster-network-policy=true after --network-policy=true (TERN_CNP_FLAG=0: the CRD without the
+# flag, a cluster that enforces none), the CRD of sigs.k8s.io/network-policy-api v0.3.0's channel
+# TERN_CNP_CHANNEL (experimental by default) in place of the rendered (standard) one.
+cnp_deploy() {
+    local d=$1
+    if [ "${TERN_CNP_FLAG:-1}" = 1 ]; then
+        sed -i 's|^\( *\)- --network-policy=true$|&\n\1- --cluster-network-policy=true|' "$d/daemonset.yaml"
+        grep -q -e '- --cluster-network-policy=true$' "$d/daemonset.yaml"
+    fi
+    if [ "$CNP_CHANNEL" != standard ]; then
+        "${TERN_HELM:-${TERN_GO_CACHE:-/var/cache/tern-build}/bin/helm/helm}" template tern "$ROOT/deploy/helm/tern" \
+            --namespace tern --set clusterNetworkPolicy.enabled=true --set clusterNetworkPolicy.channel="$CNP_CHANNEL" \
+            --show-only templates/cluster-network-policy-crd.yaml >"$d/cluster-network-policy/crd.yaml"
+    fi
+    grep -q "policy.networking.k8s.io/channel: $CNP_CHANNEL\$" "$d/cluster-network-policy/crd.yaml"
+}
+
+# coredns_up: CoreDNS as kubeadm deploys it (tests/conformance/coredns.yaml).
 coredns_up() {
-    kubectl apply -f - <<YAML
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: coredns, namespace: kube-system}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: "system:coredns"}
-rules:
-- apiGroups: [""]
-  resources: [endpoints, services, pods, namespaces]
-  verbs: [list, watch]
-- apiGroups: [discovery.k8s.io]
-  resources: [endpointslices]
-  verbs: [list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: "system:coredns"}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:coredns"}
-subjects: [{kind: ServiceAccount, name: coredns, namespace: kube-system}]
----
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: coredns, namespace: kube-system}
-data:
-  Corefile: |
-    .:53 {
-        errors
-        health {
-           lameduck 5s
-        }
-        ready
-        kubernetes cluster.local in-addr.arpa ip6.arpa {
-           pods insecure
-           fallthrough in-addr.arpa ip6.arpa
-           ttl 30
-        }
-        prometheus :9153
-        cache 30
-        reload
-        loadbalance
-    }
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: coredns
-  namespace: kube-system
-  labels: {k8s-app: kube-dns}
-spec:
-  replicas: 1
-  selector: {matchLabels: {k8s-app: kube-dns}}
-  template:
-    metadata: {labels: {k8s-app: kube-dns}}
-    spec:
-      priorityClassName: system-cluster-critical
-      serviceAccountName: coredns
-      tolerations: [{key: CriticalAddonsOnly, operator: Exists}, {key: node-role.kubernetes.io/control-plane, effect: NoSchedule}]
-      containers:
-      - name: coredns
-        image: $COREDNS_IMAGE
-        imagePullPolicy: IfNotPresent
-        args: ["-conf", "/etc/coredns/Corefile"]
-        resources:
-          limits: {memory: 170Mi}
-          requests: {cpu: 100m, memory: 70Mi}
-        volumeMounts: [{name: config-volume, mountPath: /etc/coredns, readOnly: true}]
-        ports:
-        - {containerPort: 53, name: dns, protocol: UDP}
-        - {containerPort: 53, name: dns-tcp, protocol: TCP}
-        - {containerPort: 9153, name: metrics, protocol: TCP}
-        livenessProbe:
-          httpGet: {path: /health, port: 8080, scheme: HTTP}
-          initialDelaySeconds: 60
-          timeoutSeconds: 5
-          failureThreshold: 5
-        readinessProbe:
-          httpGet: {path: /ready, port: 8181, scheme: HTTP}
-        securityContext:
-          allowPrivilegeEscalation: false
-          capabilities: {add: [NET_BIND_SERVICE], drop: [ALL]}
-          readOnlyRootFilesystem: true
-      dnsPolicy: Default
-      volumes:
-      - name: config-volume
-        configMap:
-          name: coredns
-          items: [{key: Corefile, path: Corefile}]
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: kube-dns
-  namespace: kube-system
-  labels: {k8s-app: kube-dns, kubernetes.io/cluster-service: "true", kubernetes.io/name: CoreDNS}
-  annotations: {prometheus.io/port: "9153", prometheus.io/scrape: "true"}
-spec:
-  clusterIP: $KUBE_DNS_IP
-  selector: {k8s-app: kube-dns}
-  ports:
-  - {name: dns, port: 53, protocol: UDP, targetPort: 53}
-  - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
-  - {name: metrics, port: 9153, protocol: TCP, targetPort: 9153}
-YAML
+    kubectl apply -f "$ROOT/tests/conformance/coredns.yaml"
     kubectl -n kube-system rollout status deployment/coredns --timeout=180s
+}
+
+# conformance_images: the images the harness made (tests/cluster/tests/conformance/images.rs)
+# into the node's store, from its list $TERN_CONFORMANCE_IMAGES: `ARCHIVE NAME [ALIAS ...]` a line,
+# each alias a second name of the image in the store.
+conformance_images() {
+    local image alias
+    while read -r -a image; do
+        import_image "${image[0]}" "${image[1]}"
+        for alias in "${image[@]:2}"; do
+            if [ "$RUNTIME" = crio ]; then crio_podman tag "${image[1]}" "$alias" >&2; else ctr -n k8s.io images tag --force "${image[1]}" "$alias" >&2; fi
+        done
+    done <"$TERN_CONFORMANCE_IMAGES"
 }
 
 # conformance_up: the whole tier, in dependency order (kube-proxy before tern's agent, which
@@ -202,7 +129,6 @@ conformance_up() {
     node_runtime_up 1
     import_images
     conformance_images
-    if [ "${TERN_CLUSTER_CNP:-0}" = 1 ]; then cnp_images; fi
     node_kubelet_up 1
     start_kube_proxy
     # TERN_CLUSTER_NODES=2: node 2 (tests/cluster/container.sh) with its own kube-proxy, the

@@ -188,6 +188,25 @@ impl Node {
         fail(format!("no host process for node 2's PID {pid}"))
     }
 
+    /// The packets `host`'s guard (inet `tern_kt_guard`, node_parts.sh guard_up) rejected from
+    /// its pods: the forward chain's reject counters on pod sources, both families summed.
+    ///
+    /// # Errors
+    /// `nft` failing (no guard table).
+    pub fn guard_rejected(&self, host: &Host) -> Res<u64> {
+        let chain = ["list", "chain", "inet", "tern_kt_guard", "forward"];
+        let out = self.run(&mut host.cmd("nft", &chain), None)?;
+        Ok(out
+            .lines()
+            .filter(|l| l.contains("saddr") && l.contains("reject"))
+            .filter_map(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                let i = words.iter().position(|w| *w == "packets")?;
+                words.get(i + 1)?.parse::<u64>().ok()
+            })
+            .sum())
+    }
+
     /// A busybox pod like [`Node::pod_manifest`], bound to node `on` by its hostname label;
     /// its image pulled when absent (node 2 pulls through the tier's registry).
     pub fn pod_manifest_on(&self, name: &str, on: &str) -> String {

@@ -1,11 +1,11 @@
 //! Kubernetes' own e2e networking conformance specs (k8s.io/kubernetes v1.34.4 test/e2e, written
 //! upstream, not here), or SIG Network's ClusterNetworkPolicy suite (mode `cnp`), run against
 //! tern on the real-cluster tier brought up as operators run a cluster
-//! (tests/conformance/lib.sh `conformance_up`, through tests/cluster/node.sh `up conformance`),
-//! and reported in libtest's format: one trial per spec that ran (failed with the suite's
-//! message), the suite's own skips as ignored, and the checks around the specs
-//! (tests/conformance/checks.sh: `smoke`, `self_through_service`, `cross_node_nodeports`,
-//! `sysctl_precedence`; cnp.sh's `cnp_baseline_deny`) as trials of their own.
+//! (the upstream images made by images.rs, then tests/conformance/lib.sh `conformance_up`
+//! through tests/cluster/node.sh `up conformance`), and reported in libtest's format: one trial
+//! per spec that ran (failed with the suite's message), the suite's own skips as ignored, and
+//! the checks around the specs (checks/: `smoke`, `self_through_service`,
+//! `cross_node_nodeports`, `sysctl_precedence`, `cnp_baseline_deny`) as trials of their own.
 //!
 //! Not part of `cargo test --workspace` (`test = false`): scripts/test runs it after the tier;
 //! alone, `scripts/conformance [MODE]` (root, after scripts/setup; docs/TESTING.md, "Upstream
@@ -29,11 +29,13 @@
 //! TERN_CLUSTER_CNP=1 with TERN_CNP_BASELINE_DENY=1 (a Baseline deny before the specs),
 //! TERN_CLUSTER_KEEP=1 (leave the cluster up; `bash tests/cluster/node.sh down`).
 //!
-//! Every run writes target/conformance/<UTC>/ (cnp: target/conformance-cnp/<UTC>/): up.log,
-//! each check's log, the suite's log and reports (report.json, junit.xml; suite.log,
+//! Every run writes target/conformance/<UTC>/ (cnp: target/conformance-cnp/<UTC>/): images.log,
+//! up.log, each check's log, the suite's log and reports (report.json, junit.xml; suite.log,
 //! report.yaml), summary.txt. Everything runs before the first trial is reported: the trials
 //! only tell.
 
+mod checks;
+mod images;
 mod stages;
 mod suites;
 

@@ -1,7 +1,7 @@
 //! The run's stages in order: prerequisites, bring-up (node.sh `up conformance`), the checks
-//! around the specs (shell functions of tests/conformance/checks.sh and cnp.sh, each through
-//! node.sh under errexit), the suite, teardown, and summary.txt. A stage that fails is a failed
-//! verdict; bring-up failing ends the run (after teardown), a check failing does not.
+//! around the specs (checks/, each a verdict), the suite, teardown, and summary.txt. A stage that
+//! fails is a failed verdict; bring-up failing ends the run (after teardown), a check failing
+//! does not.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +11,7 @@ use tern_cluster::conformance::mode::Mode;
 use tern_cluster::conformance::{counts, Verdict};
 use tern_cluster::{fail, tail, Node, Res};
 
-use crate::suites;
+use crate::{checks, images, suites};
 
 /// The Go programs the run needs (scripts/build-go e2e coredns), under `$GOBIN_DIR`.
 const GO_BINS: &[&str] = &[
@@ -67,7 +67,7 @@ pub fn run(node: &Node, mode: Mode) -> Vec<Verdict> {
     let up_ok = up.is_ok();
     verdicts.push(Verdict::of("bring_up", up));
     if up_ok {
-        let checks = checks(&run);
+        let checks = checks::run(&run);
         let stop = checks
             .iter()
             .any(|v| v.name == "cnp_baseline_deny" && v.failed());
@@ -93,7 +93,7 @@ pub fn run(node: &Node, mode: Mode) -> Vec<Verdict> {
         }
     }
     if !keep {
-        let down = stage(&run, "down", &["down"]);
+        let down = stage(&run, "down", &["down"], &[]);
         if down.is_err() {
             verdicts.push(Verdict::of("teardown", down));
         }
@@ -151,16 +151,46 @@ fn prerequisites(run: &Run) -> Res {
     Ok(())
 }
 
-/// node.sh `up conformance` (a previous instance under `$KT` torn down first; refused over
-/// another tern install); on failure the log's tail and the components' logs.
+/// The images ([`images::make`], logged to `images.log`), then node.sh `up conformance` (a
+/// previous instance under `$KT` torn down first; refused over another tern install), which
+/// imports them; on failure the log's tail and the components' logs.
 fn bring_up(run: &Run) -> Res {
+    let log = run.out.join("images.log");
+    run.node.log_to(&log)?;
+    let list = images::make(
+        run.node,
+        std::env::var("TERN_CLUSTER_CNP").as_deref() == Ok("1"),
+    )
+    .map_err(|e| {
+        format!(
+            "making the images: {e}\n--- {}:\n{}",
+            log.display(),
+            tail(&log, 30)
+        )
+    })?;
+    let up = up(run, &list.to_string_lossy());
+    // the archives not kept in the cache are in the node's store now (node 2 pulls from it)
+    if let Some(made) = list.parent() {
+        let _ = std::fs::remove_dir_all(made);
+    }
+    up
+}
+
+/// node.sh `up conformance` with the images of `list`; on failure the log's tail and the
+/// components' logs.
+fn up(run: &Run, list: &str) -> Res {
     eprintln!(
         "[conformance] bringing up the tier under {} (log: {})",
         run.node.kt.display(),
         run.out.join("up.log").display()
     );
     let t0 = Instant::now();
-    if let Err(e) = stage(run, "up", &["up", "conformance"]) {
+    if let Err(e) = stage(
+        run,
+        "up",
+        &["up", "conformance"],
+        &[("TERN_CONFORMANCE_IMAGES", list)],
+    ) {
         let mut msg = e;
         for c in ["apiserver", "kubelet", "kube-proxy", "containerd", "crio"] {
             let l = run.node.kt.join(c).join("log");
@@ -174,46 +204,13 @@ fn bring_up(run: &Run) -> Res {
     Ok(())
 }
 
-/// The checks this mode runs before the specs, each a verdict.
-fn checks(run: &Run) -> Vec<Verdict> {
-    let two_nodes = run.node.var("TWO_NODES") == "1";
-    let mut names = Vec::new();
-    if run.mode != Mode::Cnp {
-        // what a new user tries first; a pod to itself through its Service under a deny-all
-        names.extend(["smoke", "self_through_service"]);
-        if two_nodes {
-            // a pod on each node to the other node's NodePort, TCP and UDP, each family
-            names.push("cross_node_nodeports");
-        }
-        if run.mode.checks_sysctls() {
-            // which value a pod sees when its securityContext and tern-tuning set one sysctl
-            names.push("sysctl_precedence");
-        }
-        // a Baseline ClusterNetworkPolicy denying everything outside kube-system (cnp.sh)
-        if std::env::var("TERN_CNP_BASELINE_DENY").as_deref() == Ok("1") {
-            names.push("cnp_baseline_deny");
-        }
-    }
-    names
-        .into_iter()
-        .map(|name| {
-            let r = stage(run, name, &[name]);
-            eprintln!(
-                "[conformance] {name}: {}",
-                if r.is_ok() { "ok" } else { "FAILED" }
-            );
-            Verdict::of(name, r)
-        })
-        .collect()
-}
-
 /// `node.sh ARGS` with its output in `<out>/<log>.log`; on failure the error and the log's
 /// last 30 lines.
-fn stage(run: &Run, log: &str, args: &[&str]) -> Res {
+fn stage(run: &Run, log: &str, args: &[&str], env: &[(&str, &str)]) -> Res {
     let path = run.out.join(format!("{log}.log"));
     run.node.log_to(&path)?;
     run.node
-        .sh(args, &[])
+        .sh(args, env)
         .map(|_| ())
         .map_err(|e| format!("{e}\n--- {}:\n{}", path.display(), tail(&path, 30)))
 }

@@ -124,26 +124,6 @@ fn lease(host: &Host, ip: IpAddr) -> std::path::PathBuf {
     host.path(&format!("/var/lib/cni/networks/tern/{ip}"))
 }
 
-/// The packets node 2's guard rejected from its pods (its forward chain's reject counters).
-fn guard_rejected(node: &Node, host: &Host) -> Res<u64> {
-    let out = node.run(
-        &mut host.cmd(
-            "nft",
-            &["list", "chain", "inet", "tern_kt_guard", "forward"],
-        ),
-        None,
-    )?;
-    Ok(out
-        .lines()
-        .filter(|l| l.contains("saddr") && l.contains("reject"))
-        .filter_map(|l| {
-            let words: Vec<&str> = l.split_whitespace().collect();
-            let i = words.iter().position(|w| *w == "packets")?;
-            words.get(i + 1)?.parse::<u64>().ok()
-        })
-        .sum())
-}
-
 /// `guard`: a node-2 pod's packet to an address off the machine (TEST-NET-1) is not answered
 /// and node 2's guard counts it rejected: test traffic never leaves through node 2.
 pub fn guard(node: &Node) -> Res {
@@ -151,11 +131,11 @@ pub fn guard(node: &Node) -> Res {
     let doc = node.pod_manifest_on("pod-g2", &host.name);
     node.kubectl_in(&["apply", "-f", "-"], &doc)?;
     node.wait_ready(&["pod-g2"], 180)?;
-    let before = guard_rejected(node, &host)?;
+    let before = node.guard_rejected(&host)?;
     let reached = node
         .in_pod("pod-g2", &["ping", "-c", "1", "-W", "3", "192.0.2.1"])
         .is_ok();
-    let after = guard_rejected(node, &host)?;
+    let after = node.guard_rejected(&host)?;
     node.note(&format!(
         "node 2's guard rejected {before} -> {after} packets"
     ));
