@@ -291,7 +291,9 @@ fn batch_error(ack: &Ack) -> Error {
 fn refusal(b: &encode::Batch, ops: &[Op], ack: &Ack) -> Error {
     let sent = b.sent.iter().find(|s| s.seq == ack.seq);
     let op = match (sent, sent.and_then(|s| ops.get(s.change))) {
-        (_, Some(Op::NewSet { name, .. })) => format!("make set {name}"),
+        (_, Some(Op::NewSet { name, .. } | Op::NewIntervalSet { name, .. })) => {
+            format!("make set {name}")
+        }
         (_, Some(Op::NewChain(name))) => format!("make chain {name}"),
         (_, Some(Op::AddRule { chain, rule })) => format!("add rule to chain {chain}: {rule:?}"),
         (_, Some(Op::DeleteChain(name))) => format!("delete chain {name}"),
