@@ -1,6 +1,6 @@
 //! Changes to an existing nf_tables table written over netlink, without the `nft` tool: one
-//! batch (`NFNL_MSG_BATCH_BEGIN` … `NFNL_MSG_BATCH_END`) of [`Op`]s — named sets and regular
-//! chains made, rules appended (`rule.rs`, with the anonymous set a rule's ports need:
+//! batch (`NFNL_MSG_BATCH_BEGIN` … `NFNL_MSG_BATCH_END`) of [`Op`]s — named sets (plain, or
+//! interval with their ranges: `objects/interval.rs`) and regular chains made, rules appended (`rule.rs`, with the anonymous set a rule's ports need:
 //! `objects.rs`), element deletes and adds, chains and sets removed — atomic as an `nft -f`
 //! transaction is (the kernel aborts all of it when one message fails). Why: an exec of nft
 //! costs 3–8 ms of CPU and 4–14 ms of wall time per transaction, most of a NetworkPolicy

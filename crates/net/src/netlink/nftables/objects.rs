@@ -1,4 +1,5 @@
-//! The messages that make and remove a table's objects (pure): a named set, a regular chain,
+//! The messages that make and remove a table's objects (pure): a named set (plain, or interval
+//! with its elements: `interval.rs`), a regular chain,
 //! a rule appended to a chain (with the anonymous set its `th dport { … }` needs), as nft 1.0.6
 //! writes them (the unit tests hold its bytes), so the table lists as nft's own commands make
 //! it. Constants from `linux/netfilter/nf_tables.h`; set user data as nft writes it (its
