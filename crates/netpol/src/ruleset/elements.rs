@@ -5,8 +5,8 @@
 //! spares the exec of nft. Anything else has no plan and goes through the script.
 //!
 //! Why moves inside an interval set stay with nft (a new one is made over netlink: `plan.rs`):
-//! an interval element is a pair of kernel elements (start and
-//! end flag) whose neighbours nft merges and splits; a plain set's element is its key alone.
+//! an interval element is a pair of kernel elements (start and end flag) whose neighbours nft
+//! merges and splits; a plain set's element is its key alone.
 
 use std::net::IpAddr;
 
