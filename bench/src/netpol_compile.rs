@@ -167,8 +167,8 @@ pub(crate) const KINDS: [&str; 13] = [
     "namespace relabelled",
     "policy created, selecting a local pod",
     "policy deleted (one the row above made)",
-    "policy with an ipBlock created, selecting a local pod",
-    "policy with an ipBlock deleted (the row above's)",
+    "ipBlock policy created, local pod selected",
+    "ipBlock policy deleted (the row above's)",
 ];
 
 /// One change of `kind` made to the cluster and the engine; the engine's time, µs, and its
