@@ -6,7 +6,7 @@
 //! each step's full render replaced whole through nft; after every step the two `nft list
 //! table` outputs must be equal (`netpol_steps`: the same fixed changes as
 //! `netpol_update_kernel.rs`, two seeds of 260 steps), and many steps must have made chains
-//! and sets over netlink. And a batch the kernel refuses changes nothing and names the set and element; a
+//! and sets over netlink, interval sets of an ipBlock rule among them. And a batch the kernel refuses changes nothing and names the set and element; a
 //! batch past the socket's default buffer goes whole.
 //! Needs root and nft.
 
@@ -38,6 +38,8 @@ struct Counts {
     objects: usize,
     /// Chains made over netlink.
     chains_made: usize,
+    /// Interval sets (a rule's peers with an ipBlock) made over netlink.
+    interval_sets_made: usize,
     /// Flushes that went through nft (something the writer does not encode).
     by_nft: usize,
 }
@@ -83,6 +85,7 @@ fn run(seed: u64, steps: u64, stem: &str) -> Counts {
                 n.maps += usize::from(moved.clone().any(|s| is_map(&s.set)));
                 n.objects += usize::from(plan.objects() > 0);
                 n.chains_made += plan.new_chains.len();
+                n.interval_sets_made += plan.new_interval_sets.len();
             }
             None if !f.script.is_empty() => {
                 n.by_nft += 1;
@@ -116,9 +119,14 @@ fn table_plans_over_netlink_list_as_the_full_render() {
         let n = run(seed, 260, stem);
         eprintln!("seed {seed}: {n:?}");
         // The run exercised what it claims: many updates over netlink, some of verdict maps,
-        // some that made or removed chains and sets (policies, new local pods).
+        // some that made or removed chains and sets (policies, new local pods), interval sets
+        // of ipBlock rules among them.
         assert!(
-            n.by_netlink > 25 && n.maps > 3 && n.objects > 10 && n.chains_made > 10,
+            n.by_netlink > 25
+                && n.maps > 3
+                && n.objects > 10
+                && n.chains_made > 10
+                && n.interval_sets_made > 10,
             "seed {seed}: {n:?}"
         );
     }

@@ -24,6 +24,8 @@ use tern_netpol::model::{policy_from_json, Labels, Namespace, Pod, Policy};
 use tern_netpol::ruleset::{render, update_script};
 use tern_netpol::{compile, Engine, World};
 
+mod local;
+
 pub(crate) struct Shape {
     pub(crate) nodes: usize,
     pub(crate) pods: usize,
@@ -153,7 +155,7 @@ pub(crate) fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-pub(crate) const KINDS: [&str; 11] = [
+pub(crate) const KINDS: [&str; 13] = [
     "status write (nothing the compiler reads)",
     "remote pod relabelled",
     "local pod relabelled",
@@ -165,6 +167,8 @@ pub(crate) const KINDS: [&str; 11] = [
     "namespace relabelled",
     "policy created, selecting a local pod",
     "policy deleted (one the row above made)",
+    "ipBlock policy created, local pod selected",
+    "ipBlock policy deleted (the row above's)",
 ];
 
 /// One change of `kind` made to the cluster and the engine; the engine's time, µs, and its
@@ -234,15 +238,8 @@ pub(crate) fn change(
                 c.policies[i] = p;
             }
         }
-        9 => policy_for_local_pod(r, shape, c, e, n),
-        10 => {
-            let name = format!("np{}", LOCAL_POLICIES + n);
-            let i = c.policies.iter().position(|p| p.name == name);
-            let p = c
-                .policies
-                .swap_remove(i.unwrap_or(r.below(c.policies.len())));
-            e.set_policy(&format!("{}/{}", p.namespace, p.name), None);
-        }
+        9 | 11 => local::policy_for_local_pod(r, shape, c, e, n, kind == 11),
+        10 | 12 => local::delete_policy_for_local_pod(r, c, e, n, kind == 12),
         _ => {
             let i = r.below(c.namespaces.len());
             let team = format!("t{}", r.below(10));
@@ -253,34 +250,6 @@ pub(crate) fn change(
     }
     let f = e.flush();
     (start.elapsed().as_secs_f64() * 1e6, f)
-}
-
-/// Where the names of the policies [`policy_for_local_pod`] makes start.
-const LOCAL_POLICIES: usize = 10_000_000;
-
-/// A new policy (`np<LOCAL_POLICIES + n>`) that selects a random local pod by its namespace and
-/// app label: that pod's chain changes (made, and its old one removed when no other pod
-/// shares it), as an isolating policy's creation does on the nodes of the pods it selects.
-fn policy_for_local_pod(r: &mut Rng, shape: &Shape, c: &mut Cluster, e: &mut Engine, n: usize) {
-    let local: Vec<usize> = (0..c.pods.len())
-        .filter(|&i| c.pods[i].node == "n0")
-        .collect();
-    let Some(&i) = local.get(r.below(local.len().max(1))) else {
-        return;
-    };
-    // An index that is neither a tenth's namespace peer nor the ipBlock egress of `policy`.
-    let Some(mut p) = policy(r, shape, LOCAL_POLICIES + n * 10 + 3, n % 7) else {
-        return;
-    };
-    p.name = format!("np{}", LOCAL_POLICIES + n);
-    p.namespace = c.pods[i].namespace.to_string();
-    let app = c.pods[i].labels.get("app").cloned().unwrap_or_default();
-    p.pod_selector.match_labels.insert("app".into(), app);
-    e.set_policy(
-        &format!("{}/{}", p.namespace, p.name),
-        Some(Arc::new(p.clone())),
-    );
-    c.policies.push(p);
 }
 
 /// The cluster of `shape`, the generator after it, and the RSS before any engine.

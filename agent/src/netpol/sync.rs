@@ -4,11 +4,12 @@
 //! compiler reads), it runs the incremental compiler (`tern_netpol::engine`) over what changed
 //! and sends the kernel what that touched in one transaction: set elements, verdict map
 //! entries, a new chain or set, one no rule names any more. An update the engine gives as a
-//! `ruleset::TablePlan` (element moves of plain sets and verdict maps; plain address sets and
-//! chains made and removed, with their rules: a remote pod created, deleted or relabelled, a
-//! policy created, changed or deleted, a new local pod's chain) goes as one nf_tables netlink
-//! batch the agent writes itself (`elements.rs`), anything else (ipBlock and named-port sets
-//! made or changed, the log rule) as an nft script (`nft -f -`); a batch the kernel refuses is
+//! `ruleset::TablePlan` (element moves of plain sets and verdict maps; plain and ipBlock
+//! (interval) address sets and chains made and removed, with their elements and rules: a remote
+//! pod created, deleted or relabelled, a policy created, changed or deleted, a new local pod's
+//! chain) goes as one nf_tables netlink batch the agent writes itself (`elements.rs`), anything
+//! else (elements moved inside an ipBlock's set, named-port sets made or changed, the log rule)
+//! as an nft script (`nft -f -`); a batch the kernel refuses is
 //! followed by the nft script of the same flush (decision 0022). The first table after a start, and any table
 //! after a transaction the kernel refused, replaces the whole table instead.
 //! A thread of its own ([`drift`]) lists the table once a period and asks for a restore (a

@@ -368,7 +368,7 @@ pub use log::{
     direction_of_prefix, log_prefix, LogDenied, DEFAULT_LOG_GROUP, DEFAULT_LOG_RATE, LOG_LIMIT,
     LOG_PREFIX_STEM,
 };
-pub use plan::TablePlan;
+pub use plan::{IntervalSet, TablePlan};
 pub use render::{render, render_logging, replace_script};
 pub use rule::{Addr, Match, Rule, Verdict};
 pub use rules::{chain, host_chains, pod_chains};

@@ -109,6 +109,17 @@ pub fn ops(plan: &TablePlan) -> Option<Vec<Op>> {
             key,
         });
     }
+    for set in &plan.new_interval_sets {
+        out.push(Op::NewIntervalSet {
+            name: set.name.clone(),
+            key: if set.v4 {
+                nl::SetKey::Ipv4
+            } else {
+                nl::SetKey::Ipv6
+            },
+            ranges: set.ranges.clone(),
+        });
+    }
     out.extend(plan.new_chains.iter().map(|(n, _)| Op::NewChain(n.clone())));
     for (chain, rules) in &plan.new_chains {
         for r in rules {

@@ -1,6 +1,6 @@
 //! Changes to an existing nf_tables table written over netlink, without the `nft` tool: one
-//! batch (`NFNL_MSG_BATCH_BEGIN` … `NFNL_MSG_BATCH_END`) of [`Op`]s — named sets and regular
-//! chains made, rules appended (`rule.rs`, with the anonymous set a rule's ports need:
+//! batch (`NFNL_MSG_BATCH_BEGIN` … `NFNL_MSG_BATCH_END`) of [`Op`]s — named sets (plain, or
+//! interval with their ranges: `objects/interval.rs`) and regular chains made, rules appended (`rule.rs`, with the anonymous set a rule's ports need:
 //! `objects.rs`), element deletes and adds, chains and sets removed — atomic as an `nft -f`
 //! transaction is (the kernel aborts all of it when one message fails). Why: an exec of nft
 //! costs 3–8 ms of CPU and 4–14 ms of wall time per transaction, most of a NetworkPolicy
@@ -291,7 +291,9 @@ fn batch_error(ack: &Ack) -> Error {
 fn refusal(b: &encode::Batch, ops: &[Op], ack: &Ack) -> Error {
     let sent = b.sent.iter().find(|s| s.seq == ack.seq);
     let op = match (sent, sent.and_then(|s| ops.get(s.change))) {
-        (_, Some(Op::NewSet { name, .. })) => format!("make set {name}"),
+        (_, Some(Op::NewSet { name, .. } | Op::NewIntervalSet { name, .. })) => {
+            format!("make set {name}")
+        }
         (_, Some(Op::NewChain(name))) => format!("make chain {name}"),
         (_, Some(Op::AddRule { chain, rule })) => format!("add rule to chain {chain}: {rule:?}"),
         (_, Some(Op::DeleteChain(name))) => format!("delete chain {name}"),

@@ -147,7 +147,7 @@ fn the_engine_equals_a_full_compile_after_every_random_change() {
             log,
             ..Table::default()
         };
-        let (mut plans, mut objects) = (0, 0);
+        let (mut plans, mut objects, mut intervals) = (0, 0, 0);
         for step in 0..600 {
             let what = change(&mut r, &mut m, &mut e);
             let f = e.flush();
@@ -173,6 +173,7 @@ fn the_engine_equals_a_full_compile_after_every_random_change() {
                 plan::apply_table(&mut kernel, p);
                 assert!(kernel == want, "seed {seed} step {step}: {what}");
                 objects += usize::from(p.objects() > 0);
+                intervals += p.new_interval_sets.len();
             }
             kernel = want;
         }
@@ -181,6 +182,11 @@ fn the_engine_equals_a_full_compile_after_every_random_change() {
         assert!(
             log.is_some() || objects > 20,
             "seed {seed}: {objects} plans with sets or chains"
+        );
+        // Policies with an ipBlock make their interval sets by plan too.
+        assert!(
+            log.is_some() || intervals > 30,
+            "seed {seed}: {intervals} interval sets made by plan"
         );
     }
 }

@@ -4,8 +4,9 @@
 //! element, for tern-agent's nf_tables netlink writer (`tern_net::netlink::nftables`), which
 //! spares the exec of nft. Anything else has no plan and goes through the script.
 //!
-//! Why interval sets stay with nft: an interval element is a pair of kernel elements (start and
-//! end flag) whose neighbours nft merges and splits; a plain set's element is its key alone.
+//! Why moves inside an interval set stay with nft (a new one is made over netlink: `plan.rs`):
+//! an interval element is a pair of kernel elements (start and end flag) whose neighbours nft
+//! merges and splits; a plain set's element is its key alone.
 
 use std::net::IpAddr;
 

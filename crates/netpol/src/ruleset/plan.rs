@@ -1,14 +1,19 @@
 //! A flush as data: when everything a [`Journal`] touched is something tern-agent's nf_tables
 //! netlink writer encodes (`tern_net::netlink::nftables`), the same update as its script, part
-//! by part — plain address sets made and removed, chains made with their rules and removed,
-//! element moves of plain sets and verdict maps — so that a policy created, changed or deleted
-//! and a new local pod's admission spare the exec of nft as element moves do (decision 0022).
+//! by part — plain and interval (ipBlock) address sets made and removed, chains made with
+//! their rules and removed, element moves of plain sets and verdict maps — so that a policy
+//! created, changed or deleted and a new local pod's admission spare the exec of nft as element
+//! moves do (decision 0022).
 //!
-//! What has no plan, and goes through the script whole: an interval set (ipBlock peers) or an
-//! endpoint set made or its elements changed (an interval element is a pair of kernel elements
-//! whose neighbours nft merges and splits; endpoint keys are concatenations the writer does not
-//! encode), a chain with the log rule (`ct state new limit … log …`), a chain whose rules
-//! changed under the same name (the names are hashes of the rules: only a collision would).
+//! What has no plan, and goes through the script whole: elements moved inside an interval set
+//! that stays (a pod joining a rule whose peers also hold an ipBlock: an interval element is a
+//! pair of kernel elements whose neighbours nft merges and splits), an endpoint set made or its
+//! elements changed (endpoint keys are concatenations the writer does not encode), a chain
+//! with the log rule (`ct state new limit … log …`), a chain whose rules changed under the same
+//! name (the names are hashes of the rules: only a collision would). An ipBlock changed is a
+//! new interval set, never a move inside one: a peer set is named by its definition (the
+//! peers as written, ipBlocks and their `except` with them: `sets.rs`), so the policy's new
+//! rule names a new set and the old one is removed whole.
 //!
 //! Order, as the script's: sets made, chains made, then their rules (a rule names sets and
 //! chains that exist by then), element deletes, element adds (a map entry's chain exists),
@@ -20,12 +25,16 @@ use super::journal::Journal;
 use super::{Elements, Rule, Table};
 use crate::addrs::address;
 
+use std::net::IpAddr;
+
 /// An update as the netlink writer's parts; applied in the order of the fields, it makes the
 /// kernel's table what the flush's script makes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TablePlan {
     /// Plain address sets made, empty (their elements are in `elements.adds`): name, IPv4.
     pub new_sets: Vec<(String, bool)>,
+    /// Interval address sets (a rule's peers with an ipBlock) made with their elements.
+    pub new_interval_sets: Vec<IntervalSet>,
     /// Chains made, in name order, with their rules.
     pub new_chains: Vec<(String, Vec<Rule>)>,
     /// Element deletes, then adds, of sets and verdict maps.
@@ -36,10 +45,23 @@ pub struct TablePlan {
     pub gone_sets: Vec<String>,
 }
 
+/// A new interval set: its name, family and ranges as the engine holds them (inclusive,
+/// sorted, disjoint, not adjacent: `addrs.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IntervalSet {
+    /// Its name (`p4_<id>`, `p6_<id>`).
+    pub name: String,
+    /// IPv4 (else IPv6).
+    pub v4: bool,
+    /// Its ranges, first and last address of each.
+    pub ranges: Vec<(IpAddr, IpAddr)>,
+}
+
 impl TablePlan {
     /// Whether the plan only moves elements.
     pub fn elements_only(&self) -> bool {
         self.new_sets.is_empty()
+            && self.new_interval_sets.is_empty()
             && self.new_chains.is_empty()
             && self.gone_chains.is_empty()
             && self.gone_sets.is_empty()
@@ -47,7 +69,11 @@ impl TablePlan {
 
     /// How many sets and chains it makes or removes.
     pub fn objects(&self) -> usize {
-        self.new_sets.len() + self.new_chains.len() + self.gone_chains.len() + self.gone_sets.len()
+        self.new_sets.len()
+            + self.new_interval_sets.len()
+            + self.new_chains.len()
+            + self.gone_chains.len()
+            + self.gone_sets.len()
     }
 }
 
@@ -66,8 +92,18 @@ impl Journal {
                     set_change(name, old, new, &mut plan.elements)?;
                 }
                 (None, Some(new)) => {
-                    let Elements::Addrs(keys) = &new.elements else {
-                        return None;
+                    let keys = match &new.elements {
+                        Elements::Addrs(keys) => keys,
+                        Elements::Ranges(ranges) => {
+                            let at = |x| address(new.v4, x);
+                            plan.new_interval_sets.push(IntervalSet {
+                                name: name.clone(),
+                                v4: new.v4,
+                                ranges: ranges.iter().map(|(lo, hi)| (at(*lo), at(*hi))).collect(),
+                            });
+                            continue;
+                        }
+                        Elements::Endpoints(_) => return None,
                     };
                     plan.new_sets.push((name.clone(), new.v4));
                     let keys: Vec<_> = keys.iter().map(|k| (address(new.v4, *k), None)).collect();

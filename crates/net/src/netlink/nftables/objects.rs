@@ -1,4 +1,5 @@
-//! The messages that make and remove a table's objects (pure): a named set, a regular chain,
+//! The messages that make and remove a table's objects (pure): a named set (plain, or interval
+//! with its elements: `interval.rs`), a regular chain,
 //! a rule appended to a chain (with the anonymous set its `th dport { … }` needs), as nft 1.0.6
 //! writes them (the unit tests hold its bytes), so the table lists as nft's own commands make
 //! it. Constants from `linux/netfilter/nf_tables.h`; set user data as nft writes it (its
@@ -15,6 +16,11 @@ use super::encode::{
     NFNL_SUBSYS_NFTABLES, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
 };
 use super::rule::{put_rule, Rule};
+use interval::{bounds, chunks, put_bounds};
+
+use std::net::IpAddr;
+
+mod interval;
 
 /// The name nft gives an anonymous set; the kernel names it (`__set0` …) and binds the rule's
 /// lookup to it by its id.
@@ -48,17 +54,11 @@ const NFTA_SET_DESC_SIZE: u16 = 1;
 const NFT_SET_ANONYMOUS: u32 = 0x1;
 const NFT_SET_CONSTANT: u32 = 0x2;
 const NFT_SET_INTERVAL: u32 = 0x4;
-/// `enum nft_set_elem_list_attributes`, `enum nft_set_elem_attributes`, `enum
-/// nft_set_elem_flags`.
+/// `enum nft_set_elem_list_attributes`.
 const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
 const NFTA_SET_ELEM_LIST_SET: u16 = 2;
 const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
 const NFTA_SET_ELEM_LIST_SET_ID: u16 = 4;
-const NFTA_SET_ELEM_KEY: u16 = 1;
-const NFTA_SET_ELEM_FLAGS: u16 = 3;
-const NFTA_SET_ELEM_USERDATA: u16 = 6;
-const NFT_SET_ELEM_INTERVAL_END: u32 = 0x1;
-const NFTA_DATA_VALUE: u16 = 1;
 /// nft's data types (its `enum datatypes`): the key types a set is declared with.
 const TYPE_IPV4_ADDR: u32 = 7;
 const TYPE_IPV6_ADDR: u32 = 8;
@@ -73,10 +73,6 @@ const UDATA_MERGE: [u8; 6] = [2, 4, 1, 0, 0, 0];
 const UDATA_TYPEOF_TH_DPORT: [u8; 22] = [
     3, 20, 0, 4, 7, 0, 0, 0, 1, 12, 0, 4, 11, 0, 0, 0, 1, 4, 2, 0, 0, 0,
 ];
-/// An element's user data `NFTNL_UDATA_SET_ELEM_FLAGS` = `NFTNL_SET_ELEM_F_INTERVAL_OPEN`: an
-/// interval that runs to the key's last value (no end element follows).
-const UDATA_INTERVAL_OPEN: [u8; 6] = [1, 4, 1, 0, 0, 0];
-
 /// The key of a named set tern makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetKey {
@@ -95,6 +91,16 @@ pub enum Op {
         name: String,
         /// Its key.
         key: SetKey,
+    },
+    /// A named interval set (`flags interval`: an ipBlock's), with its elements: inclusive
+    /// ranges of its key's family, sorted, disjoint and not adjacent (as nft would merge them).
+    NewIntervalSet {
+        /// Its name.
+        name: String,
+        /// Its key.
+        key: SetKey,
+        /// Its ranges (none: an empty set, and no element message).
+        ranges: Vec<(IpAddr, IpAddr)>,
     },
     /// A regular chain, empty.
     NewChain(String),
@@ -143,18 +149,34 @@ pub(super) fn put_op(
     let at = match op {
         Op::NewSet { name, key } => {
             let at = start(buf, seq, NFT_MSG_NEWSET, NLM_F_CREATE | NLM_F_EXCL);
-            let (ty, len) = match key {
-                SetKey::Ipv4 => (TYPE_IPV4_ADDR, 4),
-                SetKey::Ipv6 => (TYPE_IPV6_ADDR, 16),
-            };
-            put_str(buf, NFTA_SET_TABLE, table);
-            put_str(buf, NFTA_SET_NAME, name);
-            put_u32(buf, NFTA_SET_FLAGS, 0);
-            put_u32(buf, NFTA_SET_KEY_TYPE, ty);
-            put_u32(buf, NFTA_SET_KEY_LEN, len);
-            put_u32(buf, NFTA_SET_ID, seq.set_id());
-            put_attr(buf, NFTA_SET_USERDATA, &UDATA_BIG_ENDIAN_KEY);
+            named_set(buf, table, name, *key, 0, seq.set_id());
             at
+        }
+        Op::NewIntervalSet { name, key, ranges } => {
+            let id = seq.set_id();
+            let at = start(buf, seq, NFT_MSG_NEWSET, NLM_F_CREATE | NLM_F_EXCL);
+            named_set(buf, table, name, *key, NFT_SET_INTERVAL, id);
+            message_end(buf, at);
+            let (width, max) = match key {
+                SetKey::Ipv4 => (4, u128::from(u32::MAX)),
+                SetKey::Ipv6 => (16, u128::MAX),
+            };
+            let numbers: Vec<_> = ranges
+                .iter()
+                .map(|(lo, hi)| (number(lo), number(hi)))
+                .collect();
+            let elements = bounds(&numbers, max);
+            for chunk in chunks(&elements) {
+                let at = start(buf, seq, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+                put_str(buf, NFTA_SET_ELEM_LIST_TABLE, table);
+                put_str(buf, NFTA_SET_ELEM_LIST_SET, name);
+                put_u32(buf, NFTA_SET_ELEM_LIST_SET_ID, id);
+                let list = nest_start(buf, NFTA_SET_ELEM_LIST_ELEMENTS);
+                put_bounds(buf, chunk, width);
+                nest_end(buf, list);
+                message_end(buf, at);
+            }
+            return;
         }
         Op::NewChain(name) => {
             let at = start(buf, seq, NFT_MSG_NEWCHAIN, NLM_F_CREATE | NLM_F_EXCL);
@@ -198,38 +220,52 @@ pub(super) fn put_op(
     message_end(buf, at);
 }
 
-/// The kernel elements of a port set as nft writes them: an interval set's elements are the
-/// starts of its ranges and, flagged, the first port after each (none after one that reaches
-/// 65535: that start carries the "open" flag instead), with a flagged 0 first when the first
-/// range starts above 0; a set of single ports holds the ports.
-fn elements_of(ranges: &[(u16, u16)]) -> (bool, Vec<(u16, bool, bool)>) {
+/// `NFT_MSG_NEWSET`'s attributes of a named address set (`flags` 0, or interval).
+fn named_set(buf: &mut Vec<u8>, table: &str, name: &str, key: SetKey, flags: u32, id: u32) {
+    let (ty, len) = match key {
+        SetKey::Ipv4 => (TYPE_IPV4_ADDR, 4),
+        SetKey::Ipv6 => (TYPE_IPV6_ADDR, 16),
+    };
+    put_str(buf, NFTA_SET_TABLE, table);
+    put_str(buf, NFTA_SET_NAME, name);
+    put_u32(buf, NFTA_SET_FLAGS, flags);
+    put_u32(buf, NFTA_SET_KEY_TYPE, ty);
+    put_u32(buf, NFTA_SET_KEY_LEN, len);
+    put_u32(buf, NFTA_SET_ID, id);
+    put_attr(buf, NFTA_SET_USERDATA, &UDATA_BIG_ENDIAN_KEY);
+}
+
+/// An address as a number (IPv4 in the low 32 bits).
+fn number(ip: &IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(u32::from(*a)),
+        IpAddr::V6(a) => u128::from(*a),
+    }
+}
+
+/// A port set's kernel elements: an interval set's bounds when one range is wider than a
+/// port, else the ports (a plain set).
+fn port_bounds(ranges: &[(u16, u16)]) -> (bool, Vec<interval::Bound>) {
     let interval = ranges.iter().any(|(lo, hi)| lo != hi);
-    if !interval {
-        return (
-            false,
-            ranges.iter().map(|(p, _)| (*p, false, false)).collect(),
-        );
+    let wide: Vec<_> = ranges
+        .iter()
+        .map(|(lo, hi)| (u128::from(*lo), u128::from(*hi)))
+        .collect();
+    if interval {
+        return (true, bounds(&wide, u128::from(u16::MAX)));
     }
-    let mut out = Vec::with_capacity(2 * ranges.len() + 1);
-    if ranges.first().is_some_and(|(lo, _)| *lo > 0) {
-        out.push((0, true, false));
-    }
-    for (lo, hi) in ranges {
-        match hi.checked_add(1) {
-            Some(end) => {
-                out.push((*lo, false, false));
-                out.push((end, true, false));
-            }
-            None => out.push((*lo, false, true)),
-        }
-    }
-    (true, out)
+    let single = |(key, _)| interval::Bound {
+        key,
+        end: false,
+        open: false,
+    };
+    (false, wide.into_iter().map(single).collect())
 }
 
 /// `NFT_MSG_NEWSET` of the anonymous set of a rule's ports.
 fn port_set(buf: &mut Vec<u8>, table: &str, id: u32, ranges: &[(u16, u16)]) {
-    let (interval, elements) = elements_of(ranges);
-    let open = elements.iter().filter(|(_, _, open)| *open).count();
+    let (interval, elements) = port_bounds(ranges);
+    let open = elements.iter().filter(|b| b.open).count();
     let mut flags = NFT_SET_ANONYMOUS | NFT_SET_CONSTANT;
     if interval {
         flags |= NFT_SET_INTERVAL;
@@ -254,24 +290,12 @@ fn port_set(buf: &mut Vec<u8>, table: &str, id: u32, ranges: &[(u16, u16)]) {
 
 /// `NFT_MSG_NEWSETELEM` of the anonymous set's elements; nft numbers each list element.
 fn port_elements(buf: &mut Vec<u8>, table: &str, id: u32, ranges: &[(u16, u16)]) {
-    let (_, elements) = elements_of(ranges);
+    let (_, elements) = port_bounds(ranges);
     put_str(buf, NFTA_SET_ELEM_LIST_TABLE, table);
     put_str(buf, NFTA_SET_ELEM_LIST_SET, ANONYMOUS_SET);
     put_u32(buf, NFTA_SET_ELEM_LIST_SET_ID, id);
     let list = nest_start(buf, NFTA_SET_ELEM_LIST_ELEMENTS);
-    for (i, (port, end, open)) in elements.iter().enumerate() {
-        let elem = nest_start(buf, (i + 1) as u16);
-        if *end {
-            put_u32(buf, NFTA_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
-        }
-        let key = nest_start(buf, NFTA_SET_ELEM_KEY);
-        put_attr(buf, NFTA_DATA_VALUE, &port.to_be_bytes());
-        nest_end(buf, key);
-        if *open {
-            put_attr(buf, NFTA_SET_ELEM_USERDATA, &UDATA_INTERVAL_OPEN);
-        }
-        nest_end(buf, elem);
-    }
+    put_bounds(buf, &elements, 2);
     nest_end(buf, list);
 }
 

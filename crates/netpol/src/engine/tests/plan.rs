@@ -95,6 +95,18 @@ pub(super) fn apply_table(t: &mut Table, plan: &TablePlan) {
             "set {name} exists"
         );
     }
+    for set in &plan.new_interval_sets {
+        let ranges = set.ranges.iter().map(|(lo, hi)| (key(*lo), key(*hi)));
+        let made = NamedSet {
+            v4: set.v4,
+            elements: Elements::Ranges(ranges.collect()),
+        };
+        assert!(
+            t.sets.insert(set.name.clone(), made).is_none(),
+            "set {} exists",
+            set.name
+        );
+    }
     for (name, _) in &plan.new_chains {
         assert!(
             t.chains.insert(name.clone(), Vec::new()).is_none(),

@@ -344,3 +344,5 @@ fn a_rules_port_set_is_bound_by_its_own_id() {
     assert_eq!(acked[..n - 2].iter().filter(|a| **a).count(), 0);
     assert!(acked[n - 2], "the last message before BATCH_END is acked");
 }
+
+mod interval;
