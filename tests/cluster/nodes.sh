@@ -225,8 +225,3 @@ table inet tern_kt_guard {
 }
 NFT
 }
-
-# guard_rejected: the packets node 1's guard rejected from the pod ranges (both families summed).
-guard_rejected() {
-    nft list chain inet tern_kt_guard forward | awk '/saddr/ && /reject/ {for (i = 1; i <= NF; i++) if ($i == "packets") s += $(i + 1)} END {print s + 0}'
-}
