@@ -21,25 +21,25 @@ const NFNL_MSG_BATCH_END: u16 = 0x11;
 pub(super) const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFNETLINK_V0: u8 = 0;
 /// `enum nf_tables_msg_types`.
-const NFT_MSG_NEWSETELEM: u16 = 12;
+pub(super) const NFT_MSG_NEWSETELEM: u16 = 12;
 const NFT_MSG_DELSETELEM: u16 = 14;
 /// `enum nft_set_elem_list_attributes`.
-const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
-const NFTA_SET_ELEM_LIST_SET: u16 = 2;
-const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
+pub(super) const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
+pub(super) const NFTA_SET_ELEM_LIST_SET: u16 = 2;
+pub(super) const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
 /// `enum nft_list_attributes`.
-const NFTA_LIST_ELEM: u16 = 1;
+pub(super) const NFTA_LIST_ELEM: u16 = 1;
 /// `enum nft_set_elem_attributes`.
-const NFTA_SET_ELEM_KEY: u16 = 1;
+pub(super) const NFTA_SET_ELEM_KEY: u16 = 1;
 const NFTA_SET_ELEM_DATA: u16 = 2;
 /// `enum nft_data_attributes`.
-const NFTA_DATA_VALUE: u16 = 1;
-const NFTA_DATA_VERDICT: u16 = 2;
+pub(super) const NFTA_DATA_VALUE: u16 = 1;
+pub(super) const NFTA_DATA_VERDICT: u16 = 2;
 /// `enum nft_verdict_attributes`.
-const NFTA_VERDICT_CODE: u16 = 1;
-const NFTA_VERDICT_CHAIN: u16 = 2;
+pub(super) const NFTA_VERDICT_CODE: u16 = 1;
+pub(super) const NFTA_VERDICT_CHAIN: u16 = 2;
 /// `enum nft_verdicts`: `NFT_JUMP = -3`.
-const NFT_JUMP: i32 = -3;
+pub(super) const NFT_JUMP: i32 = -3;
 /// linux/netlink.h.
 const NLA_F_NESTED: u16 = 0x8000;
 pub(super) const NLM_F_REQUEST: u16 = 0x1;

@@ -15,6 +15,10 @@ use super::encode::{
     message_end, message_start, nest_end, nest_start, put_attr, put_str, put_u32, Counter,
     NFNL_SUBSYS_NFTABLES, NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST,
 };
+use super::encode::{
+    NFTA_SET_ELEM_LIST_ELEMENTS, NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_TABLE,
+    NFT_MSG_NEWSETELEM,
+};
 use super::rule::{put_rule, Rule};
 use interval::{bounds, chunks, put_bounds};
 
@@ -32,7 +36,6 @@ const NFT_MSG_DELCHAIN: u16 = 5;
 const NFT_MSG_NEWRULE: u16 = 6;
 const NFT_MSG_NEWSET: u16 = 9;
 const NFT_MSG_DELSET: u16 = 11;
-const NFT_MSG_NEWSETELEM: u16 = 12;
 /// linux/netlink.h: `NLM_F_APPEND`, a new rule goes last.
 const NLM_F_APPEND: u16 = 0x800;
 /// `enum nft_chain_attributes`, `enum nft_rule_attributes`.
@@ -55,9 +58,6 @@ const NFT_SET_ANONYMOUS: u32 = 0x1;
 const NFT_SET_CONSTANT: u32 = 0x2;
 const NFT_SET_INTERVAL: u32 = 0x4;
 /// `enum nft_set_elem_list_attributes`.
-const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
-const NFTA_SET_ELEM_LIST_SET: u16 = 2;
-const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
 const NFTA_SET_ELEM_LIST_SET_ID: u16 = 4;
 /// nft's data types (its `enum datatypes`): the key types a set is declared with.
 const TYPE_IPV4_ADDR: u32 = 7;

@@ -17,9 +17,12 @@
 //! - the verdict: `immediate reg 0` of `accept`, `drop`, `return` or `jump chain`.
 
 use super::encode::{nest_end, nest_start, put_attr, put_str, put_u32};
+use super::encode::{
+    NFTA_DATA_VALUE, NFTA_DATA_VERDICT, NFTA_LIST_ELEM, NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE,
+    NFT_JUMP,
+};
 
 /// `enum nft_list_attributes` / `enum nft_expr_attributes`.
-const NFTA_LIST_ELEM: u16 = 1;
 const NFTA_EXPR_NAME: u16 = 1;
 const NFTA_EXPR_DATA: u16 = 2;
 /// `enum nft_meta_attributes`, `enum nft_meta_keys`.
@@ -48,10 +51,6 @@ const NFTA_LOOKUP_SET_ID: u16 = 4;
 /// `enum nft_immediate_attributes`, `enum nft_data_attributes`, `enum nft_verdict_attributes`.
 const NFTA_IMMEDIATE_DREG: u16 = 1;
 const NFTA_IMMEDIATE_DATA: u16 = 2;
-const NFTA_DATA_VALUE: u16 = 1;
-const NFTA_DATA_VERDICT: u16 = 2;
-const NFTA_VERDICT_CODE: u16 = 1;
-const NFTA_VERDICT_CHAIN: u16 = 2;
 /// `enum nft_registers`: the verdict register, the first two 16-byte registers, and the
 /// 32-bit ones nft picks for a concatenation's later parts.
 const NFT_REG_VERDICT: u32 = 0;
@@ -63,7 +62,6 @@ const NFT_REG32_05: u32 = 13;
 /// `NF_ACCEPT`, `NF_DROP` (linux/netfilter.h); `enum nft_verdicts`.
 const NF_DROP: i32 = 0;
 const NF_ACCEPT: i32 = 1;
-const NFT_JUMP: i32 = -3;
 const NFT_RETURN: i32 = -5;
 /// `NFPROTO_IPV4`, `NFPROTO_IPV6` (linux/netfilter.h).
 const NFPROTO_IPV4: u8 = 2;

@@ -6,13 +6,12 @@
 //! The unit tests hold nft's bytes for both.
 
 use super::super::encode::{nest_end, nest_start, put_attr, put_u32};
+use super::super::encode::{NFTA_DATA_VALUE, NFTA_SET_ELEM_KEY};
 
 /// `enum nft_set_elem_attributes`, `enum nft_set_elem_flags`, `enum nft_data_attributes`.
-const NFTA_SET_ELEM_KEY: u16 = 1;
 const NFTA_SET_ELEM_FLAGS: u16 = 3;
 const NFTA_SET_ELEM_USERDATA: u16 = 6;
 const NFT_SET_ELEM_INTERVAL_END: u32 = 0x1;
-const NFTA_DATA_VALUE: u16 = 1;
 /// An element's user data `NFTNL_UDATA_SET_ELEM_FLAGS` = `NFTNL_SET_ELEM_F_INTERVAL_OPEN`: an
 /// interval that runs to the key's last value (no end element follows).
 const UDATA_INTERVAL_OPEN: [u8; 6] = [1, 4, 1, 0, 0, 0];
