@@ -190,9 +190,12 @@ pub(super) fn put_op(
                 let at = start(buf, seq, NFT_MSG_NEWSET, NLM_F_CREATE);
                 port_set(buf, table, id, ranges);
                 message_end(buf, at);
-                let at = start(buf, seq, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
-                port_elements(buf, table, id, ranges);
-                message_end(buf, at);
+                let (_, elements) = port_bounds(ranges);
+                for chunk in chunks(&elements) {
+                    let at = start(buf, seq, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+                    port_elements(buf, table, id, chunk);
+                    message_end(buf, at);
+                }
                 id
             });
             let at = start(buf, seq, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
@@ -289,13 +292,12 @@ fn port_set(buf: &mut Vec<u8>, table: &str, id: u32, ranges: &[(u16, u16)]) {
 }
 
 /// `NFT_MSG_NEWSETELEM` of the anonymous set's elements; nft numbers each list element.
-fn port_elements(buf: &mut Vec<u8>, table: &str, id: u32, ranges: &[(u16, u16)]) {
-    let (_, elements) = port_bounds(ranges);
+fn port_elements(buf: &mut Vec<u8>, table: &str, id: u32, elements: &[interval::Bound]) {
     put_str(buf, NFTA_SET_ELEM_LIST_TABLE, table);
     put_str(buf, NFTA_SET_ELEM_LIST_SET, ANONYMOUS_SET);
     put_u32(buf, NFTA_SET_ELEM_LIST_SET_ID, id);
     let list = nest_start(buf, NFTA_SET_ELEM_LIST_ELEMENTS);
-    put_bounds(buf, &elements, 2);
+    put_bounds(buf, elements, 2);
     nest_end(buf, list);
 }
 
