@@ -165,7 +165,7 @@ impl ElementWriter {
         let sent = self.socket.send(&b.bytes, 0).map_err(|e| io("send", &e))?;
         if sent != b.bytes.len() {
             return Err(Error::NetlinkProtocol {
-                op: "nf_tables element batch".into(),
+                op: "nf_tables batch".into(),
                 reason: format!("sent {sent} of {} bytes", b.bytes.len()),
             });
         }
@@ -221,7 +221,7 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
 /// errno, the request's 16-byte header, then (flag `NLM_F_ACK_TLVS`) the extended-ack TLVs.
 fn acks(buf: &[u8]) -> Result<Vec<Ack>> {
     let bad = |reason: &str| Error::NetlinkProtocol {
-        op: "nf_tables element batch".into(),
+        op: "nf_tables batch".into(),
         reason: reason.into(),
     };
     let mut out = Vec::new();
@@ -280,7 +280,7 @@ fn with_kernel_text(op: String, ack: &Ack) -> String {
 
 fn batch_error(ack: &Ack) -> Error {
     Error::Netlink {
-        op: with_kernel_text("nf_tables element batch".into(), ack),
+        op: with_kernel_text("nf_tables batch".into(), ack),
         errno: ack.errno,
         advice: None,
     }
@@ -312,7 +312,7 @@ fn refusal(b: &encode::Batch, ops: &[Op], ack: &Ack) -> Error {
                 None => format!("{verb} {} elements of set {}", c.elements.len(), c.set),
             }
         }
-        _ => "nf_tables element batch".to_owned(),
+        _ => "nf_tables batch".to_owned(),
     };
     Error::Netlink {
         op: with_kernel_text(op, ack),

@@ -87,7 +87,7 @@ fn parse(mut args: Args) -> Res<Spec> {
             "--bins" => bins = Some(PathBuf::from(args.value(&a)?)),
             _ => {
                 return Err(usage(format!(
-                    "image: unknown argument {a} (tools/xtask/src/image.rs)"
+                    "image: unknown argument {a} (tools/xtask/src/image/mod.rs)"
                 )))
             }
         }
