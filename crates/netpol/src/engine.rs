@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use crate::compile::selects;
 use crate::model::{ClusterPolicy, Labels, NodeInfo, Pod, Policy};
-use crate::ruleset::{ElementPlan, Journal, LogDenied, Size, Table, TablePlan};
+use crate::ruleset::{Journal, LogDenied, Size, Table, TablePlan};
 use crate::sets::{namespace_labels, SetDef, SetId};
 
 /// A set in force: its definition, how many rules of policies in force define it, and its
@@ -56,13 +56,10 @@ pub struct Flush {
     /// The script (one nft transaction) that brings the kernel's table from the last flush's to
     /// this one's; empty when the table did not change.
     pub script: String,
-    /// The same update as element moves only, when it is one (`ruleset::ElementPlan`: elements
-    /// of plain sets and verdict maps that exist before and after); `None` when it touches
-    /// anything else, or nothing.
-    pub elements: Option<ElementPlan>,
     /// The same update as the netlink writer's parts (`ruleset::TablePlan`: sets and chains
     /// made and removed, rules, element moves), when everything it touches is encodable;
-    /// `None` when not, or when nothing changed. A superset of `elements`.
+    /// `None` when not, or when nothing changed; element moves only when
+    /// [`TablePlan::elements_only`].
     pub plan: Option<TablePlan>,
     /// Local pods whose chains were compiled again.
     pub pods: usize,

@@ -32,13 +32,8 @@ impl<P: AsPod> Engine<P> {
         } else {
             journal.table_plan(&self.table)
         };
-        let elements = plan
-            .as_ref()
-            .filter(|p| p.elements_only())
-            .map(|p| p.elements.clone());
         Flush {
             script,
-            elements,
             plan,
             pods: pods.len(),
             sets: sets.len(),

@@ -11,7 +11,6 @@
 use std::net::IpAddr;
 
 use super::journal::Journal;
-use super::plan::TablePlan;
 use super::{sorted_minus, Elements, NamedSet, Table, VerdictMap};
 use crate::addrs::address;
 
@@ -77,14 +76,6 @@ pub(super) fn set_change(
 }
 
 impl Journal {
-    /// The update as element moves only, or `None` when it touches anything else (see the
-    /// module's doc). `now` is the table after the changes.
-    pub fn element_plan(&self, now: &Table) -> Option<ElementPlan> {
-        self.table_plan(now)
-            .filter(TablePlan::elements_only)
-            .map(|p| p.elements)
-    }
-
     /// The verdict maps' moves: per map and family, the keys whose chain changed or went,
     /// deleted, and the keys whose chain changed or came, added.
     pub(super) fn map_moves(&self, now: &Table, plan: &mut ElementPlan) {
