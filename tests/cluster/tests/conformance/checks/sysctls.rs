@@ -55,33 +55,22 @@ fn values_seen(node: &Node, time: &str, intvl: &str) -> Res {
         let path = format!("/proc/sys/net/ipv4/{key}");
         Ok(captured(&node.in_pod(pod, &["cat", &path])?).to_owned())
     };
+    // (pod, key, what it should read, whose value that is)
+    let own = format!("the pod's own {OWN}: tern-tuning's {time} overwrote it");
+    let tuning = |v: &str| format!("tern-tuning's {v}");
+    let expected = [
+        ("plain", "tcp_keepalive_time", time, tuning(time)),
+        ("plain", "tcp_keepalive_intvl", intvl, tuning(intvl)),
+        ("tuned", "tcp_keepalive_time", OWN, own),
+        ("tuned", "tcp_keepalive_intvl", intvl, tuning(intvl)),
+    ];
     let mut wrong = Vec::new();
-    for (key, want) in [("tcp_keepalive_time", time), ("tcp_keepalive_intvl", intvl)] {
-        let got = read("plain", key)?;
-        node.note(&format!("pod plain (no sysctls): {key} {got}"));
+    for (pod, key, want, whose) in expected {
+        let got = read(pod, key)?;
+        node.note(&format!("pod {pod}: {key} {got} (expected {want})"));
         if got != want {
-            wrong.push(format!(
-                "pod plain: {key} {got}, expected tern-tuning's {want}"
-            ));
+            wrong.push(format!("pod {pod}: {key} {got}, expected {whose}"));
         }
-    }
-    let got = read("tuned", "tcp_keepalive_time")?;
-    node.note(&format!(
-        "pod tuned (securityContext tcp_keepalive_time {OWN}): tcp_keepalive_time {got}"
-    ));
-    if got != OWN {
-        wrong.push(format!(
-            "pod tuned: tcp_keepalive_time {got}, expected the pod's own {OWN}: tern-tuning's {time} overwrote it"
-        ));
-    }
-    let got = read("tuned", "tcp_keepalive_intvl")?;
-    node.note(&format!(
-        "pod tuned: tcp_keepalive_intvl {got} (not set by the pod)"
-    ));
-    if got != intvl {
-        wrong.push(format!(
-            "pod tuned: tcp_keepalive_intvl {got}, expected tern-tuning's {intvl}"
-        ));
     }
     if wrong.is_empty() {
         return Ok(());
