@@ -167,6 +167,15 @@ impl Protocol {
             Protocol::Sctp => "sctp",
         }
     }
+
+    /// Its IP protocol number (what `meta l4proto` compares).
+    pub fn number(self) -> u8 {
+        match self {
+            Protocol::Tcp => 6,
+            Protocol::Udp => 17,
+            Protocol::Sctp => 132,
+        }
+    }
 }
 
 fn tcp() -> Protocol {

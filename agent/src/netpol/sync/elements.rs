@@ -10,7 +10,6 @@
 
 use tern_net::netlink::nftables as nl;
 use tern_net::netlink::nftables::{Element, ElementWriter, Op, SetChange, Verb, NFPROTO_INET};
-use tern_netpol::model::Protocol;
 use tern_netpol::ruleset::{
     Addr, ElementPlan, Match, Rule, SetElements, TablePlan, Verdict, TABLE,
 };
@@ -52,11 +51,11 @@ pub fn batch(plan: &ElementPlan) -> Vec<SetChange> {
     out
 }
 
-fn protocol(p: Protocol) -> u8 {
-    match p {
-        Protocol::Tcp => 6,
-        Protocol::Udp => 17,
-        Protocol::Sctp => 132,
+fn set_key(v4: bool) -> nl::SetKey {
+    if v4 {
+        nl::SetKey::Ipv4
+    } else {
+        nl::SetKey::Ipv6
     }
 }
 
@@ -72,7 +71,7 @@ fn one_match(m: &Match) -> nl::Match {
             destination: *addr == Addr::Destination,
             set: set.clone(),
         },
-        Match::Protocol(p) => nl::Match::Protocol(protocol(*p)),
+        Match::Protocol(p) => nl::Match::Protocol(p.number()),
         Match::Ports(r) => nl::Match::Ports(r.clone()),
     }
 }
@@ -99,24 +98,15 @@ fn rule(r: &Rule) -> Option<nl::Rule> {
 pub fn ops(plan: &TablePlan) -> Option<Vec<Op>> {
     let mut out = Vec::new();
     for (name, v4) in &plan.new_sets {
-        let key = if *v4 {
-            nl::SetKey::Ipv4
-        } else {
-            nl::SetKey::Ipv6
-        };
         out.push(Op::NewSet {
             name: name.clone(),
-            key,
+            key: set_key(*v4),
         });
     }
     for set in &plan.new_interval_sets {
         out.push(Op::NewIntervalSet {
             name: set.name.clone(),
-            key: if set.v4 {
-                nl::SetKey::Ipv4
-            } else {
-                nl::SetKey::Ipv6
-            },
+            key: set_key(set.v4),
             ranges: set.ranges.clone(),
         });
     }
