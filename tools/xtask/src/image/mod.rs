@@ -220,13 +220,18 @@ mod tests {
 
     #[test]
     fn each_kind_needs_its_arguments() {
+        // A directory no test or tool made (a stray `/nonexistent` on a host once passed).
+        let gone =
+            std::env::temp_dir().join(format!("tern-xtask-no-rootfs-{}", std::process::id()));
+        assert!(!gone.exists(), "{}", gone.display());
+        let gone = gone.to_string_lossy();
         for bad in [
             &["--busybox"][..],
             &["--webserver", "--out", "x"],
             &["--rootfs", "/", "--name", "n", "--out", "x"],
             &[
                 "--rootfs",
-                "/nonexistent",
+                &gone,
                 "--entrypoint",
                 "[]",
                 "--name",

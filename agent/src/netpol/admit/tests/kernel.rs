@@ -108,10 +108,20 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
     }
     eprintln!("admission of an isolated pod answered in {took:?} (compile and a netlink batch making its chain, the syncer woken by the admission)");
 
-    // A second pod the policy selects shares web's chain: its addresses enter the verdict maps
-    // by an element update, and it too is refused from its first connection.
-    let (_web2, web2_ips) = wire_pod(&node, 4, "web2");
-    let web2_s = ips(web2_ips);
+    a_second_pod_the_policy_selects_is_refused_from_its_first_packet(&s, &node, &cli);
+    s.stop.stop();
+    syncer.join().unwrap();
+}
+
+/// A second pod the policy selects shares web's chain: its addresses enter the verdict maps by
+/// an element update over netlink, and it too is refused from its first connection.
+fn a_second_pod_the_policy_selects_is_refused_from_its_first_packet(
+    s: &Shared,
+    node: &TestNetns,
+    cli: &TestNetns,
+) {
+    let (_web2, web2_ips) = wire_pod(node, 4, "web2");
+    let web2_s: Vec<String> = web2_ips.iter().map(ToString::to_string).collect();
     let web2_refs: Vec<&str> = web2_s.iter().map(String::as_str).collect();
     {
         let mut st = s.store();
@@ -124,7 +134,7 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
         (stats.updates, stats.netlink_updates)
     };
     let started = Instant::now();
-    assert_eq!(admit(&s, &req("web2", &web2_refs), later()), Ok(true));
+    assert_eq!(admit(s, &req("web2", &web2_refs), later()), Ok(true));
     let took = started.elapsed();
     assert_eq!(
         s.stats().updates,
@@ -140,13 +150,11 @@ fn an_admitted_pod_a_deny_all_policy_selects_is_isolated_from_its_first_packet()
     );
     for ip in web2_ips {
         assert!(
-            !connects(&cli, ip, Duration::from_millis(600)),
+            !connects(cli, ip, Duration::from_millis(600)),
             "cli -> {ip}: web2's first connection after admission must be refused"
         );
     }
     eprintln!(
         "admission of a pod sharing a chain answered in {took:?} (compile and an element update)"
     );
-    s.stop.stop();
-    syncer.join().unwrap();
 }

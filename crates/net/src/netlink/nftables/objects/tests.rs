@@ -139,6 +139,17 @@ fn peer(v4: bool, destination: bool, set: &str) -> Match {
     }
 }
 
+/// Each `(capture names, op)`: `op` alone encodes to exactly those nft 1.0.6 messages.
+fn assert_each_is_what_nft_writes(cases: Vec<(&[&str], Op)>) {
+    for (names, op) in cases {
+        assert_eq!(
+            ours(std::slice::from_ref(&op)),
+            nft(names),
+            "{names:?}: {op:?}"
+        );
+    }
+}
+
 #[test]
 fn each_rule_shape_is_what_nft_writes() {
     let (tcp, udp, sctp) = (
@@ -147,7 +158,7 @@ fn each_rule_shape_is_what_nft_writes() {
         Match::Protocol(132),
     );
     let accept = || Verdict::Accept;
-    let cases: Vec<(&[&str], Op)> = vec![
+    assert_each_is_what_nft_writes(vec![
         (&["chain_in_1"], Op::NewChain("in_1".into())),
         (
             &["rule_saddr4"],
@@ -213,6 +224,14 @@ fn each_rule_shape_is_what_nft_writes() {
         (&["rule_jump"], rule(vec![], Verdict::Jump("in_2".into()))),
         (&["rule_return"], rule(vec![], Verdict::Return)),
         (&["rule_drop"], rule(vec![], Verdict::Drop)),
+    ]);
+}
+
+#[test]
+fn each_port_set_chain_and_set_object_is_what_nft_writes() {
+    let tcp = Match::Protocol(6);
+    let accept = || Verdict::Accept;
+    assert_each_is_what_nft_writes(vec![
         (&["chain_in_3"], Op::NewChain("in_3".into())),
         (
             &[
@@ -270,14 +289,7 @@ fn each_rule_shape_is_what_nft_writes() {
         ),
         (&["delete_set_p4_9"], Op::DeleteSet("p4_9".into())),
         (&["delete_chain_in_3"], Op::DeleteChain("in_3".into())),
-    ];
-    for (names, op) in cases {
-        assert_eq!(
-            ours(std::slice::from_ref(&op)),
-            nft(names),
-            "{names:?}: {op:?}"
-        );
-    }
+    ]);
 }
 
 /// The anonymous set, its elements and the rule's lookup carry one id, distinct per rule of a
