@@ -155,7 +155,14 @@ impl ElementWriter {
         if ops.iter().all(empty) {
             return Ok(());
         }
-        let b = encode::batch(self.family, &self.table, ops, self.seq.get());
+        // The encoder is pure: a list it failed to split (its one panic) refuses the batch,
+        // and the caller's nft fallback, which has no 16-bit limit, writes the change.
+        let (family, table, seq) = (self.family, self.table.as_str(), self.seq.get());
+        let encoded = std::panic::catch_unwind(|| encode::batch(family, table, ops, seq));
+        let b = encoded.map_err(|_| Error::NetlinkProtocol {
+            op: "nf_tables batch".into(),
+            reason: "an attribute outgrew its 16-bit length (not split): nothing sent".into(),
+        })?;
         let last = b.sent.last().map_or(b.begin_seq, |s| s.seq);
         self.seq.set(last.wrapping_add(2).max(1));
         if b.bytes.len() > SEND_BUFFER {

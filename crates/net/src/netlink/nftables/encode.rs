@@ -98,9 +98,22 @@ fn align(n: usize) -> usize {
     (n + 3) & !3
 }
 
+/// The 16-bit length field of an attribute `len` bytes long.
+///
+/// # Panics
+/// When `len` does not fit. Every list that could outgrow it is split before (element lists
+/// by [`ELEMENTS_BUDGET`], interval and port sets by their chunks), so a longer one is a bug
+/// here; written modulo 2^16 the kernel would read a truncated list and keep part of a set
+/// without an error. [`super::ElementWriter::apply`] turns it into a refused batch.
+fn attr_len(len: usize) -> [u8; 2] {
+    match u16::try_from(len) {
+        Ok(l) => l.to_ne_bytes(),
+        Err(_) => panic!("nf_tables attribute of {len} bytes: over 16 bits, not split"),
+    }
+}
+
 pub(super) fn put_attr(buf: &mut Vec<u8>, ty: u16, payload: &[u8]) {
-    let len = 4 + payload.len();
-    buf.extend_from_slice(&(len as u16).to_ne_bytes());
+    buf.extend_from_slice(&attr_len(4 + payload.len()));
     buf.extend_from_slice(&ty.to_ne_bytes());
     buf.extend_from_slice(payload);
     buf.resize(align(buf.len()), 0);
@@ -121,9 +134,13 @@ pub(super) fn nest_start(buf: &mut Vec<u8>, ty: u16) -> usize {
     at
 }
 
+/// Writes the length of the nest [`nest_start`] opened at `at`.
+///
+/// # Panics
+/// As [`attr_len`].
 pub(super) fn nest_end(buf: &mut [u8], at: usize) {
-    let len = (buf.len() - at) as u16;
-    buf[at..at + 2].copy_from_slice(&len.to_ne_bytes());
+    let len = attr_len(buf.len() - at);
+    buf[at..at + 2].copy_from_slice(&len);
 }
 
 /// An `nlmsghdr` with its length left 0 ([`message_end`] writes it) and an `nfgenmsg`.

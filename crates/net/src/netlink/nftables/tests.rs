@@ -150,3 +150,35 @@ fn a_big_change_splits_and_offsets_name_elements() {
     assert_eq!(element_at(second, start + 5), Some(k));
     assert_eq!(element_at(second, 0), None);
 }
+
+/// A nest longer than 16 bits stops the encoder instead of being written modulo 2^16 (the
+/// kernel would read the truncated list and keep part of a set without an error).
+#[test]
+#[should_panic(expected = "over 16 bits")]
+fn a_nest_past_an_attributes_length_is_refused_not_wrapped() {
+    use super::encode::{nest_end, nest_start};
+    let mut buf = Vec::new();
+    let at = nest_start(&mut buf, 3);
+    buf.resize(at + 70_000, 0);
+    nest_end(&mut buf, at);
+}
+
+/// The writer turns that stop into a refused batch, before anything is sent, so the agent's
+/// syncer falls back to nft (needs no root: nothing reaches the kernel).
+#[test]
+fn a_batch_the_encoder_cannot_write_is_an_error_and_nothing_is_sent() {
+    let writer = super::ElementWriter::new(NFPROTO_INET, "tern_netpol").unwrap();
+    let change = SetChange {
+        verb: Verb::Add,
+        set: "p".repeat(70_000),
+        elements: vec![Element {
+            key: "10.1.2.3".parse().unwrap(),
+            jump: None,
+        }],
+    };
+    let e = writer.write(&[change]).unwrap_err().to_string();
+    assert!(
+        e.contains("16-bit length") && e.contains("nothing sent"),
+        "{e}"
+    );
+}
