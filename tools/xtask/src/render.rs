@@ -251,7 +251,8 @@ fn compare(files: &BTreeMap<String, String>, dir: &Path) -> Vec<String> {
                 .map(|d| String::from_utf8_lossy(&d.stdout).into_owned())
         });
         problems.push(format!(
-            "deploy/{name} differs from the chart's rendering (cargo xtask render-deploy):\n{}",
+            "{} differs from the chart's rendering (cargo xtask render-deploy):\n{}",
+            dir.join(&name).display(),
             diff.unwrap_or_default()
         ));
     }
