@@ -229,3 +229,5 @@ fn the_drift_check_takes_at_most_a_fiftieth_of_the_time() {
         Duration::from_secs(1000)
     );
 }
+
+mod kernel;
