@@ -25,14 +25,20 @@ fuzz_target!(|data: &[u8]| {
         .chars()
         .flat_map(|c| {
             let special = "\\.+*?()|[]{}^$#&-~".contains(c);
-            special.then_some('\\').into_iter().chain(std::iter::once(c))
+            special
+                .then_some('\\')
+                .into_iter()
+                .chain(std::iter::once(c))
         })
         .collect();
     if !key.is_empty() && !key.contains(char::is_whitespace) {
         if let Ok(one) = Allowlist::from_patterns(&[escaped.as_str()], "fuzz") {
             assert!(one.is_allowed(key), "{key:?} not allowed by {escaped:?}");
             let longer = format!("{key}x");
-            assert!(!one.is_allowed(&longer), "{escaped:?} matched {longer:?}: not anchored");
+            assert!(
+                !one.is_allowed(&longer),
+                "{escaped:?} matched {longer:?}: not anchored"
+            );
         }
     }
 });

@@ -32,7 +32,11 @@ fuzz_target!(|data: &[u8]| {
     let back = kubeconfig::parse(&rendered, path)
         .unwrap_or_else(|e| panic!("rendered kubeconfig does not parse: {e}\n{rendered}"));
     assert_eq!(back.server, server.trim_end_matches('/'));
-    assert_eq!(back.token.expose(), token.expose(), "token changed through render + parse");
+    assert_eq!(
+        back.token.expose(),
+        token.expose(),
+        "token changed through render + parse"
+    );
     match back.trust {
         TlsTrust::CaPem(pem) => assert_eq!(pem, ca.as_bytes()),
         _ => assert!(ca.is_empty(), "CA lost through render + parse"),

@@ -10,9 +10,7 @@ use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use tern_cni::{
-    AddInput, CheckInput, CniResult, DelInput, Error, GcInput, Plugin, StatusInput,
-};
+use tern_cni::{AddInput, CheckInput, CniResult, DelInput, Error, GcInput, Plugin, StatusInput};
 use tern_net::sysctl::Allowlist;
 use tern_tuning::config::{data_dir_for_del, TuningConf};
 
@@ -75,7 +73,9 @@ fuzz_target!(|data: &[u8]| {
     };
     // The dispatcher opens `logFile` for appending: never let a fuzz input name a file.
     if let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(stdin) {
-        if m.keys().any(|k| k.eq_ignore_ascii_case("logFile") || k.eq_ignore_ascii_case("logLevel")) {
+        if m.keys()
+            .any(|k| k.eq_ignore_ascii_case("logFile") || k.eq_ignore_ascii_case("logLevel"))
+        {
             return;
         }
     }
@@ -98,6 +98,9 @@ fuzz_target!(|data: &[u8]| {
     assert!(docs.len() <= 1, "more than one JSON document: {text:?}");
     if status == 1 {
         let code = docs.first().and_then(|d| d["code"].as_u64());
-        assert!(code.is_some_and(|c| c > 0), "an error without a code: {text:?}");
+        assert!(
+            code.is_some_and(|c| c > 0),
+            "an error without a code: {text:?}"
+        );
     }
 });

@@ -18,18 +18,23 @@ fuzz_target!(|data: &[u8]| {
         let rel = k.relative();
         assert!(rel.starts_with("net/"), "{key:?} ({ifname:?}) -> {rel:?}");
         assert!(
-            rel.split('/').all(|s| !s.is_empty() && s != "." && s != ".."),
+            rel.split('/')
+                .all(|s| !s.is_empty() && s != "." && s != ".."),
             "{key:?} ({ifname:?}) -> {rel:?}"
         );
         assert!(k.path().starts_with("/proc/sys/net"), "{:?}", k.path());
-        assert!(!rel.bytes().any(|b| b.is_ascii_control() || b == b' '), "{rel:?}");
+        assert!(
+            !rel.bytes().any(|b| b.is_ascii_control() || b == b' '),
+            "{rel:?}"
+        );
         assert_eq!(k.raw(), key);
     }
     if let Ok(v) = SysctlValue::parse(key, value) {
         let s = v.as_str();
         assert!(!s.is_empty() && s.len() <= 256, "{s:?}");
         assert!(
-            s.bytes().all(|b| b == b' ' || b == b'\t' || b.is_ascii_graphic()),
+            s.bytes()
+                .all(|b| b == b' ' || b == b'\t' || b.is_ascii_graphic()),
             "{s:?}"
         );
     }
