@@ -291,12 +291,14 @@ mod tests {
             .iter()
             .filter_map(|l| l.split_whitespace().next())
             .collect();
+        // Each where it is: the directory checked, not deploy/ whatever it was.
+        let at = |n: &str| dir.path().join(n).display().to_string();
         assert_eq!(
             named,
             [
-                "deploy/b.yaml",
-                "deploy/cluster-network-policy/crd.yaml",
-                "deploy/stale.yaml"
+                at("b.yaml"),
+                at("cluster-network-policy/crd.yaml"),
+                at("stale.yaml")
             ]
         );
     }
