@@ -1,8 +1,8 @@
 //! No product function is over 100 lines (DESIGN, "Rules that hold everywhere"): every
 //! `fn` in the `src/` trees of `crates/` (but the test kit), `plugins/` and `agent/`, from its
 //! `fn` line to its closing brace, `#[cfg(test)]` modules left out. Braces are matched over the
-//! code alone: comments, strings, raw strings and character literals are skipped. Needs neither
-//! root nor binaries.
+//! code alone: comments, strings, raw strings (byte ones too) and character literals are skipped.
+//! Needs neither root nor binaries.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -49,11 +49,19 @@ fn functions(src: &str) -> Vec<(usize, String, usize)> {
             i = skip_to(i + rest.find("*/").unwrap() + 2, i, &mut line);
             continue;
         }
-        if b[i] == b'r' && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')) {
-            let hashes = rest[1..].bytes().take_while(|c| *c == b'#').count();
-            if rest.as_bytes().get(1 + hashes) == Some(&b'"') {
+        // A raw string, `r"…"`, `r#"…"#`, or a raw byte string, `br"…"` (no escapes in either).
+        let raw_at = if b[i] == b'b' && rest.as_bytes().get(1) == Some(&b'r') {
+            Some(1)
+        } else {
+            (b[i] == b'r').then_some(0)
+        };
+        if let Some(r) =
+            raw_at.filter(|_| i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
+        {
+            let hashes = rest[r + 1..].bytes().take_while(|c| *c == b'#').count();
+            if rest.as_bytes().get(r + 1 + hashes) == Some(&b'"') {
                 let close = format!("\"{}", "#".repeat(hashes));
-                let body = 2 + hashes;
+                let body = r + 2 + hashes;
                 i = skip_to(
                     i + body + rest[body..].find(&close).unwrap() + close.len(),
                     i,
@@ -128,6 +136,12 @@ fn the_scanner_measures_what_it_should() {
     assert_eq!(
         functions(src),
         [(1, "a".to_owned(), 4), (10, "b".to_owned(), 4)]
+    );
+    // A raw byte string has no escapes: its `\` ends nothing, its braces open nothing.
+    let src = "fn c() {\n    let s = br\"{\\\";\n}\nfn d() {\n    let t = br#\"}\"#;\n}\n";
+    assert_eq!(
+        functions(src),
+        [(1, "c".to_owned(), 3), (4, "d".to_owned(), 3)]
     );
 }
 
