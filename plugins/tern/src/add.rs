@@ -19,22 +19,20 @@ use crate::pod_side::configure_pod_side;
 use crate::rollback::Rollback;
 use crate::state::{AttachmentState, StateStore};
 
-/// Runs ADD for one attachment.
+/// Runs ADD for one attachment in `netns`, the pod's (`CNI_NETNS`, opened by the caller).
 ///
 /// # Errors
-/// Code 8 when the netns cannot be opened; 100 when `CNI_IFNAME` exists in the pod; the IPAM
-/// plugin's error with its code; 102 when IPAM returned no address; 101 for netlink failures;
-/// 104 when the state file cannot be written; 107 when `ipMasq` is set and the nft tool is
-/// missing (before IPAM runs) or refuses the rules; 11 when `networkPolicy` is set and
+/// 100 when `CNI_IFNAME` exists in the pod; the IPAM plugin's error with its code; 102 when
+/// IPAM returned no address; 101 for netlink failures; 104 when the state file cannot be
+/// written; 107 when `ipMasq` is set and the nft tool is missing (before IPAM runs) or refuses
+/// the rules; 11 when `networkPolicy` is set and
 /// tern-agent does not admit the pod in time ([`crate::admission::admit`]). Every error has
 /// undone what ADD did.
-pub fn add(input: &AddInput, conf: &TernConf) -> Result<CniResult, Error> {
+pub fn add(input: &AddInput, conf: &TernConf, netns: &NetNs) -> Result<CniResult, Error> {
     let ifname = input.ifname.as_str();
-    let netns = NetNs::open(&input.netns)?;
-    tern_node::phase::mark("netns-open");
     let host = Handle::new()?;
     tern_node::phase::mark("socket-host");
-    let pod = Handle::in_netns(&netns)?;
+    let pod = Handle::in_netns(netns)?;
     tern_node::phase::mark("netns-enter+socket-pod");
     if pod.link_by_name(ifname)?.is_some() {
         return Err(interface_exists(input));
@@ -78,7 +76,7 @@ pub fn add(input: &AddInput, conf: &TernConf) -> Result<CniResult, Error> {
 
     enable_forwarding(has_v4, has_v6)?;
 
-    create_veth(&host, &host_veth, ifname, &netns, conf.mtu, input, &store)?;
+    create_veth(&host, &host_veth, ifname, netns, conf.mtu, input, &store)?;
     undo.push("delete host veth", || {
         host.delete_link_by_name(&host_veth)
             .map(drop)
@@ -88,7 +86,7 @@ pub fn add(input: &AddInput, conf: &TernConf) -> Result<CniResult, Error> {
     let pod_link = required_link(&pod, ifname, "pod")?;
 
     configure_host_side(&host, &host_link, has_v4, has_v6)?;
-    let routes = configure_pod_side(&pod, &netns, &pod_link, &addrs, &ipam_result.routes)?;
+    let routes = configure_pod_side(&pod, netns, &pod_link, &addrs, &ipam_result.routes)?;
     for addr in &addrs {
         add_host_route(&host, host_link.index, *addr)?;
     }

@@ -26,6 +26,7 @@ pub mod status;
 pub mod teardown;
 
 use tern_cni::{AddInput, CheckInput, CniResult, DelInput, Error, GcInput, Plugin, StatusInput};
+use tern_net::netns::NetNs;
 
 /// The tern plugin: its verbs, for [`tern_cni::plugin_main`] or [`tern_cni::dispatch`].
 pub struct Tern;
@@ -45,8 +46,12 @@ impl Plugin for Tern {
     fn add(&self, input: &AddInput) -> Result<CniResult, Error> {
         // Parsed once for the verb: the checks before the lock and ADD itself read the same.
         let conf = config::TernConf::from_netconf(&input.config)?;
+        // Opened before the lock, whose first use makes the network's state directory: a
+        // `CNI_NETNS` that is no network namespace is refused (code 8) before anything is made.
+        let netns = NetNs::open(&input.netns)?;
+        tern_node::phase::mark("netns-open");
         let _lock = attachment::prepare_add(input, &conf)?;
-        add::add(input, &conf)
+        add::add(input, &conf, &netns)
     }
 
     fn del(&self, input: &DelInput) -> Result<(), Error> {

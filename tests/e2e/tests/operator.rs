@@ -88,15 +88,23 @@ fn failed_verbs_are_logged_and_the_log_rotates() {
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("tern.log");
+    // Its own state directory (the default is the node's /run/cni/tern, where a network
+    // directory `logtest` was left on every machine this ran on).
+    let state = dir.path().join("state");
     let conf = |cap: serde_json::Value| {
         serde_json::json!({
             "cniVersion": "1.1.0", "name": "logtest", "type": "tern",
             "logFile": log.to_str().unwrap(), "logFileMaxBytes": cap,
+            "stateDir": state.to_str().unwrap(),
             "ipam": {"type": "tern-no-such-ipam"}
         })
     };
     let (status, err) = add("tern", "logtest-1", &conf(serde_json::json!(300)));
     assert_eq!(status, 1, "{err}");
+    // CNI_NETNS is no network namespace: refused (8) before anything is made, the network's
+    // state directory included (DESIGN, "Rules that hold everywhere").
+    assert_eq!(err["code"], 8, "{err}");
+    assert!(!state.exists(), "{} made by a refused ADD", state.display());
     let code = err["code"].as_u64().unwrap();
     let text = std::fs::read_to_string(&log).unwrap();
     let line = text
