@@ -157,6 +157,12 @@ kubelet_start() {
         for h in /sys/fs/cgroup/*/; do
             if [ -f "$h/cgroup.procs" ]; then mkdir -p "$h${CGROUP_ROOT#/}"; fi
         done
+        # Its root a shared mount point before it starts: else the kubelet bind-mounts it onto
+        # itself (MakeRShared) while its podresources listener renames a socket into it, a rename
+        # that straddles the mount fails with EXDEV and the kubelet exits (CI, 2026-12-07).
+        mkdir -p "$KT/kubelet/root"
+        mountpoint -q "$KT/kubelet/root" || mount --bind "$KT/kubelet/root" "$KT/kubelet/root"
+        mount --make-rshared "$KT/kubelet/root"
         TERN_NODE_IPS="${2:-}" start kubelet "${N_ETC[1]}/kubelet"
     else
         # shellcheck disable=SC2016 # expanded in the node
