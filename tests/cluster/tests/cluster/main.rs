@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use tern_cluster::{tail, Node, Res};
+use tern_cluster::{errors, tail, Node, Res};
 
 /// A case: a name (as the bash tier named it) and its body.
 type Case = (&'static str, fn(&Node) -> Res);
@@ -248,6 +248,10 @@ fn bring_up(node: &Node) -> Res {
             let l = node.kt.join(c).join("log");
             if l.exists() {
                 msg.push_str(&format!("\n--- {c} log:\n{}", tail(&l, 15)));
+                let first = errors(&l, 15);
+                if !first.is_empty() {
+                    msg.push_str(&format!("\n--- {c} log, its first errors:\n{first}"));
+                }
             }
         }
         return Err(msg);
