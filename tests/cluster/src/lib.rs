@@ -39,9 +39,9 @@ pub fn tail(path: &std::path::Path, n: usize) -> String {
 pub fn errors(path: &std::path::Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let error = |l: &&str| {
-        let klog = l.len() > 5
-            && matches!(&l[..1], "E" | "F")
-            && l[1..5].bytes().all(|b| b.is_ascii_digit());
+        let b = l.as_bytes();
+        let klog =
+            b.len() > 5 && matches!(b[0], b'E' | b'F') && b[1..5].iter().all(u8::is_ascii_digit);
         klog || l.contains("level=error") || l.contains("level=fatal")
     };
     text.lines()
