@@ -291,12 +291,13 @@ mod tests {
             .iter()
             .filter_map(|l| l.split_whitespace().next())
             .collect();
+        let at = |f: &str| dir.path().join(f).display().to_string();
         assert_eq!(
             named,
             [
-                "deploy/b.yaml",
-                "deploy/cluster-network-policy/crd.yaml",
-                "deploy/stale.yaml"
+                at("b.yaml"),
+                at("cluster-network-policy/crd.yaml"),
+                at("stale.yaml")
             ]
         );
     }
