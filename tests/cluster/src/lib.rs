@@ -34,6 +34,24 @@ pub fn tail(path: &std::path::Path, n: usize) -> String {
         .join("\n")
 }
 
+/// The first `n` error lines of a component's log `path` (klog's `E`/`F` lines, logrus'
+/// `level=error`/`fatal`), each prefixed with `    | `: what a tail past them no longer shows.
+pub fn errors(path: &std::path::Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let error = |l: &&str| {
+        let b = l.as_bytes();
+        let klog =
+            b.len() > 5 && matches!(b[0], b'E' | b'F') && b[1..5].iter().all(u8::is_ascii_digit);
+        klog || l.contains("level=error") || l.contains("level=fatal")
+    };
+    text.lines()
+        .filter(error)
+        .take(n)
+        .map(|l| format!("    | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Fails a case with `msg` (as bash's `fail`).
 pub fn fail<T>(msg: impl Into<String>) -> Res<T> {
     Err(msg.into())
@@ -256,6 +274,31 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_logs_errors_are_klogs_e_and_f_lines_and_logrus_error_levels() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        std::fs::write(
+            &log,
+            "I1207 06:29:28.39 1 server.go:1262] \"Started kubelet\"\n\
+             E1207 06:29:28.39 1 server.go:1258] \"Failed to set rlimit\"\n\
+             Everything fine\n\
+             time=\"x\" level=info msg=\"ok\"\n\
+             time=\"x\" level=error msg=\"bad\"\n\
+             F1207 06:29:29.00 1 x.go:1] fatal\n",
+        )
+        .unwrap();
+        let got = errors(&log, 15);
+        let lines: Vec<&str> = got.lines().collect();
+        assert_eq!(lines.len(), 3, "{got}");
+        assert!(
+            lines[0].contains("rlimit") && lines[1].contains("level=error"),
+            "{got}"
+        );
+        assert!(lines[2].contains("fatal"), "{got}");
+        assert_eq!(errors(&log, 1).lines().count(), 1);
+    }
 
     fn node() -> Node {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

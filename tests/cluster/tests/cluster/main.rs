@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Failed, Trial};
-use tern_cluster::{tail, Node, Res};
+use tern_cluster::{errors, tail, Node, Res};
 
 /// A case: a name (as the bash tier named it) and its body.
 type Case = (&'static str, fn(&Node) -> Res);
@@ -235,25 +235,80 @@ fn bring_up(node: &Node) -> Res {
         node.kt.display()
     );
     let t0 = std::time::Instant::now();
+    STARTED.store(true, Ordering::SeqCst);
+    // The bring-up is the machine's, not tern's (tern is applied by the first case): one that
+    // fails is shown whole, torn down and tried once more.
+    if let Err(first) = up(node) {
+        eprintln!("[cluster] the bring-up failed; torn down and tried once more:\n{first}");
+        node.sh(&["down"], &[])?;
+        up(node)?;
+    }
+    eprintln!("[cluster] cluster up in {:.0}s", t0.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// `node.sh up` once, its output kept in `$KT/up.log`; on failure that log's tail and each
+/// component's tail and first errors, a kubelet still running asked for its goroutines first.
+fn up(node: &Node) -> Res {
     let log = std::env::temp_dir().join(format!("tern-cluster-up-{}.log", std::process::id()));
     node.log_to(&log)?;
-    STARTED.store(true, Ordering::SeqCst);
     let r = node.sh(&["up"], &[]);
     let kept = node.kt.join("up.log");
     let _ = std::fs::copy(&log, &kept);
     let _ = std::fs::remove_file(&log);
-    if let Err(e) = r {
-        let mut msg = format!("{e}\n{}", tail(&kept, 40));
-        for c in ["etcd", "apiserver", "containerd", "crio", "kubelet"] {
-            let l = node.kt.join(c).join("log");
-            if l.exists() {
-                msg.push_str(&format!("\n--- {c} log:\n{}", tail(&l, 15)));
+    let Err(e) = r else { return Ok(()) };
+    let kubelet_stacks = goroutines(&node.kt.join("kubelet"));
+    let mut msg = format!("{e}\n{}", tail(&kept, 40));
+    for c in ["etcd", "apiserver", "containerd", "crio", "kubelet"] {
+        let l = node.kt.join(c).join("log");
+        if l.exists() {
+            msg.push_str(&format!("\n--- {c} log:\n{}", tail(&l, 15)));
+            let first = errors(&l, 15);
+            if !first.is_empty() {
+                msg.push_str(&format!("\n--- {c} log, its first errors:\n{first}"));
             }
         }
-        return Err(msg);
     }
-    eprintln!("[cluster] cluster up in {:.0}s", t0.elapsed().as_secs_f64());
-    Ok(())
+    if !kubelet_stacks.is_empty() {
+        msg.push_str(&format!(
+            "\n--- the kubelet's goroutines in a system call or waiting minutes (SIGQUIT):\n{kubelet_stacks}"
+        ));
+    }
+    Err(msg)
+}
+
+/// A Go component in `dir` (its `pid` and `log`) still running is sent SIGQUIT, which makes it
+/// write every goroutine's stack to its log and exit: the goroutines in a system call or
+/// blocked for minutes, each its header and first frames (a silent kubelet says where it is).
+fn goroutines(dir: &Path) -> String {
+    let Some(pid) = std::fs::read_to_string(dir.join("pid"))
+        .ok()
+        .and_then(|p| p.trim().parse::<i32>().ok())
+    else {
+        return String::new();
+    };
+    let pid = nix::unistd::Pid::from_raw(pid);
+    if nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGQUIT).is_err() {
+        return String::new();
+    }
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        if nix::sys::signal::kill(pid, None).is_err() {
+            break;
+        }
+    }
+    let text = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        let blocked =
+            l.starts_with("goroutine ") && (l.contains("[syscall") || l.contains("minutes"));
+        if blocked && out.len() < 120 {
+            out.push(format!("    | {l}"));
+            out.extend(lines.by_ref().take(6).map(|f| format!("    | {f}")));
+        }
+    }
+    out.join("\n")
 }
 
 /// Runs one case with its log at `$KT/cases/NAME.log`; on failure, the message and the log's
