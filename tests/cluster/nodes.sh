@@ -165,9 +165,11 @@ kubelet_start() {
         mount --make-rshared "$KT/kubelet/root"
         TERN_NODE_IPS="${2:-}" start kubelet "${N_ETC[1]}/kubelet"
     else
+        # the same shared root in node N's container (its / is a private mount)
         # shellcheck disable=SC2016 # expanded in the node
         node_podman "$n" exec -d -e TERN_NODE_IPS="${2:-}" "$(node_ctr "$n")" sh -c \
-            'echo $$ >/run/kubelet.pid; exec /etc/tern-node/kubelet >>/var/log/tern-node/kubelet.log 2>&1'
+            'r=/var/lib/kubelet; mkdir -p $r; grep -q " $r " /proc/self/mountinfo || mount --bind $r $r; mount --make-rshared $r
+             echo $$ >/run/kubelet.pid; exec /etc/tern-node/kubelet >>/var/log/tern-node/kubelet.log 2>&1'
     fi
 }
 kubelet_stop() {
