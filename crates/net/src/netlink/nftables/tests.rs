@@ -164,10 +164,11 @@ fn a_nest_past_an_attributes_length_is_refused_not_wrapped() {
 }
 
 /// The writer turns that stop into a refused batch, before anything is sent, so the agent's
-/// syncer falls back to nft (needs no root: nothing reaches the kernel).
+/// syncer falls back to nft (needs no root: nothing reaches the kernel; the table is one no
+/// agent uses, in case a regression ever sent it).
 #[test]
 fn a_batch_the_encoder_cannot_write_is_an_error_and_nothing_is_sent() {
-    let writer = super::ElementWriter::new(NFPROTO_INET, "tern_netpol").unwrap();
+    let writer = super::ElementWriter::new(NFPROTO_INET, "tern_test_never_sent").unwrap();
     let change = SetChange {
         verb: Verb::Add,
         set: "p".repeat(70_000),
